@@ -1,0 +1,62 @@
+"""Command-line entry point: ``libra-des <command> ...``.
+
+Each command lives in ``libra_des/commands/<name>.py`` and exposes ``register(subparsers)``.
+Bad input of any kind ends here as one line on stderr and exit status 2 (no traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from libra_des import __version__
+from libra_des.errors import EXIT_BAD_INPUT, CheckError, InputError
+
+#: Command modules, in the order ``--help`` lists them.
+COMMANDS = ("quickstart", "run", "plan", "cost", "profile", "sweep")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse that reports usage errors on one line with exit status 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        sys.stderr.write(f"error: {self.prog}: {message}\n")
+        raise SystemExit(EXIT_BAD_INPUT)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(prog="libra-des", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"libra-des {__version__}")
+    subs = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"libra_des.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"libra_des.commands.{name}":
+                raise
+            continue
+        module.register(subs)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.handler(args)
+    except InputError as exc:
+        sys.stderr.write(exc.line() + "\n")
+        return EXIT_BAD_INPUT
+    except CheckError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 1
+    except KeyboardInterrupt:
+        sys.stderr.write("interrupted\n")
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

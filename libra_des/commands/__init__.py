@@ -1,0 +1,1 @@
+"""One module per ``libra-des`` sub-command; each exposes ``register(subparsers)``."""

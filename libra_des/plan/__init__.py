@@ -1,0 +1,1 @@
+"""Planners: pure functions from workload + config to plan objects (no SimPy here)."""

@@ -1,0 +1,1 @@
+"""SimPy processes that execute plans: training steps, MoE prefill layers, network flows."""

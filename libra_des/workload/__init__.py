@@ -1,0 +1,1 @@
+"""Data: sample-length distributions, packing into packed sequences, MoE routing traces."""
