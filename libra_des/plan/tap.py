@@ -1,0 +1,541 @@
+"""TAP (Tiled Attention Pooling): balance core attention inside one sequence pool.
+
+PAPERS.md part A, implemented as written there: SH-tiles (block b, head shard h), KV groups
+(sample j, head shard h), a communication-aware greedy placement with slack τ, an exchange plan
+with KV de-duplication, and the Pipeliner's head-chunk schedule.
+
+Layout assumptions of a pool (documented choices, not in the paper):
+
+* Packed sequence ``p`` of the pool lives on DP replica ``p``; its CP workers are
+  ``p*cp .. p*cp+cp-1`` and hold contiguous token shards ``[c*L//cp, (c+1)*L//cp)`` of the
+  packed length ``L`` (trailing padding, if the samples sum to less than ``L``, is no work).
+* Q-home of a tile = the worker holding the block's first token (a block straddling a shard
+  boundary, when B does not divide L/cp, is charged as if all its queries lived there).
+* A KV group's bytes are ``V_g = 2 * l_j * kv_heads_per_shard * head_dim * dtype_bytes`` with
+  ``kv_heads_per_shard = max(heads_kv // H, 1)``: with GQA a shard of ``heads_q/H`` query heads
+  needs ``heads_kv/H`` KV heads, and at least one when ``H > heads_kv`` (the KV head is then
+  replicated across shards).
+* Residency: before balancing, each worker holds the K/V of the tokens of its own CP shard for
+  every head shard. A sample lying wholly inside one shard is therefore resident there and costs
+  nothing to use; a sample crossing shard boundaries is held in pieces, and fetching its full
+  group to worker ``r`` moves only the pieces ``r`` does not hold, each from the worker that
+  holds it. (For wholly resident samples this is exactly "source = the group's home worker";
+  for split samples it avoids charging a worker for bytes it already has.)
+* Δcomm and the exchange plan use the same accounting, so the bytes the plan moves equal the
+  sum of the Δcomm values chosen during placement.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TypedDict, Unpack
+
+import numpy as np
+
+from libra_des.config import ModelSpec
+from libra_des.errors import InputError
+from libra_des.plan.attention import (
+    as_lengths,
+    block_doc_len,
+    expand_runs,
+    per_block,
+    segments,
+)
+from libra_des.plan.types import AttentionPlan
+
+ArrayOrFloat = float | np.ndarray
+
+POLICIES = ("libra", "distca")
+_BIG = np.iinfo(np.int64).max
+
+
+@dataclass(frozen=True)
+class Holdings:
+    """Which worker holds how many tokens of which pool-global sample (one row per overlap)."""
+
+    sample: np.ndarray
+    worker: np.ndarray
+    tokens: np.ndarray
+
+
+@dataclass(frozen=True)
+class TileSet:
+    """SH-tiles of one pool, tile id ``t = global_block * H + h`` (sequence-major order).
+
+    Per tile: ``seq`` (pool-local sequence), ``block`` (block index in its sequence), ``shard``
+    (head shard h), ``flops`` (pair-heads: causal pairs x heads_q/H), ``doc_len`` (pair-weighted
+    mean document length), ``q_home`` (worker), ``q_bytes``/``o_bytes`` (V_Q, V_O).
+    KV groups ``K(t)`` in CSR form: ``group_ids[group_ptr[t]:group_ptr[t+1]]``; group
+    ``g = sample * H + h`` has ``group_bytes[g]`` = V_g. ``sample_lengths`` are pool-global.
+    """
+
+    seq: np.ndarray
+    block: np.ndarray
+    shard: np.ndarray
+    flops: np.ndarray
+    doc_len: np.ndarray
+    q_home: np.ndarray
+    q_bytes: np.ndarray
+    o_bytes: np.ndarray
+    group_ptr: np.ndarray
+    group_ids: np.ndarray
+    group_bytes: np.ndarray
+    sample_lengths: np.ndarray
+    holdings: Holdings
+    heads_split: int
+    heads_per_shard: int
+    kv_bytes_per_token: int
+    workers: int
+
+    def __len__(self) -> int:
+        return int(self.flops.shape[0])
+
+    def groups(self, t: int) -> np.ndarray:
+        """K(t): the KV group ids tile ``t`` reads."""
+        return self.group_ids[self.group_ptr[t] : self.group_ptr[t + 1]]
+
+    @property
+    def num_groups(self) -> int:
+        return int(self.group_bytes.shape[0])
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Worker of every tile, per-worker loads (pair-heads) and the Δcomm chosen per tile."""
+
+    worker: np.ndarray
+    loads: np.ndarray
+    delta: np.ndarray
+    capacity: float
+    order: np.ndarray
+
+    @property
+    def imbalance(self) -> float:
+        mean = float(self.loads.mean())
+        return float(self.loads.max()) / mean - 1.0 if mean > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class ExchangePlan:
+    """Forward traffic of one layer: de-duplicated KV fetches, Q dispatch and O return.
+
+    ``kv_*`` rows are (group, source, destination, bytes); ``dispatch[s, d]`` holds KV and Q
+    bytes sent before compute, ``ret[s, d]`` the O bytes sent back after it.
+    """
+
+    kv_group: np.ndarray
+    kv_src: np.ndarray
+    kv_dst: np.ndarray
+    kv_bytes: np.ndarray
+    dispatch: np.ndarray
+    ret: np.ndarray
+
+    @property
+    def total_bytes(self) -> float:
+        return float(self.dispatch.sum() + self.ret.sum())
+
+
+@dataclass(frozen=True)
+class ChunkPlan:
+    """The Pipeliner's view of a worker's work: M equal head chunks (PAPERS.md A)."""
+
+    chunks: int
+    heads_per_chunk: int
+    chunk_pairs: np.ndarray
+    chunk_dispatch: np.ndarray
+    chunk_return: np.ndarray
+
+
+@dataclass(frozen=True)
+class PoolPlan:
+    """Everything TAP decided for one pool; ``tiles`` is the tile count."""
+
+    tile_set: TileSet
+    placement: Placement
+    exchange: ExchangePlan
+    attention: AttentionPlan
+    exchange_bytes: float
+    tiles: int
+    plan_seconds: float
+
+
+# ----------------------------------------------------------------------------- tiles
+
+
+def shard_model(model: ModelSpec, heads_split: int) -> tuple[int, int]:
+    """(query heads per shard, KV heads per shard) for H = ``heads_split``."""
+    if heads_split <= 0 or model.heads_q % heads_split:
+        raise InputError("heads_split", heads_split, f"a divisor of heads_q={model.heads_q}")
+    return model.heads_q // heads_split, max(model.heads_kv // heads_split, 1)
+
+
+def pool_lengths(seqs: Sequence[np.ndarray], packed_length: int) -> list[np.ndarray]:
+    """Validate every packed sequence of the pool (positive lengths summing to <= L)."""
+    out = [as_lengths(s, "seqs") for s in seqs]
+    if not out:
+        raise InputError("seqs", 0, "at least one packed sequence per pool")
+    for p, lens in enumerate(out):
+        if int(lens.sum()) > packed_length:
+            raise InputError(f"seqs[{p}]", int(lens.sum()), f"<= packed_length={packed_length}")
+    return out
+
+
+def holdings(seqs: Sequence[np.ndarray], cp: int, packed_length: int) -> Holdings:
+    """Token overlap of every sample with every CP shard of its replica."""
+    bounds = np.arange(cp + 1, dtype=np.int64) * packed_length // cp
+    lens = np.concatenate(seqs)
+    starts = np.concatenate([np.cumsum(s) - s for s in seqs])
+    replica = np.repeat(np.arange(len(seqs), dtype=np.int64), [s.size for s in seqs])
+    first = np.searchsorted(bounds, starts, side="right") - 1
+    last = np.searchsorted(bounds, starts + lens - 1, side="right") - 1
+    sample, pos = expand_runs(last - first + 1)
+    shard = first[sample] + pos
+    lo = np.maximum(bounds[shard], starts[sample])
+    hi = np.minimum(bounds[shard + 1], starts[sample] + lens[sample])
+    return Holdings(sample, replica[sample] * cp + shard, hi - lo)
+
+
+@dataclass(frozen=True)
+class Blocks:
+    """Block-level table of a pool (all sequences' blocks, sequence-major).
+
+    ``seq``/``local``: owning sequence and block index in it; ``start``/``tokens``: global
+    token range inside the sequence; ``pairs``: exact causal pairs; ``doc_len``: pair-weighted
+    mean document length; ``seg_sample``/``seg_count``: the pool-global samples of each block.
+    """
+
+    seq: np.ndarray
+    local: np.ndarray
+    start: np.ndarray
+    tokens: np.ndarray
+    pairs: np.ndarray
+    doc_len: np.ndarray
+    seg_sample: np.ndarray
+    seg_count: np.ndarray
+
+
+def pool_blocks(lens_list: Sequence[np.ndarray], block_size: int) -> Blocks:
+    """Cut every packed sequence into blocks of ``block_size`` tokens (one pass per sequence)."""
+    rows: list[tuple[np.ndarray, ...]] = []
+    first_sample = 0
+    for p, lens in enumerate(lens_list):
+        seg = segments(lens, block_size)
+        rows.append(
+            (
+                np.full(seg.blocks, p, dtype=np.int64),
+                np.arange(seg.blocks, dtype=np.int64),
+                seg.block_starts,
+                seg.block_ends - seg.block_starts,
+                per_block(seg, seg.pairs),
+                block_doc_len(seg, lens),
+                seg.sample + first_sample,
+                np.bincount(seg.block, minlength=seg.blocks),
+            )
+        )
+        first_sample += lens.size
+    return Blocks(*(np.concatenate(col) for col in zip(*rows, strict=True)))
+
+
+def build_tiles(
+    seqs: Sequence[np.ndarray],
+    *,
+    cp: int,
+    model: ModelSpec,
+    heads_split: int,
+    block_size: int,
+    packed_length: int,
+) -> TileSet:
+    """Cut every packed sequence of the pool into SH-tiles and attach their KV groups."""
+    if cp <= 0:
+        raise InputError("cp", cp, "a positive CP degree")
+    if packed_length < cp:
+        raise InputError("packed_length", packed_length, f">= cp={cp}")
+    hps, kvh = shard_model(model, heads_split)
+    lens_list = pool_lengths(seqs, packed_length)
+    blocks = pool_blocks(lens_list, block_size)
+    h = heads_split
+    bounds = np.arange(cp + 1, dtype=np.int64) * packed_length // cp
+    q_home = blocks.seq * cp + np.searchsorted(bounds, blocks.start, side="right") - 1
+    qo_bytes = blocks.tokens * hps * model.head_dim * model.dtype_bytes
+    group_ptr, group_ids = tile_groups(blocks.seg_sample, blocks.seg_count, h)
+    lengths = np.concatenate(lens_list)
+    kv_bpt = 2 * kvh * model.head_dim * model.dtype_bytes
+    return TileSet(
+        seq=np.repeat(blocks.seq, h),
+        block=np.repeat(blocks.local, h),
+        shard=np.tile(np.arange(h, dtype=np.int64), blocks.seq.size),
+        flops=np.repeat(blocks.pairs * hps, h),
+        doc_len=np.repeat(blocks.doc_len, h),
+        q_home=np.repeat(q_home, h),
+        q_bytes=np.repeat(qo_bytes, h),
+        o_bytes=np.repeat(qo_bytes, h),
+        group_ptr=group_ptr,
+        group_ids=group_ids,
+        group_bytes=np.repeat(lengths, h) * kv_bpt,
+        sample_lengths=lengths,
+        holdings=holdings(lens_list, cp, packed_length),
+        heads_split=h,
+        heads_per_shard=hps,
+        kv_bytes_per_token=kv_bpt,
+        workers=len(lens_list) * cp,
+    )
+
+
+def tile_groups(
+    seg_sample: np.ndarray, seg_count: np.ndarray, h_count: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """CSR of K(t): tile ``b*H + h`` reads group ``j*H + h`` for every sample j in block b."""
+    block_ptr = csr_ptr(seg_count)
+    tile_count = np.repeat(seg_count, h_count)
+    tile, pos = expand_runs(tile_count)
+    sample = seg_sample[block_ptr[tile // h_count] + pos]
+    tile_ptr = csr_ptr(tile_count)
+    return tile_ptr, sample * h_count + tile % h_count
+
+
+# ----------------------------------------------------------------------------- placement
+
+
+def missing_tokens(tiles: TileSet, workers: int) -> np.ndarray:
+    """[G, W] tokens of group g that worker w lacks before balancing (int32 to save memory)."""
+    h_count = tiles.heads_split
+    lens = tiles.sample_lengths
+    # int32 halves the memory of this [G, W] matrix; token counts of one sample fit easily.
+    dtype = np.int32 if lens.size == 0 or lens.max() < 2**31 else np.int64
+    cost = np.empty((lens.size * h_count, workers), dtype=dtype)
+    cost[:] = np.repeat(lens, h_count).astype(dtype)[:, None]
+    hold = tiles.holdings
+    rows = (hold.sample[:, None] * h_count + np.arange(h_count)).ravel()
+    cols = np.repeat(hold.worker, h_count)
+    cost[rows, cols] -= np.repeat(hold.tokens, h_count).astype(dtype)
+    return cost
+
+
+def place(tiles: TileSet, workers: int, slack: float = 0.03) -> Placement:
+    """PAPERS.md's greedy: target C=(1+τ)Σf/W, tiles by decreasing f then id, pick the
+    candidate (load+f<=C) with least (Δcomm, load, id), else the worker with least
+    (load, Δcomm, id); then add f to its load and K(t) to its fetched set.
+
+    Δcomm for all workers at once per tile: the [G, W] matrix of tokens still missing is
+    summed over K(t)'s rows; fetching zeroes the chosen worker's entries. Shortcut with the
+    same result: when the Q-home fits and already holds all of K(t), its Δcomm is 0 while
+    every other worker pays V_Q + V_O > 0, so it wins without computing the others.
+    """
+    if workers < tiles.workers:
+        raise InputError("workers", workers, f">= the pool's {tiles.workers} workers")
+    if slack < 0:
+        raise InputError("slack", slack, ">= 0")
+    n = len(tiles)
+    flops = tiles.flops.astype(np.int64)
+    capacity = (1.0 + slack) * float(flops.sum()) / workers
+    order = np.lexsort((np.arange(n), -flops))
+    missing = missing_tokens(tiles, workers)
+    load = np.zeros(workers, dtype=np.int64)
+    chosen = np.zeros(n, dtype=np.int64)
+    delta = np.zeros(n, dtype=np.int64)
+    ptr, gids, kv_bpt = tiles.group_ptr.tolist(), tiles.group_ids, tiles.kv_bytes_per_token
+    f_list, qh_list = flops.tolist(), tiles.q_home.tolist()
+    qo_list = (tiles.q_bytes + tiles.o_bytes).tolist()
+    scalar_load = [0] * workers  # mirror of ``load`` for cheap scalar checks
+    for t in order.tolist():
+        f, home = f_list[t], qh_list[t]
+        gs = gids[ptr[t] : ptr[t + 1]]
+        if scalar_load[home] + f <= capacity and not np.count_nonzero(missing[gs, home]):
+            r = home
+        else:
+            d = np.add.reduce(missing[gs], axis=0, dtype=np.int64) * kv_bpt + qo_list[t]
+            d[home] -= qo_list[t]
+            r = choose(d, load, capacity - f)
+            delta[t] = d[r]
+            missing[gs, r] = 0
+        load[r] += f
+        scalar_load[r] += f
+        chosen[t] = r
+    return Placement(chosen, load, delta, capacity, order)
+
+
+def choose(d: np.ndarray, load: np.ndarray, headroom: float) -> int:
+    """argmin (Δcomm, load, id) over workers with load <= headroom, else (load, Δcomm, id).
+
+    Written with ufunc reductions and array methods (no numpy Python wrappers): it runs
+    once per tile and dominates placement time.
+    """
+    cand = load <= headroom
+    if np.count_nonzero(cand):
+        first, second = np.where(cand, d, _BIG), load
+    else:
+        first, second = load, d
+    best = first == np.minimum.reduce(first)
+    if np.count_nonzero(best) == 1:
+        return int(best.argmax())
+    # argmin returns the lowest index among equals: the final tie-break on worker id.
+    return int(np.where(best, second, _BIG).argmin())
+
+
+# ----------------------------------------------------------------------------- exchange
+
+
+def csr_ptr(count: np.ndarray) -> np.ndarray:
+    """Offsets (length n+1) of consecutive runs of ``count`` items."""
+    return np.concatenate([[0], np.cumsum(count, dtype=np.int64)])
+
+
+def exchange_plan(tiles: TileSet, placement: Placement) -> ExchangePlan:
+    """De-duplicated KV fetches per (sample, head shard, destination), plus remote Q and O.
+
+    Recomputed from the final placement rather than from the Δcomm trace, so the property
+    "bytes moved == Σ chosen Δcomm" checks the two accountings against each other. Every
+    piece of a needed group comes from the worker holding it; pieces the destination already
+    holds move nothing.
+    """
+    workers = int(placement.loads.shape[0])
+    dest = np.repeat(placement.worker, np.diff(tiles.group_ptr))
+    need = np.unique(tiles.group_ids * workers + dest)
+    need_group, need_dst = need // workers, need % workers
+    hold = tiles.holdings  # rows are in sample order (see holdings())
+    hold_ptr = csr_ptr(np.bincount(hold.sample, minlength=tiles.sample_lengths.size))
+    need_sample = need_group // tiles.heads_split
+    row, pos = expand_runs(hold_ptr[need_sample + 1] - hold_ptr[need_sample])
+    piece = hold_ptr[need_sample[row]] + pos
+    src, dst = hold.worker[piece], need_dst[row]
+    keep = src != dst
+    kv_src, kv_dst = src[keep], dst[keep]
+    kv_bytes = hold.tokens[piece][keep] * tiles.kv_bytes_per_token
+    remote = placement.worker != tiles.q_home
+    q_src, q_dst = tiles.q_home[remote], placement.worker[remote]
+    dispatch = pair_matrix(
+        np.concatenate([kv_src, q_src]),
+        np.concatenate([kv_dst, q_dst]),
+        np.concatenate([kv_bytes, tiles.q_bytes[remote]]),
+        workers,
+    )
+    ret = pair_matrix(q_dst, q_src, tiles.o_bytes[remote], workers)
+    return ExchangePlan(need_group[row][keep], kv_src, kv_dst, kv_bytes, dispatch, ret)
+
+
+def pair_matrix(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, workers: int) -> np.ndarray:
+    """[W, W] bytes from ``src`` to ``dst`` (float64; integer byte counts stay exact)."""
+    flat = np.bincount(
+        src * workers + dst, weights=nbytes.astype(np.float64), minlength=workers * workers
+    )
+    return flat.reshape(workers, workers)
+
+
+# ----------------------------------------------------------------------------- pipeliner
+
+
+def check_chunks(chunks: int, heads_per_shard: int) -> None:
+    """M must divide heads_q/H so that every chunk has the same heads (PAPERS.md A)."""
+    if chunks <= 0 or heads_per_shard % chunks:
+        raise InputError("chunks", chunks, f"a divisor of heads_q/H={heads_per_shard}")
+
+
+def pipeline_chunks(plan: AttentionPlan, *, heads_per_shard: int, chunks: int) -> ChunkPlan:
+    """Split every worker's concatenated tiles into M head chunks of equal FLOPs and bytes."""
+    check_chunks(chunks, heads_per_shard)
+    return ChunkPlan(
+        chunks=chunks,
+        heads_per_chunk=heads_per_shard // chunks,
+        chunk_pairs=plan.worker_pairs / chunks,
+        chunk_dispatch=plan.dispatch_bytes / chunks,
+        chunk_return=plan.return_bytes / chunks,
+    )
+
+
+def pipelined_time(
+    compute_chunk: ArrayOrFloat, dispatch_chunk: ArrayOrFloat, return_chunk: ArrayOrFloat, m: int
+) -> ArrayOrFloat:
+    """Makespan of the Pipeliner schedule for M equal chunks on one worker.
+
+    Schedule (PAPERS.md A): dispatch chunk 0; for each chunk k, wait for its input, then
+    compute it while dispatching chunk k+1 and returning chunk k-1; finally wait for the last
+    return. Assumption: transfers share one communication channel and run one at a time in
+    issue order (dispatch k+1 before return k-1), because both use the same links; compute
+    runs beside them. Closed forms: compute-bound (c >= d + r) gives d + M*c + r; with free
+    compute it is M*(d + r); so at most (M-1)/M of the traffic hides. Works elementwise on
+    numpy arrays (the simulator evaluates every worker and layer at once).
+    """
+    if m <= 0:
+        raise InputError("chunks", m, "a positive chunk count")
+    c, d, r = compute_chunk, dispatch_chunk, return_chunk
+    if min(np.min(c), np.min(d), np.min(r)) < 0:
+        raise InputError("pipelined_time", "negative", "non-negative durations")
+    channel = d  # dispatch of chunk 0 occupies the channel first
+    ready, compute_end = d, 0.0 * c
+    for k in range(m):
+        start = np.maximum(ready, compute_end)
+        if k + 1 < m:
+            channel = np.maximum(start, channel) + d
+            ready = channel
+        if k >= 1:
+            channel = np.maximum(start, channel) + r
+        compute_end = start + c
+    out = np.maximum(compute_end, channel) + r
+    return float(out) if np.ndim(out) == 0 else out
+
+
+# ----------------------------------------------------------------------------- pool plan
+
+
+def attention_plan(
+    tiles: TileSet, placement: Placement, exchange: ExchangePlan, policy: str, chunks: int
+) -> AttentionPlan:
+    """Fold the placement and exchange into the simulator's per-worker record."""
+    workers = int(placement.loads.shape[0])
+    flops = tiles.flops.astype(np.float64)
+    weight = np.bincount(placement.worker, weights=flops * tiles.doc_len, minlength=workers)
+    pairs = np.bincount(placement.worker, weights=flops, minlength=workers)
+    doc = np.divide(weight, pairs, out=np.zeros(workers), where=pairs > 0)
+    return AttentionPlan(
+        policy=policy,
+        worker_pairs=placement.loads.astype(np.float64),
+        worker_doc_len=doc,
+        worker_heads=np.full(workers, tiles.heads_per_shard, dtype=np.int64),
+        dispatch_bytes=exchange.dispatch,
+        return_bytes=exchange.ret,
+        chunks=chunks,
+        tiles=len(tiles),
+    )
+
+
+class TileLayout(TypedDict):
+    """The keyword arguments of :func:`build_tiles`, forwarded by the pool planners."""
+
+    cp: int
+    model: ModelSpec
+    heads_split: int
+    block_size: int
+    packed_length: int
+
+
+def plan_pool(
+    seqs: Sequence[np.ndarray],
+    *,
+    slack: float = 0.03,
+    chunks: int = 1,
+    policy: str = "libra",
+    **layout: Unpack[TileLayout],
+) -> PoolPlan:
+    """TAP for one pool: tiles -> placement -> exchange plan -> AttentionPlan (timed).
+
+    ``layout`` is ``cp, model, heads_split, block_size, packed_length`` (see build_tiles).
+    """
+    if policy not in POLICIES:
+        raise InputError("policy", policy, " | ".join(POLICIES))
+    check_chunks(chunks, shard_model(layout["model"], layout["heads_split"])[0])
+    began = time.perf_counter()
+    tiles = build_tiles(seqs, **layout)
+    placement = place(tiles, tiles.workers, slack)
+    exchange = exchange_plan(tiles, placement)
+    attention = attention_plan(tiles, placement, exchange, policy, chunks)
+    return PoolPlan(
+        tile_set=tiles,
+        placement=placement,
+        exchange=exchange,
+        attention=attention,
+        exchange_bytes=exchange.total_bytes,
+        tiles=len(tiles),
+        plan_seconds=time.perf_counter() - began,
+    )
