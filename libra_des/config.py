@@ -113,13 +113,43 @@ class MixtureComponent(Frozen):
     dist: LengthDist
 
 
+#: Named MoE routing profiles (PAPERS.md B), plus ``mixed`` (a stream whose mix drifts).
+MOE_DATASETS = (
+    "bookcorpus",
+    "codeforces",
+    "deepseek-prover",
+    "fineweb",
+    "gsm8k",
+    "hellaswag",
+    "humanevalplus",
+    "lmsys-chat-1m",
+)
+
+
 class RoutingSpec(Frozen):
-    """MoE routing-trace generator settings (see ``libra_des.workload.routing``)."""
+    """MoE routing-trace generator settings (see ``libra_des.workload.routing``).
+
+    ``skew`` scales expert-popularity logits (0: uniform; 1: paper-like 1.5-2.7 GPU imbalance);
+    ``layer_correlation`` is the AR(1) coefficient of each token's latent state between
+    adjacent layers; ``request_share`` the part of that state shared by a request's tokens;
+    ``sharpness`` how strongly the latent state (vs. popularity) decides the experts;
+    ``trace`` a ``.npz`` file of real routed experts that replaces the generator;
+    ``profile_requests`` the size of the profiling sample EPLB and Lina learn from.
+    """
 
     dataset: str = "mixed"
     skew: float = Field(default=1.0, ge=0)
     layer_correlation: float = Field(default=0.8, ge=0, le=1)
+    request_share: float = Field(default=0.5, ge=0, le=1)
+    sharpness: float = Field(default=1.0, ge=0)
     trace: str | None = None
+    profile_requests: int = Field(default=32, gt=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> RoutingSpec:
+        if self.dataset.lower() not in (*MOE_DATASETS, "mixed"):
+            raise InputError("dataset", self.dataset, " | ".join((*MOE_DATASETS, "mixed")))
+        return self
 
 
 class WorkloadSpec(Frozen):
@@ -182,19 +212,31 @@ class Balancer(Frozen):
     alpha: float = Field(default=0.5, ge=0, le=1)
     predictor: Literal["oracle", "lookahead", "lina", "injected"] | None = None
     accuracy: float | None = Field(default=None, ge=0, le=1)
+    error_bias: Literal["popular", "random"] = "popular"
     dispatch: Literal["auto", "all2all", "allgather"] = "auto"
     cpu_time: Literal["measured", "modelled"] = "modelled"
+    # EPLB's redundant experts per layer (the paper replicates 8 hot experts per layer) and
+    # the token-sharding stop rule: max GPU load <= mean * (1 + shard_tolerance).
+    redundant_experts: int = Field(default=8, ge=0)
+    shard_tolerance: float = Field(default=0.01, ge=0)
 
 
 class VarianceSpec(Frozen):
-    """Runtime-variance knobs; ``enabled: false`` gives a noiseless run."""
+    """Runtime-variance knobs; ``enabled: false`` gives a noiseless run.
+
+    Fields left at ``None`` take the calibrated defaults of
+    :mod:`libra_des.hardware.variance` (fitted to the paper's 256-GPU attention-noise spread).
+    ``failslow_rate`` is the chance per GPU per step that an episode starts; an episode lasts
+    ``failslow_steps`` steps on average and slows the GPU by ``failslow_factor``.
+    """
 
     enabled: bool = True
     noise_sigma: float | None = Field(default=None, ge=0)
     slow_gpu_fraction: float = Field(default=0.0, ge=0, le=1)
     slow_factor: float = Field(default=1.0, ge=1)
-    failslow_rate: float = Field(default=0.0, ge=0)
-    failslow_factor: float = Field(default=1.0, ge=1)
+    failslow_rate: float | None = Field(default=None, ge=0, le=1)
+    failslow_factor: float | None = Field(default=None, ge=1)
+    failslow_steps: float | None = Field(default=None, ge=1)
     degraded_link_fraction: float = Field(default=0.0, ge=0, le=1)
     degraded_link_factor: float = Field(default=1.0, ge=1)
 
@@ -215,6 +257,7 @@ class Scenario(Frozen):
     variance: VarianceSpec = VarianceSpec()
     fidelity: Literal["fast", "detailed"] = "fast"
     comm_free: bool = False
+    attention_only: bool = False
     name: str = "scenario"
 
     @model_validator(mode="after")
@@ -256,7 +299,8 @@ def read_yaml(path: str | Path, field: str = "scenario") -> Any:
     except FileNotFoundError:
         raise InputError(field, str(path), "an existing YAML file") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(field, str(path), f"a readable YAML file ({exc.__class__.__name__})")
+        why = exc.__class__.__name__
+        raise InputError(field, str(path), f"a readable YAML file ({why})") from None
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -386,9 +430,12 @@ def load_scenario(path: str | Path, overrides: Iterable[str] = ()) -> Scenario:
     raw = read_yaml(path)
     if not isinstance(raw, Mapping):
         raise InputError("scenario", str(path), "a YAML mapping at the top level")
-    data = elaborate(raw, Path(path).resolve().parent)
-    data = apply_overrides(data, overrides)
-    data = elaborate(data, Path(path).resolve().parent)
+    base = Path(path).resolve().parent
+    data = elaborate(raw, base)
+    for text in overrides:
+        # Elaborate after each override so that `workload=longctx-1m` followed by
+        # `workload.lengths.kind=constant` edits the freshly included file.
+        data = elaborate(apply_overrides(data, [text]), base)
     scenario: Scenario = validate(Scenario, data)
     return scenario
 

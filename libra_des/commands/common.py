@@ -27,12 +27,17 @@ def parse_list(flag: str, text: str, cast: Callable[[str], T]) -> list[T]:
     return out
 
 
-def positive_ints(flag: str, text: str) -> list[int]:
+def int_list(flag: str, text: str, minimum: int = 1) -> list[int]:
+    """Comma-separated integers, each at least ``minimum``."""
     values = parse_list(flag, text, int)
     for v in values:
-        if v <= 0:
-            raise InputError(flag, v, "positive integers")
+        if v < minimum:
+            raise InputError(flag, v, f"integers >= {minimum}")
     return values
+
+
+def positive_ints(flag: str, text: str) -> list[int]:
+    return int_list(flag, text, minimum=1)
 
 
 def dumps(obj: Any) -> str:

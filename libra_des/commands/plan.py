@@ -1,0 +1,326 @@
+"""``libra-des plan``: the configuration simulator of the Libra training paper (PAPERS.md A).
+
+For each candidate (grouping policy, pool size P, head split H, block size B) it replays the
+planners over N windows of GBS packed sequences drawn from the corpus and reports:
+
+* inter-pool imbalance R - 1 (R = max pool load / mean pool load, load = Σ F_i = Σ Σ l²),
+  mean and max over the windows, beside the analytic LLN estimate
+  E[R] - 1 ≈ (CV/√P)·√(2 ln(D/P)) with CV measured over every window's F_i;
+* intra-pool imbalance and forward exchange bytes per layer of TAP on the *heaviest* pool of
+  each window (W = P·cp workers), averaged over the windows;
+* plan_seconds: wall time of grouping plus TAP per window (mean).
+
+Every policy sees the same windows (drawn once from ``--seed``), and the random grouping is
+re-seeded identically for every row, so comparisons are paired. ``wlb_llm`` re-packs each
+window's raw samples with WLB-LLM's variable-length packing (no outlier deferral, as in the
+paper's comparison) and forms pools of P consecutive microbatches.
+
+Defaults (documented choices): the 1M corpus, Qwen3-30B-A3B, GBS 128, P 8, H 1, B 16,384,
+slack 0.03, 20 windows, policy vrsp, and cp = L / 128K tokens (8 for the 1M corpus, one
+8-GPU node per CP group; 2 for 256K), so each worker holds about 128K tokens of a sequence.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from libra_des.commands.common import dumps, int_list, parse_list
+from libra_des.config import (
+    ModelSpec,
+    WorkloadSpec,
+    load_scenario,
+    load_workload,
+    read_yaml,
+    resolve_path,
+    validate,
+)
+from libra_des.errors import InputError
+from libra_des.plan.baselines import wlb_cost_coefficients, wlb_llm_pack
+from libra_des.plan.grouping import POLICIES as GROUPINGS
+from libra_des.plan.grouping import Grouping, group, lln_estimate
+from libra_des.plan.tap import plan_pool
+from libra_des.workload.packing import PackedBatch, make_stream
+
+POLICIES = (*GROUPINGS, "wlb_llm")
+DEFAULT_WORKLOAD = "longctx-1m"
+DEFAULT_MODEL = "qwen3-30b-a3b"
+
+
+@dataclass(frozen=True)
+class PlanSettings:
+    """Everything one ``plan`` invocation replays (validated)."""
+
+    workload: WorkloadSpec
+    model: ModelSpec
+    gbs: int
+    cp: int
+    pool_sizes: tuple[int, ...]
+    heads_splits: tuple[int, ...]
+    block_sizes: tuple[int, ...]
+    policies: tuple[str, ...]
+    windows: int
+    seed: int
+    slack: float = 0.03
+
+
+def register(subs: argparse._SubParsersAction) -> None:
+    p = subs.add_parser(
+        "plan",
+        help="configuration simulator: inter/intra-pool imbalance and bytes per (P, H, B)",
+        description="Replay grouping and TAP planners over GBS windows of a corpus and report "
+        "inter-pool imbalance (with the analytic LLN estimate), intra-pool imbalance, "
+        "exchange bytes per layer and planning time for every (policy, P, H, B).",
+    )
+    src = p.add_argument_group("input (default: workloads/longctx-1m.yaml)")
+    src.add_argument("--workload", default=None, help="workload YAML (name or path)")
+    src.add_argument("--scenario", default=None,
+                     help="scenario YAML: takes workload, model, gbs, cp, balancer, seed")
+    src.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                     help="override a field of the scenario (or of the --workload file)")
+    p.add_argument("--gbs", type=str, default=None, help="packed sequences per window (128)")
+    p.add_argument("--pool-size", default=None, help="P, comma-separated list (8)")
+    p.add_argument("--heads-split", default=None, help="H, comma-separated list (1)")
+    p.add_argument("--block-size", default=None, help="B tokens, comma-separated list (16384)")
+    p.add_argument("--policy", default=None,
+                   help=f"comma-separated from {', '.join(POLICIES)} (vrsp)")
+    p.add_argument("--windows", type=str, default="20", help="GBS windows to replay (20)")
+    p.add_argument("--seed", type=str, default=None, help="seed of the corpus stream (0)")
+    p.add_argument("--cp", type=str, default=None,
+                   help="CP workers per sequence (packed length / 128K)")
+    p.add_argument("--model", default=None, help=f"model name or YAML ({DEFAULT_MODEL})")
+    p.add_argument("--json", action="store_true", help="print one JSON object to stdout")
+    p.set_defaults(handler=handle)
+
+
+# ----------------------------------------------------------------------------- settings
+
+
+def load_model(ref: str) -> ModelSpec:
+    """A model by shipped name (``workloads/models``) or by path."""
+    found = resolve_path(ref, Path.cwd(), "workloads/models", (".yaml", ".yml"))
+    if found is None:
+        raise InputError("--model", ref, "a model name in workloads/models/ or a YAML file")
+    model: ModelSpec = validate(ModelSpec, read_yaml(found, "--model"), "model.")
+    return model
+
+
+def default_cp(packed_length: int) -> int:
+    """CP degree holding about 128K tokens per worker (1M -> 8, 256K -> 2): our choice."""
+    return max(1, round(packed_length / 131_072))
+
+
+def one_int(flag: str, text: str | None, default: int, minimum: int = 1) -> int:
+    """A single integer flag (``None`` -> ``default``)."""
+    if text is None:
+        return default
+    values = int_list(flag, text, minimum)
+    if len(values) != 1:
+        raise InputError(flag, text, "a single integer")
+    return values[0]
+
+
+def policy_list(text: str) -> tuple[str, ...]:
+    names = parse_list("--policy", text, str)
+    for name in names:
+        if name not in POLICIES:
+            raise InputError("--policy", name, " | ".join(POLICIES))
+    return tuple(dict.fromkeys(names))
+
+
+def settings_from_args(args: argparse.Namespace) -> PlanSettings:
+    """Resolve flags over the scenario (or workload) defaults, then validate them."""
+    if args.workload and args.scenario:
+        raise InputError("--scenario", args.scenario, "either --scenario or --workload, not both")
+    base: dict[str, Any] = {
+        "gbs": 128, "cp": None, "pool": 8, "heads": 1, "block": 16_384, "seed": 0, "slack": 0.03,
+    }
+    if args.scenario:
+        sc = load_scenario(args.scenario, args.set)
+        if sc.kind != "training":
+            raise InputError("kind", sc.kind, "training (plan replays training planners)")
+        workload, model = sc.workload, sc.model
+        bal, par = sc.balancer, sc.parallelism
+        base.update(gbs=par.gbs, cp=par.cp, pool=bal.pool_size, heads=bal.heads_split,
+                    block=bal.block_size, seed=sc.seed, slack=bal.slack)
+    else:
+        workload = load_workload(args.workload or DEFAULT_WORKLOAD, args.set)
+        model = load_model(DEFAULT_MODEL)
+    if args.model:
+        model = load_model(args.model)
+    if workload.lengths is None:
+        raise InputError("workload.lengths", None, "a length distribution (training corpus)")
+    settings = PlanSettings(
+        workload=workload,
+        model=model,
+        gbs=one_int("--gbs", args.gbs, base["gbs"]),
+        cp=one_int("--cp", args.cp, base["cp"] or default_cp(workload.packed_length)),
+        pool_sizes=tuple(int_list("--pool-size", args.pool_size or str(base["pool"]))),
+        heads_splits=tuple(int_list("--heads-split", args.heads_split or str(base["heads"]))),
+        block_sizes=tuple(int_list("--block-size", args.block_size or str(base["block"]))),
+        policies=policy_list(args.policy or "vrsp"),
+        windows=one_int("--windows", args.windows, 20),
+        seed=one_int("--seed", args.seed, base["seed"], minimum=0),
+        slack=float(base["slack"]),
+    )
+    check_settings(settings)
+    return settings
+
+
+def check_settings(s: PlanSettings) -> None:
+    """Cross-flag rules: P | GBS and H | heads_q."""
+    for p in s.pool_sizes:
+        if s.gbs % p:
+            raise InputError("--pool-size", p, f"a divisor of --gbs={s.gbs}")
+    for h in s.heads_splits:
+        if s.model.heads_q % h:
+            raise InputError("--heads-split", h, f"a divisor of heads_q={s.model.heads_q}")
+
+
+# ----------------------------------------------------------------------------- replay
+
+
+@dataclass(frozen=True)
+class GroupedWindow:
+    """One window after grouping: the batch the pools index, the grouping, its wall time."""
+
+    batch: PackedBatch
+    grouping: Grouping
+    seconds: float
+
+
+def draw_windows(s: PlanSettings) -> list[PackedBatch]:
+    """N consecutive GBS windows of the corpus stream (shared by every policy)."""
+    stream = make_stream(s.workload, np.random.default_rng(s.seed))
+    return [stream.next_window(s.gbs) for _ in range(s.windows)]
+
+
+def raw_samples(batch: PackedBatch) -> np.ndarray:
+    """The window's raw sample lengths (its pieces re-joined by origin id, arrival order)."""
+    ids = batch.sample_ids
+    starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+    return np.add.reduceat(batch.lengths.astype(np.int64), starts)
+
+
+def wlb_window(s: PlanSettings, batch: PackedBatch, pool_size: int) -> GroupedWindow:
+    """WLB-LLM re-packs the window's samples; pools are P consecutive microbatches."""
+    began = time.perf_counter()
+    packed = wlb_llm_pack(
+        raw_samples(batch), s.workload.packed_length, s.gbs,
+        defer_outliers=False, coefficients=wlb_cost_coefficients(s.model),
+    ).batch
+    weights = packed.sum_sq()
+    pools = np.arange(s.gbs, dtype=np.int64).reshape(-1, pool_size)
+    grouping = Grouping("wlb_llm", pools, weights[pools].sum(axis=1))
+    return GroupedWindow(packed, grouping, time.perf_counter() - began)
+
+
+def group_windows(
+    s: PlanSettings, windows: Sequence[PackedBatch], policy: str, pool_size: int
+) -> list[GroupedWindow]:
+    """Group every window; the grouping RNG restarts from the seed for each (policy, P)."""
+    if policy == "wlb_llm":
+        return [wlb_window(s, b, pool_size) for b in windows]
+    rng = np.random.default_rng(np.random.SeedSequence(s.seed).spawn(2)[1])
+    out = []
+    for batch in windows:
+        began = time.perf_counter()
+        grouping = group(policy, batch.sum_sq(), pool_size, rng)
+        out.append(GroupedWindow(batch, grouping, time.perf_counter() - began))
+    return out
+
+
+def load_cv(grouped: Sequence[GroupedWindow]) -> float:
+    """CV of the per-sequence load F_i pooled over the windows (input of the LLN estimate)."""
+    f = np.concatenate([g.batch.sum_sq() for g in grouped])
+    return float(f.std() / f.mean()) if f.mean() > 0 else 0.0
+
+
+def tap_row(
+    s: PlanSettings, grouped: Sequence[GroupedWindow], heads: int, block: int
+) -> dict[str, float]:
+    """TAP on each window's heaviest pool: mean intra-pool imbalance, bytes, plan time."""
+    intra, nbytes, secs = [], [], []
+    for g in grouped:
+        seqs = [g.batch.seq(int(i)) for i in g.grouping.pools[g.grouping.heaviest]]
+        began = time.perf_counter()
+        pool = plan_pool(seqs, cp=s.cp, model=s.model, heads_split=heads, block_size=block,
+                         packed_length=s.workload.packed_length, slack=s.slack)
+        secs.append(g.seconds + time.perf_counter() - began)
+        intra.append(pool.attention.imbalance)
+        nbytes.append(pool.exchange_bytes)
+    return {
+        "intra_pool_imbalance": float(np.mean(intra)),
+        "exchange_bytes_per_layer": float(np.mean(nbytes)),
+        "plan_seconds": float(np.mean(secs)),
+    }
+
+
+def replay(s: PlanSettings, advance: Callable[[], None] = lambda: None) -> list[dict[str, Any]]:
+    """Every (policy, P, H, B) row of the configuration simulator."""
+    windows = draw_windows(s)
+    rows: list[dict[str, Any]] = []
+    for pool_size in s.pool_sizes:
+        for policy in s.policies:
+            grouped = group_windows(s, windows, policy, pool_size)
+            inter = np.array([g.grouping.imbalance for g in grouped])
+            lln = lln_estimate(load_cv(grouped), pool_size, s.gbs)
+            for heads in s.heads_splits:
+                for block in s.block_sizes:
+                    rows.append({
+                        "policy": policy, "pool_size": pool_size, "heads_split": heads,
+                        "block_size": block, "inter_pool_imbalance": float(inter.mean()),
+                        "inter_pool_imbalance_max": float(inter.max()), "lln_estimate": lln,
+                        **tap_row(s, grouped, heads, block),
+                    })
+                    advance()
+    return rows
+
+
+# ----------------------------------------------------------------------------- output
+
+
+def table(s: PlanSettings, rows: Sequence[dict[str, Any]]) -> Table:
+    t = Table(
+        title=f"{s.workload.name}: GBS {s.gbs}, cp {s.cp}, {s.model.name}, "
+        f"{s.windows} windows, seed {s.seed}",
+        caption="inter: R-1 across pools (mean, max over windows); LLN: analytic E[R]-1; "
+        "intra: R-1 across the heaviest pool's workers after TAP; GB: forward exchange "
+        "bytes per layer",
+    )
+    heads = ("policy", "P", "H", "B", "inter", "max", "LLN", "intra", "GB", "plan ms")
+    for i, name in enumerate(heads):
+        t.add_column(name, justify="left" if i == 0 else "right", no_wrap=i == 0)
+    for r in rows:
+        t.add_row(
+            r["policy"], str(r["pool_size"]), str(r["heads_split"]), str(r["block_size"]),
+            f"{r['inter_pool_imbalance']:.4f}", f"{r['inter_pool_imbalance_max']:.4f}",
+            f"{r['lln_estimate']:.4f}", f"{r['intra_pool_imbalance']:.4f}",
+            f"{r['exchange_bytes_per_layer'] / 1e9:.2f}", f"{r['plan_seconds'] * 1e3:.1f}",
+        )
+    return t
+
+
+def handle(args: argparse.Namespace) -> int:
+    s = settings_from_args(args)
+    total = len(s.pool_sizes) * len(s.policies) * len(s.heads_splits) * len(s.block_sizes)
+    err = Console(stderr=True)
+    with Progress(console=err, transient=True, disable=args.json or not err.is_terminal) as bar:
+        task = bar.add_task("replaying windows", total=total)
+        rows = replay(s, lambda: bar.advance(task))
+    if args.json:
+        print(dumps({"windows": s.windows, "results": rows}))
+    else:
+        out = Console()
+        # Redirected output has no terminal width; 120 columns keep every figure whole.
+        (out if out.is_terminal else Console(width=120)).print(table(s, rows))
+    return 0

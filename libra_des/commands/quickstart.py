@@ -1,0 +1,45 @@
+"""``libra-des quickstart``: the main job of ``make run`` on built-in defaults.
+
+Runs ``scenarios/quickstart.yaml`` (1,024 GPUs, 1M corpus, Libra Full) and the same scenario
+with Ulysses, and prints both summaries side by side with Libra's speed-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from libra_des.commands.run import simulate, summary_rows
+from libra_des.config import ROOT, load_scenario
+
+DEFAULT = ROOT / "scenarios" / "quickstart.yaml"
+
+
+def register(subs: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subs.add_parser("quickstart", help="run the quickstart scenario: Libra Full vs Ulysses")
+    p.add_argument("--scenario", default=str(DEFAULT), help="scenario to compare policies on")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    p.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    console = Console()
+    results: dict[str, dict[str, Any]] = {}
+    for policy in ("libra", "ulysses"):
+        scenario = load_scenario(args.scenario, [*args.set, f"balancer.policy={policy}"])
+        with console.status(f"simulating {scenario.name} with {policy} ..."):
+            results[policy], _ = simulate(scenario)
+    table = Table(title=f"{args.scenario}: one training step, Libra Full vs Ulysses")
+    table.add_column("metric")
+    for policy in results:
+        table.add_column(policy, justify="right")
+    rows = {p: dict(summary_rows(r)) for p, r in results.items()}
+    for key in rows["libra"]:
+        table.add_row(key, *(rows[p].get(key, "") for p in results))
+    console.print(table)
+    speedup = results["ulysses"]["step_time_s"]["mean"] / results["libra"]["step_time_s"]["mean"]
+    console.print(f"Libra Full step-time speed-up over Ulysses: {speedup:.3f}x")
+    return 0

@@ -1,0 +1,132 @@
+"""``libra-des run SCENARIO``: simulate a scenario and write ``DIR/result.json``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from libra_des.commands.common import dumps, int_list, write_atomic
+from libra_des.config import Scenario, load_scenario
+
+
+def register(subs: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subs.add_parser("run", help="simulate a scenario and write result.json")
+    p.add_argument("scenario", help="scenario YAML file")
+    p.add_argument("--out", default=None, help="output folder (default runs/<scenario name>)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a scenario field, e.g. parallelism.dp=16 (repeatable)")
+    p.add_argument("--trace", action="store_true", help="also write DIR/trace.json (Perfetto)")
+    p.add_argument("--trace-ranks", default=None, help="rank groups to trace, e.g. 0,1,2")
+    p.add_argument("--json", action="store_true", help="print result.json to stdout")
+    p.set_defaults(handler=handle)
+
+
+def simulate(
+    scenario: Scenario, progress: bool = False, trace_ranks: list[int] | None = None,
+    want_trace: bool = False,
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """Run a scenario; returns (result, trace or None). Wall-clock fields: ``wall_s``."""
+    rng = np.random.default_rng(scenario.seed)
+    t0 = time.perf_counter()
+    if scenario.kind == "moe_inference":
+        from libra_des.sim.moe_inference import simulate_moe
+
+        result = simulate_moe(scenario, rng, progress=progress)
+        result.setdefault("scenario", scenario.model_dump(mode="json"))
+        result["wall_s"] = time.perf_counter() - t0
+        return result, None
+    return simulate_training_result(scenario, rng, t0, progress, want_trace, trace_ranks)
+
+
+def simulate_training_result(
+    scenario: Scenario,
+    rng: np.random.Generator,
+    t0: float,
+    progress: bool,
+    want_trace: bool,
+    trace_ranks: list[int] | None,
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    from libra_des.metrics import training_result
+    from libra_des.sim.schedules import build_schedule
+    from libra_des.sim.training import simulate_training
+    from libra_des.trace import chrome_trace
+
+    with Progress(transient=True, disable=not progress) as bar:
+        task = bar.add_task("simulating steps", total=scenario.steps)
+        records = simulate_training(scenario, rng, lambda _s: bar.advance(task))
+    par = scenario.parallelism
+    schedule = build_schedule(par.schedule, par.pp, par.microbatches, par.virtual_stages)
+    masks = [np.array([op.kind == "F" for op in order]) for order in schedule.orders]
+    peak = elaborate_peak(scenario)
+    result = training_result(scenario, records, masks, peak)
+    result["wall_s"] = time.perf_counter() - t0
+    trace = chrome_trace(records, schedule, trace_ranks) if want_trace else None
+    return result, trace
+
+
+def elaborate_peak(scenario: Scenario) -> float:
+    """Dense bf16 peak FLOP/s of the scenario's device (from its profile)."""
+    from libra_des.hardware.profile import load_profile
+
+    return float(load_profile(scenario.profile).peak_flops("bf16"))
+
+
+def summary_table(result: dict[str, Any], title: str) -> Table:
+    """Readable summary of the headline metrics."""
+    table = Table(title=title)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for key, value in summary_rows(result):
+        table.add_row(key, value)
+    return table
+
+
+def summary_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
+    if r.get("kind") != "training":
+        keys = ("moe_layer_s", "prefill_tokens_per_s", "replica_waste_fraction", "events")
+        rows = [(k, f"{r[k]:.6g}") for k in keys if isinstance(r.get(k), int | float)]
+        if isinstance(r.get("imbalance_ratio"), dict):
+            rows.append(("imbalance_ratio.mean", f"{r['imbalance_ratio']['mean']:.4f}"))
+        return rows
+    return [
+        ("policy", str(r["policy"])),
+        ("GPUs", str(r["gpus"])),
+        ("step time (s, mean)", f"{r['step_time_s']['mean']:.4f}"),
+        ("tokens/s", f"{r['tokens_per_s']:.4g}"),
+        ("MFU", f"{r['mfu']:.3f}"),
+        ("bubble fraction", f"{r['bubble_fraction']:.4f}"),
+        ("DP straggler fraction", f"{r['dp_straggler_fraction']:.4f}"),
+        ("pool wait fraction", f"{r['pool_wait_fraction']:.4f}"),
+        ("comm exposed / hidden", f"{r['comm_exposed_fraction']:.4f} / "
+                                  f"{r['comm_hidden_fraction']:.4f}"),
+        ("attention imbalance inter / intra", f"{r['attention_imbalance']['inter_pool']:.4f} / "
+                                              f"{r['attention_imbalance']['intra_pool']:.4f}"),
+        ("attention straggler (s, mean / max)", f"{r['attention_straggler_s']['mean']:.4g} / "
+                                                f"{r['attention_straggler_s']['max']:.4g}"),
+        ("events", str(r["events"])),
+        ("wall (s)", f"{r['wall_s']:.2f}"),
+    ]
+
+
+def handle(args: argparse.Namespace) -> int:
+    scenario = load_scenario(args.scenario, args.set)
+    ranks = int_list("--trace-ranks", args.trace_ranks, minimum=0) if args.trace_ranks else None
+    result, trace = simulate(scenario, progress=not args.json, trace_ranks=ranks,
+                             want_trace=args.trace)
+    out = Path(args.out) if args.out else Path("runs") / Path(args.scenario).stem
+    write_atomic(out / "result.json", dumps(result) + "\n")
+    if trace is not None:
+        write_atomic(out / "trace.json", json.dumps(trace))
+    if args.json:
+        print(dumps(result))
+    else:
+        Console().print(summary_table(result, f"{Path(args.scenario).name} -> {out}/result.json"))
+    return 0
