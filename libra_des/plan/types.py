@@ -1,0 +1,54 @@
+"""Plan records shared between the planners and the simulations.
+
+An :class:`AttentionPlan` is what the simulator needs to execute one group's core attention
+(a Libra pool, a DistCA pool, or a single Ulysses CP group) for one packed-sequence slot:
+per-worker work, per-pair bytes and the Pipeliner's chunk count. It is data only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class AttentionPlan:
+    """Core-attention work and traffic of one group of ``W`` workers, for one forward pass.
+
+    ``worker_pairs[w]``: causal (query, key) pairs times query heads that worker ``w``
+    computes ("pair-heads"; forward FLOPs = 4 * head_dim * pair-heads).
+    ``worker_doc_len[w]``: pair-weighted mean document length of that work (FlashAttention
+    efficiency depends on it).
+    ``worker_heads[w]``: query heads per kernel call on that worker.
+    ``dispatch_bytes[s, d]``: bytes worker ``s`` sends to ``d`` before compute (K/V, Q).
+    ``return_bytes[s, d]``: bytes ``s`` sends to ``d`` after compute (outputs O).
+    ``chunks``: Pipeliner chunk count M (1 means no overlap).
+    """
+
+    policy: str
+    worker_pairs: np.ndarray
+    worker_doc_len: np.ndarray
+    worker_heads: np.ndarray
+    dispatch_bytes: np.ndarray
+    return_bytes: np.ndarray
+    chunks: int = 1
+    tiles: int = 0
+
+    @property
+    def workers(self) -> int:
+        return int(self.worker_pairs.shape[0])
+
+    @property
+    def total_pairs(self) -> float:
+        return float(self.worker_pairs.sum())
+
+    @property
+    def total_bytes(self) -> float:
+        return float(self.dispatch_bytes.sum() + self.return_bytes.sum())
+
+    @property
+    def imbalance(self) -> float:
+        """max worker load / mean worker load - 1."""
+        mean = float(self.worker_pairs.mean())
+        return float(self.worker_pairs.max()) / mean - 1.0 if mean > 0 else 0.0

@@ -1,0 +1,251 @@
+"""Raw sample-length distributions (tokens per training sample), all seeded explicitly.
+
+Model assumptions:
+
+* ``lognormal_pareto``: a lognormal body whose median and 99th percentile are given (closed-form
+  fit, :func:`fit_lognormal`), optionally *spliced* with a Pareto tail above ``tail_start``.
+  The splice keeps a continuous CDF: ``tail_weight`` is the probability mass above
+  ``tail_start`` and defaults to the body's own mass there, in which case every quantile below
+  ``tail_start`` is exactly the body's (so median and p99 stay as fitted when
+  ``tail_start > p99``). Samples are drawn by inverse CDF (one uniform per sample), rounded to
+  whole tokens, raised to ``min`` and clipped at the hard ``max`` when one is set.
+* ``empirical``: lengths resampled with replacement from a file (JSON list, text with one
+  length per line, or ``.npy``).
+* ``constant``: every sample has ``value`` tokens (``median`` when ``value`` is unset).
+* ``mixture``: each sample picks a component with probability proportional to its weight.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy.special import ndtr, ndtri
+
+from libra_des.config import LengthDist
+from libra_des.errors import InputError
+
+#: Standard-normal 99th percentile, Phi^-1(0.99).
+Z99 = float(ndtri(0.99))
+PATH_FIELD = "workload.lengths.path"
+
+Sampler = Callable[[int, np.random.Generator], np.ndarray]
+
+
+def fit_lognormal(median: float, p99: float) -> tuple[float, float]:
+    """(mu, sigma) of the lognormal with the given median and 99th percentile (closed form)."""
+    if median <= 0 or p99 <= median:
+        raise InputError("workload.lengths.p99", p99, f"> median={median}")
+    return math.log(median), math.log(p99 / median) / Z99
+
+
+@dataclass(frozen=True)
+class SplicedLognormal:
+    """Lognormal body below ``tail_start``, Pareto(``alpha``) above it with mass ``weight``."""
+
+    mu: float
+    sigma: float
+    tail_start: float = math.inf
+    alpha: float = 1.0
+    weight: float = 0.0
+
+    @property
+    def body_mass(self) -> float:
+        """P(body < tail_start) of the unspliced lognormal."""
+        if math.isinf(self.tail_start):
+            return 1.0
+        return float(ndtr((math.log(self.tail_start) - self.mu) / self.sigma))
+
+    def quantile(self, u: np.ndarray) -> np.ndarray:
+        """Inverse CDF of the spliced law at probabilities ``u`` in (0, 1)."""
+        u = np.asarray(u, dtype=np.float64)
+        body_share = 1.0 - self.weight
+        # Body: rescale u so that [0, 1-w) maps onto the lognormal's [0, F(tail_start)).
+        v = np.minimum(u / body_share, 1.0) * self.body_mass if body_share > 0 else u
+        v = np.clip(v, 1e-300, 1.0 - 1e-16)
+        out = np.exp(self.mu + self.sigma * ndtri(v))
+        if self.weight > 0:
+            tail = u >= body_share
+            survival = (1.0 - u[tail]) / self.weight
+            out[tail] = self.tail_start * np.maximum(survival, 1e-300) ** (-1.0 / self.alpha)
+        return out
+
+    def clipped_moment(self, k: int, cap: float) -> float:
+        """E[min(X, cap)^k] in closed form (continuous law; rounding to tokens is ignored)."""
+        cut = min(cap, self.tail_start)
+        body = lognormal_partial(self.mu, self.sigma, k, cut)
+        body_scale = (1.0 - self.weight) / self.body_mass if self.body_mass > 0 else 0.0
+        total = body_scale * body
+        if math.isinf(cap) and math.isinf(self.tail_start):
+            return total
+        if cap <= self.tail_start:
+            # Mass beyond the cap sits at the cap (both body above cap and all of the tail).
+            return total + cap**k * (1.0 - body_scale * body_cdf(self, cap))
+        return total + self.weight * pareto_clipped_moment(self.tail_start, self.alpha, k, cap)
+
+
+def body_cdf(law: SplicedLognormal, x: float) -> float:
+    return float(ndtr((math.log(x) - law.mu) / law.sigma))
+
+
+def lognormal_partial(mu: float, sigma: float, k: int, a: float) -> float:
+    """int_0^a x^k f(x) dx for a lognormal(mu, sigma): exp(k mu + k^2 s^2/2) Phi(...)."""
+    if math.isinf(a):
+        return math.exp(k * mu + 0.5 * k * k * sigma * sigma)
+    z = (math.log(a) - mu - k * sigma * sigma) / sigma
+    return math.exp(k * mu + 0.5 * k * k * sigma * sigma) * float(ndtr(z))
+
+
+def pareto_clipped_moment(xm: float, alpha: float, k: int, cap: float) -> float:
+    """E[min(X, cap)^k] for X ~ Pareto(alpha, xm); infinite when uncapped and k >= alpha."""
+    if math.isinf(cap):
+        return alpha * xm**k / (alpha - k) if alpha > k else math.inf
+    if abs(k - alpha) < 1e-12:
+        inside = alpha * xm**alpha * math.log(cap / xm)
+    else:
+        inside = alpha * xm**alpha * (cap ** (k - alpha) - xm ** (k - alpha)) / (k - alpha)
+    return inside + cap**k * (xm / cap) ** alpha
+
+
+def spliced_law(dist: LengthDist) -> SplicedLognormal:
+    """The continuous law of a ``lognormal_pareto`` distribution."""
+    assert dist.median is not None  # enforced by LengthDist's validator
+    if dist.sigma is not None:
+        mu, sigma = math.log(dist.median), dist.sigma
+    elif dist.p99 is not None:
+        mu, sigma = fit_lognormal(dist.median, dist.p99)
+    else:
+        raise InputError("workload.lengths.p99", None, "> median (or set sigma)")
+    if dist.tail_start is None or dist.tail_alpha is None:
+        return SplicedLognormal(mu, sigma)
+    law = SplicedLognormal(mu, sigma, dist.tail_start, dist.tail_alpha)
+    weight = 1.0 - law.body_mass if dist.tail_weight is None else dist.tail_weight
+    return SplicedLognormal(mu, sigma, dist.tail_start, dist.tail_alpha, weight)
+
+
+def finish(raw: np.ndarray, dist: LengthDist) -> np.ndarray:
+    """Round to whole tokens, raise to ``min``, clip at ``max``."""
+    hi = dist.max if dist.max is not None else np.iinfo(np.int64).max // 4
+    return np.clip(np.rint(np.minimum(raw, float(hi))), dist.min, hi).astype(np.int64)
+
+
+def read_lengths(path: str) -> np.ndarray:
+    """Lengths from a JSON list, a text file (one per line) or a ``.npy`` array."""
+    p = Path(path)
+    try:
+        if p.suffix == ".npy":
+            data = np.load(p, allow_pickle=False)
+        elif p.suffix == ".json":
+            data = np.asarray(json.loads(p.read_text()), dtype=np.float64)
+        else:
+            data = np.loadtxt(p, dtype=np.float64, ndmin=1)
+    except FileNotFoundError:
+        raise InputError(PATH_FIELD, path, "an existing lengths file") from None
+    except (OSError, ValueError, TypeError, UnicodeDecodeError) as exc:
+        allowed = f"a JSON list, text or .npy file of lengths ({exc.__class__.__name__})"
+        raise InputError(PATH_FIELD, path, allowed) from None
+    arr = np.asarray(data, dtype=np.float64).ravel()
+    if arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+        raise InputError(PATH_FIELD, path, "a non-empty list of positive lengths")
+    return np.rint(arr).astype(np.int64)
+
+
+def make_sampler(dist: LengthDist) -> Sampler:
+    """A function ``(n, rng) -> int64 lengths`` for ``dist`` (files are read once, here)."""
+    if dist.kind == "constant":
+        value = dist.value if dist.value is not None else dist.median
+        assert value is not None
+        const = finish(np.array([float(value)]), dist)[0]
+        return lambda n, rng: np.full(n, const, dtype=np.int64)
+    if dist.kind == "empirical":
+        assert dist.path is not None
+        pool = finish(read_lengths(dist.path).astype(np.float64), dist)
+        return lambda n, rng: pool[rng.integers(0, pool.size, size=n)]
+    if dist.kind == "mixture":
+        return mixture_sampler(dist)
+    law = spliced_law(dist)
+    return lambda n, rng: finish(law.quantile(rng.random(n)), dist)
+
+
+def mixture_sampler(dist: LengthDist) -> Sampler:
+    parts = [make_sampler(c.dist) for c in dist.components]
+    weights = np.array([c.weight for c in dist.components], dtype=np.float64)
+    probs = weights / weights.sum()
+
+    def draw(n: int, rng: np.random.Generator) -> np.ndarray:
+        which = rng.choice(len(parts), size=n, p=probs)
+        out = np.empty(n, dtype=np.int64)
+        for k, part in enumerate(parts):
+            mask = which == k
+            out[mask] = part(int(mask.sum()), rng)
+        return np.clip(out, dist.min, dist.max or np.iinfo(np.int64).max)
+
+    return draw
+
+
+def sample_lengths(dist: LengthDist, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` raw sample lengths (int64, >= ``dist.min``, <= ``dist.max`` when set)."""
+    if n < 0:
+        raise InputError("n", n, ">= 0")
+    return make_sampler(dist)(n, rng)
+
+
+def moment(dist: LengthDist, k: int) -> float:
+    """E[l^k] of the distribution, analytic where a closed form exists.
+
+    ``lognormal_pareto`` uses the continuous law (token rounding ignored, ``min`` ignored);
+    ``empirical`` is the file's own mean; ``mixture`` the weighted sum of its components.
+    """
+    cap = float(dist.max) if dist.max is not None else math.inf
+    if dist.kind == "constant":
+        value = dist.value if dist.value is not None else dist.median
+        assert value is not None
+        return float(min(max(value, dist.min), cap)) ** k
+    if dist.kind == "empirical":
+        assert dist.path is not None
+        pool = np.minimum(read_lengths(dist.path).astype(np.float64), cap)
+        return float(np.mean(np.maximum(pool, dist.min) ** k))
+    if dist.kind == "mixture":
+        w = np.array([c.weight for c in dist.components], dtype=np.float64)
+        parts = [moment(c.dist, k) for c in dist.components]
+        return float(np.dot(w / w.sum(), parts))
+    return spliced_law(dist).clipped_moment(k, cap)
+
+
+def length_cv(dist: LengthDist) -> float:
+    """Coefficient of variation sigma/mu of the raw sample length."""
+    m1, m2 = moment(dist, 1), moment(dist, 2)
+    return math.sqrt(max(m2 - m1 * m1, 0.0)) / m1
+
+
+def fit_to_data(lengths: np.ndarray, tail_quantile: float) -> dict[str, float | int]:
+    """Fit a spliced ``lognormal_pareto`` to observed lengths (the numbers a YAML commits).
+
+    Body: mu = ln(median); sigma by least squares of the log-quantiles on the probits between
+    the 5th percentile and ``tail_quantile``. Tail: starts at the data's ``tail_quantile``
+    quantile, carries the observed share above it, and its Pareto index is the Hill (maximum
+    likelihood) estimate from those points. ``min``/``max`` are the data's extremes.
+    """
+    data = np.sort(np.asarray(lengths, dtype=np.float64))
+    if data.size < 100 or not 0.5 < tail_quantile < 1:
+        raise InputError("tail_quantile", tail_quantile, "in (0.5, 1) with >= 100 lengths")
+    median = float(np.median(data))
+    probs = np.linspace(0.05, tail_quantile, 40)
+    z = ndtri(probs)
+    resid = np.log(np.quantile(data, probs)) - math.log(median)
+    sigma = float(np.dot(z, resid) / np.dot(z, z))
+    start = float(np.quantile(data, tail_quantile))
+    tail = data[data > start]
+    return {
+        "median": median,
+        "sigma": round(sigma, 4),
+        "tail_start": round(start, 1),
+        "tail_weight": round(tail.size / data.size, 5),
+        "tail_alpha": round(float(tail.size / np.log(tail / start).sum()), 4),
+        "min": int(data[0]),
+        "max": int(data[-1]),
+    }
