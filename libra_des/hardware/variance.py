@@ -1,0 +1,285 @@
+"""Runtime variance: multiplicative slowdowns of GPU ops and of links.
+
+Four independent sources, each a small distribution with ``sample(rng, shape)`` and its
+analytic ``mean`` and ``var``:
+
+- :class:`LogNormalNoise`: per-GPU, per-op jitter, ``exp(sigma Z - sigma^2 / 2)`` (mean 1);
+- persistent slow GPUs (:class:`BernoulliSlowdown`): a GPU is slow by ``factor`` for the whole
+  run with probability ``fraction`` (drawn once when the model is built);
+- :class:`FailSlowEpisodes`: a two-state Markov chain per GPU over *steps* (iterations): a
+  healthy GPU enters an episode with probability ``rate`` per step, an episode ends with
+  probability ``1 / steps`` per step (geometric length, mean ``steps``), and slows every op of
+  the GPU by ``factor`` while it lasts;
+- degraded links (:class:`BernoulliSlowdown` keyed by link id): a link runs ``factor`` times
+  slower for the whole run with probability ``fraction``.
+
+The sources multiply and are independent, so the per-op factor of a random GPU has mean
+``prod(m_i)`` and variance ``prod(v_i + m_i^2) - prod(m_i)^2``.
+
+Calibration (the defaults, :data:`CALIBRATED`). The paper measured 32K-token causal attention
+on 256 identical GPUs for 500 steps: after dropping each step's fastest and slowest GPU,
+(slowest - fastest) / fastest averaged 7.01% and peaked at 15.07%. We read one such "step" as
+*one* attention call per GPU (a kernel microbenchmark: one layer's forward core attention on
+identical data), not 48 layers of forward and backward: that is the unit at which a pool
+barrier exposes the spread, and it is the unit the simulator draws noise for (one factor per
+GPU per op). Plain lognormal jitter cannot give the peak (its max/mean ratio over 500 steps is
+about 1.3, the paper's is 2.15: trimming hides a single slow GPU, so the peaks need two GPUs
+slowed at once). Jitter of sigma 1.15% plus rare 10% fail-slow episodes (one start per 2,000
+GPU-steps, 5 steps long on average) reproduce both figures; ``tests/test_variance.py``
+measures them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from libra_des.config import VarianceSpec
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Defaults for :class:`VarianceSpec` fields left at ``None`` (see module docstring)."""
+
+    noise_sigma: float = 0.0115
+    failslow_rate: float = 5e-4
+    failslow_steps: float = 5.0
+    failslow_factor: float = 1.10
+
+
+CALIBRATED = Calibration()
+
+
+class Distribution(Protocol):
+    """A multiplicative slowdown distribution."""
+
+    @property
+    def mean(self) -> float: ...
+
+    @property
+    def var(self) -> float: ...
+
+    def sample(self, rng: np.random.Generator, shape: int | tuple[int, ...]) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class LogNormalNoise:
+    """``exp(sigma Z - sigma^2/2)`` with ``Z ~ N(0, 1)``: mean exactly 1."""
+
+    sigma: float
+
+    @property
+    def mean(self) -> float:
+        return 1.0
+
+    @property
+    def var(self) -> float:
+        return float(np.expm1(self.sigma**2))
+
+    def sample(self, rng: np.random.Generator, shape: int | tuple[int, ...]) -> np.ndarray:
+        z = rng.standard_normal(shape)
+        return np.exp(self.sigma * z - 0.5 * self.sigma**2)
+
+
+@dataclass(frozen=True)
+class BernoulliSlowdown:
+    """``factor`` with probability ``fraction``, else 1."""
+
+    fraction: float
+    factor: float
+
+    @property
+    def mean(self) -> float:
+        return 1.0 + self.fraction * (self.factor - 1.0)
+
+    @property
+    def var(self) -> float:
+        return self.fraction * (1.0 - self.fraction) * (self.factor - 1.0) ** 2
+
+    @property
+    def active(self) -> bool:
+        """Whether it can ever slow anything (its variance is 0 also when fraction is 1)."""
+        return self.fraction > 0 and self.factor != 1.0
+
+    def sample(self, rng: np.random.Generator, shape: int | tuple[int, ...]) -> np.ndarray:
+        hit = rng.random(shape) < self.fraction
+        return np.where(hit, self.factor, 1.0)
+
+
+@dataclass(frozen=True)
+class FailSlowEpisodes:
+    """Two-state chain per GPU and step; ``sample`` draws its stationary marginal."""
+
+    rate: float
+    steps: float
+    factor: float
+
+    @property
+    def stationary(self) -> float:
+        """Long-run share of steps a GPU spends slowed: rate / (rate + 1/steps)."""
+        return self.rate * self.steps / (1.0 + self.rate * self.steps)
+
+    @property
+    def marginal(self) -> BernoulliSlowdown:
+        return BernoulliSlowdown(self.stationary, self.factor)
+
+    @property
+    def mean(self) -> float:
+        return self.marginal.mean
+
+    @property
+    def var(self) -> float:
+        return self.marginal.var
+
+    def sample(self, rng: np.random.Generator, shape: int | tuple[int, ...]) -> np.ndarray:
+        return self.marginal.sample(rng, shape)
+
+    def advance(self, slowed: np.ndarray, uniform: np.ndarray) -> np.ndarray:
+        """One step of the chain, given one uniform draw per GPU."""
+        return np.where(slowed, uniform >= 1.0 / self.steps, uniform < self.rate)
+
+
+class EpisodeSchedule:
+    """Which GPUs are in a fail-slow episode at each step, as a pure function of (seed, step).
+
+    Steps are generated in blocks; block ``b`` draws from ``default_rng([seed, b])`` and
+    continues the chain from the end of block ``b - 1``, so the answer does not depend on the
+    order of queries. The memo only saves work (it never changes a result).
+    """
+
+    BLOCK = 64
+
+    def __init__(self, episodes: FailSlowEpisodes, num_gpus: int, seed: int) -> None:
+        self.episodes = episodes
+        self.num_gpus = num_gpus
+        self.seed = seed
+        self._ends: list[np.ndarray] = []
+        self._last: tuple[int, np.ndarray] | None = None
+
+    def slowed(self, step: int) -> np.ndarray:
+        block, offset = divmod(int(step), self.BLOCK)
+        if self._last is None or self._last[0] != block:
+            while len(self._ends) < block:
+                self.generate(len(self._ends))
+            self._last = (block, self.generate(block))
+        return self._last[1][offset]
+
+    def generate(self, block: int) -> np.ndarray:
+        rng = np.random.default_rng([self.seed, block])
+        uniform = rng.random((self.BLOCK, self.num_gpus))
+        if block == 0:
+            state = uniform[0] < self.episodes.stationary
+        else:
+            state = self.episodes.advance(self._ends[block - 1], uniform[0])
+        states = np.empty((self.BLOCK, self.num_gpus), dtype=bool)
+        states[0] = state
+        for t in range(1, self.BLOCK):
+            states[t] = self.episodes.advance(states[t - 1], uniform[t])
+        if len(self._ends) == block:
+            self._ends.append(states[-1].copy())
+        return states
+
+
+def unit_hash(seed: int, key: object) -> float:
+    """A stable uniform number in [0, 1) for (seed, key), independent of Python's hash salt."""
+    digest = hashlib.blake2b(f"{seed}|{key!r}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") / 2.0**64
+
+
+class VarianceModel:
+    """Per-op GPU slowdowns and per-link slowdowns for one run.
+
+    Built once per run from a :class:`VarianceSpec`, the GPU count and a generator; afterwards
+    only :meth:`factors` consumes randomness (the per-op jitter, from the generator it is
+    given). Persistent slow GPUs, fail-slow episodes and degraded links are fixed functions of
+    the build, so two policies simulated from the same build meet the same slow GPUs.
+    """
+
+    def __init__(
+        self,
+        num_gpus: int,
+        noise: LogNormalNoise | None = None,
+        persistent: np.ndarray | None = None,
+        episodes: EpisodeSchedule | None = None,
+        links: BernoulliSlowdown | None = None,
+        link_seed: int = 0,
+        sources: tuple[Distribution, ...] = (),
+    ) -> None:
+        self.num_gpus = num_gpus
+        self.noise = noise
+        self.persistent = persistent
+        self.episodes = episodes
+        self.links = links
+        self.link_seed = link_seed
+        # The distributions behind the per-op factor (for the analytic mean and variance).
+        self.sources = sources
+
+    @classmethod
+    def none(cls) -> VarianceModel:
+        """No noise at all: every factor is 1."""
+        return cls(0)
+
+    @classmethod
+    def build(cls, spec: VarianceSpec, num_gpus: int, rng: np.random.Generator) -> VarianceModel:
+        """Draw the persistent parts (slow GPUs, episode and link seeds) of one run."""
+        if not spec.enabled:
+            return cls.none()
+        sigma = CALIBRATED.noise_sigma if spec.noise_sigma is None else spec.noise_sigma
+        slow = BernoulliSlowdown(spec.slow_gpu_fraction, spec.slow_factor)
+        episodes = FailSlowEpisodes(
+            rate=CALIBRATED.failslow_rate if spec.failslow_rate is None else spec.failslow_rate,
+            steps=CALIBRATED.failslow_steps if spec.failslow_steps is None else spec.failslow_steps,
+            factor=CALIBRATED.failslow_factor
+            if spec.failslow_factor is None
+            else spec.failslow_factor,
+        )
+        persistent = slow.sample(rng, num_gpus) if slow.active else None
+        episode_seed, link_seed = (int(s) for s in rng.integers(0, 2**63, size=2))
+        return cls(
+            num_gpus,
+            noise=LogNormalNoise(sigma) if sigma > 0 else None,
+            persistent=persistent,
+            episodes=EpisodeSchedule(episodes, num_gpus, episode_seed)
+            if episodes.marginal.active
+            else None,
+            links=BernoulliSlowdown(spec.degraded_link_fraction, spec.degraded_link_factor),
+            link_seed=link_seed,
+            sources=(LogNormalNoise(sigma), slow, episodes),
+        )
+
+    def factors(
+        self, rng: np.random.Generator, gpus: np.ndarray, n_ops: int, step: int
+    ) -> np.ndarray:
+        """Slowdown factors, shape ``(n_ops, len(gpus))``: jitter x persistent x fail-slow."""
+        gpus = np.asarray(gpus, dtype=np.int64)
+        if self.noise is None:
+            out = np.ones((n_ops, gpus.size))
+        else:
+            out = self.noise.sample(rng, (n_ops, gpus.size))
+        if self.persistent is not None:
+            out *= self.persistent[gpus]
+        if self.episodes is not None:
+            slowed = self.episodes.slowed(step)[gpus]
+            out *= np.where(slowed, self.episodes.episodes.factor, 1.0)
+        return out
+
+    def link_factor(self, link_id: object) -> float:
+        """How many times slower a link runs (1 unless it drew a degradation)."""
+        if self.links is None or not self.links.active:
+            return 1.0
+        hit = unit_hash(self.link_seed, link_id) < self.links.fraction
+        return self.links.factor if hit else 1.0
+
+    @property
+    def mean(self) -> float:
+        """Analytic mean of one op's factor on a random GPU at a random step."""
+        return float(np.prod([d.mean for d in self.sources]))
+
+    @property
+    def var(self) -> float:
+        """Analytic variance of that factor (independent sources multiply)."""
+        second = float(np.prod([d.var + d.mean**2 for d in self.sources]))
+        return second - self.mean**2
