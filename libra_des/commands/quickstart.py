@@ -18,7 +18,7 @@ from libra_des.config import ROOT, load_scenario
 DEFAULT = ROOT / "scenarios" / "quickstart.yaml"
 
 
-def register(subs: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subs.add_parser("quickstart", help="run the quickstart scenario: Libra Full vs Ulysses")
     p.add_argument("--scenario", default=str(DEFAULT), help="scenario to compare policies on")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")

@@ -17,7 +17,7 @@ from libra_des.commands.common import dumps, int_list, write_atomic
 from libra_des.config import Scenario, load_scenario
 
 
-def register(subs: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subs.add_parser("run", help="simulate a scenario and write result.json")
     p.add_argument("scenario", help="scenario YAML file")
     p.add_argument("--out", default=None, help="output folder (default runs/<scenario name>)")

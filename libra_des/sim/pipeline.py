@@ -96,19 +96,29 @@ class PipelineSim:
         for i, op in enumerate(order):
             dep = self.deps[d][i]
             if dep is not None:
-                yield from self.wait_for(e, d, dep)
+                yield from self.wait_for(e, d, i, dep)
             self.start[e, d, i] = env.now
             self.record(e, d, op)
-            yield env.timeout(self.dur[d][e][i])
+            yield from self.execute(e, d, i)
             fin[d][i] = env.now
-            ev = self.waiters.pop((e, d, i), None)
-            if ev is not None:
-                ev.succeed()
+            self.finished(e, d, i)
         self.done[d] += 1
         if self.done[d] == self.entities:
             self.all_done[d].succeed()
 
-    def wait_for(self, e: int, d: int, dep: tuple[int, int]) -> Generator[Any, Any, None]:
+    def execute(self, e: int, d: int, i: int) -> Generator[Any, Any, None]:
+        """Busy for the op's precomputed duration (the detailed mode replays its parts)."""
+        yield self.env.timeout(self.dur[d][e][i])
+
+    def finished(self, e: int, d: int, i: int) -> None:
+        ev = self.waiters.pop((e, d, i), None)
+        if ev is not None:
+            ev.succeed()
+
+    def wait_for(
+        self, e: int, d: int, i: int, dep: tuple[int, int]
+    ) -> Generator[Any, Any, None]:
+        """Wait until op ``i`` of device ``d`` has its input (producer done + p2p time)."""
         dd, ii = dep
         t = self.fin[e][dd][ii]
         if t is None:

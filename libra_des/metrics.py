@@ -1,0 +1,148 @@
+"""Result records: derived metrics of a training run, as the JSON contract of ``result.json``.
+
+Definitions (per step, then averaged over steps unless a key says otherwise):
+
+* ``bubble_fraction``: sum over (entity, stage) of (pipeline span - busy time) over the sum of
+  spans; the span is the entity's pipeline makespan, so DP-sync waits (after the span) and pool
+  barrier waits (inside busy op time) are excluded.
+* ``dp_straggler_fraction``: mean over (entity, stage) of the wait at gradient sync for the
+  slowest entity's last backward, over step time.
+* ``pool_wait_fraction``: mean per-GPU time waiting for slower workers of its own pool or CP
+  group at lockstep points, over step time.
+* ``comm_exposed_fraction`` / ``comm_hidden_fraction``: per-GPU communication time on / off the
+  critical path (attention exchange, expert all-to-all, gradient sync), over step time.
+  Pipeline point-to-point waits count as bubble, not here.
+* ``attention_*_s``: per-GPU seconds per step (all layers, forward and backward).
+* ``attention_straggler_s``: over every forward pooled-attention call of the window, the time
+  from the call's start to its slowest worker's end.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from libra_des.config import ModelSpec, Scenario, scenario_dict
+from libra_des.sim.training import StepRecord
+
+
+def active_params_per_layer(m: ModelSpec) -> float:
+    """Weights a token touches in one layer (attention + dense FFN or its top-k experts)."""
+    attn = m.hidden * (m.heads_q + 2 * m.heads_kv) * m.head_dim + m.heads_q * m.head_dim * m.hidden
+    if m.is_moe:
+        assert m.expert_ffn is not None
+        ffn = (m.top_k + m.shared_experts) * 3 * m.hidden * m.expert_ffn + m.hidden * m.experts
+    else:
+        assert m.ffn is not None
+        ffn = 3 * m.hidden * m.ffn
+    return float(attn + ffn)
+
+
+def step_flops(scenario: Scenario, rec: StepRecord) -> float:
+    """Model FLOPs of one step: 6 N T for the weights plus 12 d pair-heads for attention."""
+    m = scenario.model
+    tokens = scenario.parallelism.gbs * scenario.workload.packed_length
+    linear = 6.0 * active_params_per_layer(m) * m.layers * tokens
+    attention = 12.0 * m.head_dim * rec.plan.planned_pair_heads * m.layers
+    return linear + attention
+
+
+def executed_attention_flops(scenario: Scenario, rec: StepRecord) -> float:
+    """Attention FLOPs of the ops that ran (forward 4 d, backward 8 d per pair-head)."""
+    fwd, bwd = rec.executed_pair_heads
+    return 4.0 * scenario.model.head_dim * (fwd + 2.0 * bwd)
+
+
+def per_gpu(arrs: tuple[np.ndarray, ...]) -> float:
+    """Mean over (entity, stage) of a per-op quantity summed over the stage's ops."""
+    return float(np.mean([a.sum(axis=1).mean() for a in arrs]))
+
+
+def step_metrics(scenario: Scenario, rec: StepRecord) -> dict[str, float]:
+    """The per-step quantities that the result averages."""
+    run, t = rec.run, rec.step_time
+    busy = np.stack([d.duration.sum(axis=1) for d in rec.times], axis=1)  # [E, p]
+    span = np.nanmax(run.finish, axis=(1, 2))[:, None] * np.ones_like(busy)
+    last = np.nanmax(run.finish, axis=2)  # [E, p]
+    exposed = per_gpu(tuple(d.attn_exposed + d.other_comm for d in rec.times))
+    hidden = per_gpu(tuple(d.attn_hidden for d in rec.times))
+    return {
+        "step_time": t,
+        "bubble": float((span - busy).sum() / span.sum()),
+        "dp_straggler": float((last.max(axis=0) - last).mean() / t),
+        "pool_wait": per_gpu(tuple(d.pool_wait for d in rec.times)) / t,
+        "comm_exposed": (exposed + float(run.sync_exposed.mean())) / t,
+        "comm_hidden": (hidden + float(run.sync_hidden.mean())) / t,
+        "attn_compute": per_gpu(tuple(d.attn_compute for d in rec.times)),
+        "attn_exposed": per_gpu(tuple(d.attn_exposed for d in rec.times)),
+        "attn_hidden": hidden,
+        "inter_pool": rec.plan.inter_pool_imbalance,
+        "intra_pool": rec.plan.intra_pool_imbalance,
+        "flops": step_flops(scenario, rec),
+        "attn_flops": executed_attention_flops(scenario, rec),
+    }
+
+
+def microbatch_forward(rec: StepRecord, fwd_mask: np.ndarray) -> list[float]:
+    """Forward op durations on the first stage, entity-major, in schedule order."""
+    return [float(x) for x in rec.times[0].duration[:, fwd_mask].ravel()]
+
+
+def training_result(
+    scenario: Scenario,
+    records: list[StepRecord],
+    fwd_masks: list[np.ndarray],
+    peak_flops: float,
+) -> dict[str, Any]:
+    """Assemble ``result.json`` (minus ``wall_s``, which the caller adds)."""
+    steps = [step_metrics(scenario, r) for r in records]
+    times = np.array([s["step_time"] for s in steps])
+
+    def mean(key: str) -> float:
+        return float(np.mean([s[key] for s in steps]))
+
+    stragglers = np.concatenate(
+        [r.times[d].straggler[:, m][r.times[d].straggler[:, m] > 0]
+         for r in records for d, m in enumerate(fwd_masks)]
+    )
+    gpus = scenario.parallelism.gpus
+    tokens = scenario.parallelism.gbs * scenario.workload.packed_length
+    return {
+        "kind": "training",
+        "policy": scenario.balancer.policy,
+        "gpus": gpus,
+        "step_time_s": {
+            "mean": float(times.mean()),
+            "p50": float(np.percentile(times, 50)),
+            "p99": float(np.percentile(times, 99)),
+            "per_step": [float(x) for x in times],
+        },
+        "tokens_per_s": tokens / float(times.mean()),
+        "mfu": mean("flops") / (float(times.mean()) * gpus * peak_flops),
+        "bubble_fraction": mean("bubble"),
+        "dp_straggler_fraction": mean("dp_straggler"),
+        "pool_wait_fraction": mean("pool_wait"),
+        "comm_exposed_fraction": mean("comm_exposed"),
+        "comm_hidden_fraction": mean("comm_hidden"),
+        "attention_imbalance": {"inter_pool": mean("inter_pool"), "intra_pool": mean("intra_pool")},
+        "attention_straggler_s": {
+            "mean": float(stragglers.mean()) if stragglers.size else 0.0,
+            "max": float(stragglers.max()) if stragglers.size else 0.0,
+        },
+        "attention_compute_s": mean("attn_compute"),
+        "attention_comm_exposed_s": mean("attn_exposed"),
+        "attention_comm_hidden_s": mean("attn_hidden"),
+        "microbatch_forward_s": [x for r in records for x in microbatch_forward(r, fwd_masks[0])],
+        "pipeline_p2p_s": records[0].p2p_seconds,
+        "changes_step_samples": any(r.plan.changes_step_samples for r in records),
+        "tiles_per_step": records[0].plan.tiles,
+        "attention_flops_per_step": mean("attn_flops"),
+        "events": int(sum(r.run.events for r in records)),
+        "checks": {
+            "flops_executed_equal_planned": True,
+            "bytes_sent_equal_received": True,
+            "every_tile_ran_once": True,
+        },
+        "scenario": scenario_dict(scenario),
+    }

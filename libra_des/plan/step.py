@@ -1,0 +1,150 @@
+"""One optimizer step's plan: which packed sequence runs where, and each pool's attention plan.
+
+This is the training-side composition of the planners (pure, no SimPy): draw a GBS window,
+group it into pools (VRSP or arrival order), and build one :class:`AttentionPlan` per
+(pipeline, microbatch slot). A *pipeline* is the simulated entity: a Libra pool group (P DP
+replicas moving in lockstep at every pooled attention), one DP replica for Ulysses and WLB-LLM,
+or all DP replicas for DistCA.
+
+Slot layout follows VRSP step 6 (GA-major, pool-minor): pool ``j`` of the step runs as
+microbatch ``j // E`` on pipeline ``j % E``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from libra_des.config import Scenario
+from libra_des.plan.attention import causal_pairs
+from libra_des.plan.baselines import ulysses_plan, wlb_cost_coefficients, wlb_llm_pack
+from libra_des.plan.grouping import vrsp
+from libra_des.plan.tap import plan_pool
+from libra_des.plan.types import AttentionPlan
+from libra_des.workload.packing import CorpusStream, PackedBatch
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """Everything the training simulation executes for one step (data only)."""
+
+    policy: str
+    window: PackedBatch
+    pipelines: int
+    pool_size: int
+    microbatches: int
+    slots: tuple[tuple[AttentionPlan, ...], ...]
+    seq_of: np.ndarray
+    inter_pool_imbalance: float
+    intra_pool_imbalance: float
+    planned_pair_heads: float
+    plan_seconds: float
+    changes_step_samples: bool = False
+
+    @property
+    def tiles(self) -> int:
+        return sum(p.tiles for row in self.slots for p in row)
+
+
+def pool_size_of(scenario: Scenario) -> int:
+    """P: replicas per pool (1 for the per-replica baselines, DP for DistCA)."""
+    policy = scenario.balancer.policy
+    if policy == "libra":
+        return scenario.balancer.pool_size
+    if policy == "distca":
+        return scenario.parallelism.dp
+    return 1
+
+
+def draw_window(scenario: Scenario, stream: CorpusStream) -> tuple[PackedBatch, bool]:
+    """The step's GBS packed sequences; WLB-LLM repacks the same raw samples its own way."""
+    gbs = scenario.parallelism.gbs
+    window = stream.next_window(gbs)
+    if scenario.balancer.policy != "wlb_llm":
+        return window, False
+    # Re-join the pieces of each raw sample: WLB-LLM packs whole samples its own way.
+    starts = np.flatnonzero(np.r_[True, np.diff(window.sample_ids) != 0])
+    raw = np.add.reduceat(window.lengths, starts)
+    result = wlb_llm_pack(
+        raw,
+        window.packed_length,
+        gbs,
+        defer_outliers=scenario.balancer.wlb_defer_outliers,
+        coefficients=wlb_cost_coefficients(scenario.model),
+    )
+    return result.batch, bool(result.changes_step_samples)
+
+
+def pool_order(scenario: Scenario, weights: np.ndarray, pool: int) -> np.ndarray:
+    """Sequence indices in slot order (GA-major, pool-minor), grouped P at a time."""
+    bal = scenario.balancer
+    if bal.policy == "libra" and bal.vrsp:
+        return vrsp(weights, pool).step_order()
+    # Arrival order: consecutive sequences form a pool (TAP alone, baselines).
+    return np.arange(weights.shape[0])
+
+
+def inter_pool(weights: np.ndarray, order: np.ndarray, pool: int) -> float:
+    """R - 1 over the step's pools, R = max pool load / mean pool load (Σ l² proxy)."""
+    loads = weights[order].reshape(-1, pool).sum(axis=1)
+    mean = float(loads.mean())
+    return float(loads.max()) / mean - 1.0 if mean > 0 else 0.0
+
+
+def attention_plan(scenario: Scenario, seqs: list[np.ndarray]) -> AttentionPlan:
+    """The policy's attention plan for one slot (one pool's sequences)."""
+    bal, par, model = scenario.balancer, scenario.parallelism, scenario.model
+    if bal.policy in ("ulysses", "wlb_llm"):
+        return ulysses_plan(
+            seqs[0], cp=par.cp, model=model, packed_length=scenario.workload.packed_length
+        )
+    chunks = bal.chunks if (bal.pipeliner or bal.policy == "distca") else 1
+    pool = plan_pool(
+        seqs,
+        cp=par.cp,
+        model=model,
+        heads_split=bal.heads_split,
+        block_size=bal.block_size,
+        packed_length=scenario.workload.packed_length,
+        slack=bal.slack,
+        chunks=chunks,
+        policy=bal.policy,
+    )
+    return pool.attention
+
+
+def build_step_plan(scenario: Scenario, stream: CorpusStream) -> StepPlan:
+    """Draw the next window and plan it for the scenario's balancer."""
+    t0 = time.perf_counter()
+    par = scenario.parallelism
+    pool = pool_size_of(scenario)
+    pipelines = par.dp // pool
+    window, changed = draw_window(scenario, stream)
+    weights = window.sum_sq()
+    order = pool_order(scenario, weights, pool)
+    seq_of = order.reshape(par.microbatches, pipelines, pool).transpose(1, 0, 2)
+    slots = tuple(
+        tuple(
+            attention_plan(scenario, [window.seq(int(i)) for i in seq_of[e, m]])
+            for m in range(par.microbatches)
+        )
+        for e in range(pipelines)
+    )
+    planned = float(causal_pairs(window.lengths)) * scenario.model.heads_q
+    intra = float(np.mean([p.imbalance for row in slots for p in row]))
+    return StepPlan(
+        policy=scenario.balancer.policy,
+        window=window,
+        pipelines=pipelines,
+        pool_size=pool,
+        microbatches=par.microbatches,
+        slots=slots,
+        seq_of=seq_of,
+        inter_pool_imbalance=inter_pool(weights, order, pool),
+        intra_pool_imbalance=intra,
+        planned_pair_heads=planned,
+        plan_seconds=time.perf_counter() - t0,
+        changes_step_samples=changed,
+    )
