@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from libra_des.errors import InputError
+from libra_des.storage import dumps, write_atomic
+
+__all__ = ["dumps", "int_list", "parse_list", "positive_ints", "write_atomic"]
 
 T = TypeVar("T")
 
@@ -38,21 +37,3 @@ def int_list(flag: str, text: str, minimum: int = 1) -> list[int]:
 
 def positive_ints(flag: str, text: str) -> list[int]:
     return int_list(flag, text, minimum=1)
-
-
-def dumps(obj: Any) -> str:
-    """Canonical JSON (sorted keys) so equal results are byte-identical."""
-    return json.dumps(obj, sort_keys=True, indent=2, allow_nan=False)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write through a temporary file and rename, so no half-written output survives."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -19,6 +19,9 @@ class Fabric:
     NVSwitch (each GPU's NVLink bandwidth is its limit) or a PCIe switch tree whose host bridge
     is shared by the GPUs behind it; inter-node traffic leaves through NICs whose bandwidth is
     already divided by the leaf/spine oversubscription ratio.
+
+    ``pcie_switches``: how many PCIe switches the GPUs of a PCIe node are spread over (evenly);
+    traffic between switches crosses the host bridge at ``pcie_bridge_bw`` per switch uplink.
     """
 
     gpus_per_node: int
@@ -32,6 +35,7 @@ class Fabric:
     pcie_bridge_bw: float = 0.0
     oversubscription: float = 1.0
     nvls: bool = False
+    pcie_switches: int = 1
 
     @property
     def num_gpus(self) -> int:

@@ -375,6 +375,7 @@ class Topology:
             inter_latency=self.inter_latency(),
             nics_per_node=self.template.nics,
             pcie_bridge_bw=spec.pcie.up.bandwidth,
+            pcie_switches=spec.pcie.switches,
             oversubscription=spec.network.oversubscription,
             nvls=bool(spec.nvlink and spec.nvlink.nvls),
         )

@@ -1,0 +1,137 @@
+"""``libra-des cost``: one cost-model query (a collective, an attention call, or a GEMM).
+
+Collectives: ``--op all_reduce --bytes 8388608 --group 4 [--topology T --gpus-per-node 8]``;
+``--bytes`` follows nccl-tests' size column. Attention: ``--op attention --doc-lengths
+4096,4096 --heads 64 --kv-heads 4 --head-dim 128 [--backward] [--cp 2]``. GEMM: ``--op gemm
+--m 4096 --n 4096 --k 4096 --dtype bf16``.
+
+Without ``--topology`` the profile's own machine is used (its ``interconnect.topology``, e.g.
+``h200-8x-nvswitch`` for the default H200 profile), grown to as many nodes as the group needs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+import numpy as np
+
+from libra_des.commands.common import dumps, positive_ints
+from libra_des.errors import InputError
+from libra_des.hardware.collectives import ALGORITHMS
+from libra_des.hardware.costs import CostModel
+from libra_des.hardware.fabric import Fabric
+from libra_des.hardware.kernels import cp_shard, shard_pairs
+from libra_des.hardware.profile import COLLECTIVE_OPS, DTYPE_BYTES, Profile, load_profile
+
+OPS = (*COLLECTIVE_OPS, "attention", "gemm")
+
+
+def register(subs: argparse._SubParsersAction) -> None:
+    p = subs.add_parser("cost", help="time one collective, attention call or GEMM")
+    p.add_argument("--profile", default=None, help="profile name or JSON (default h200-sxm)")
+    p.add_argument("--op", required=True, help=" | ".join(OPS))
+    p.add_argument("--bytes", type=float, default=None, help="nccl-tests size in bytes")
+    p.add_argument("--group", type=int, default=None, help="number of GPUs")
+    p.add_argument("--gpus-per-node", type=int, default=None, help="GPUs of the group per node")
+    p.add_argument("--topology", default=None, help="topology name or YAML (default: profile's)")
+    p.add_argument("--algorithm", default=None, help=" | ".join(ALGORITHMS) + " (default: fastest)")
+    p.add_argument(
+        "--no-fit", action="store_true", help="datasheet alpha-beta, no fitted efficiency"
+    )
+    p.add_argument("--doc-lengths", default=None, help="attention: comma-separated lengths")
+    p.add_argument("--heads", type=int, default=None, help="attention: query heads per call")
+    p.add_argument("--kv-heads", type=int, default=None, help="attention: KV heads per call")
+    p.add_argument("--head-dim", type=int, default=128, help="attention: head dimension")
+    p.add_argument("--cp", type=int, default=1, help="attention: context-parallel degree")
+    p.add_argument("--backward", action="store_true", help="attention: the backward pass")
+    p.add_argument("--m", type=int, default=None, help="gemm: rows")
+    p.add_argument("--n", type=int, default=None, help="gemm: columns")
+    p.add_argument("--k", type=int, default=None, help="gemm: inner dimension")
+    p.add_argument("--dtype", default="bf16", help=" | ".join(DTYPE_BYTES))
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(handler=handle)
+
+
+def require(args: argparse.Namespace, *names: str) -> None:
+    for name in names:
+        if getattr(args, name.replace("-", "_")) is None:
+            raise InputError(f"--{name}", None, f"a value (needed for --op {args.op})")
+
+
+def fabric_for(profile: Profile, topology: str | None, group: int, gpn: int | None) -> Fabric:
+    """The fabric of ``topology`` (or the profile's machine), grown to fit the group."""
+    name = topology or profile.interconnect.topology
+    if name is None:
+        per_node = gpn or profile.interconnect.gpus_per_node
+        return profile.interconnect.fabric(max(1, math.ceil(group / per_node)))
+    from libra_des.hardware.topology import load_topology
+
+    topo = load_topology(name)
+    per_node = gpn or min(group, topo.gpus_per_node)
+    needed = math.ceil(group / max(per_node, 1))
+    if needed > topo.nodes:
+        topo = load_topology(name, {"nodes": needed})
+    return topo.fabric()
+
+
+def handle(args: argparse.Namespace) -> int:
+    if args.op not in OPS:
+        raise InputError("--op", args.op, " | ".join(OPS))
+    profile = load_profile(args.profile)
+    group = args.group or 1
+    if group < 1:
+        raise InputError("--group", group, "a positive number of GPUs")
+    fabric = fabric_for(profile, args.topology, group, args.gpus_per_node)
+    model = CostModel(profile, fabric, efficiency=not args.no_fit)
+    if args.op == "attention":
+        result, text = attention(model, args)
+    elif args.op == "gemm":
+        result, text = gemm(model, args)
+    else:
+        result, text = collective(model, args)
+    print(dumps(result) if args.json else text)
+    return 0
+
+
+def collective(model: CostModel, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    require(args, "bytes", "group")
+    res = model.collective(args.op, args.bytes, args.group, args.gpus_per_node, args.algorithm)
+    out = {"seconds": res.seconds, "algorithm": res.algorithm, "busbw_gbs": res.busbw_gbs}
+    gpn = args.gpus_per_node or min(args.group, model.fabric.gpus_per_node)
+    text = (
+        f"{args.op} of {args.bytes:.0f} B on {args.group} GPUs ({gpn} per node): "
+        f"{res.seconds * 1e6:.2f} us via {res.algorithm}, bus bandwidth {res.busbw_gbs:.1f} GB/s"
+    )
+    return out, text
+
+
+def attention(model: CostModel, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    require(args, "doc-lengths", "heads")
+    lengths = positive_ints("--doc-lengths", args.doc_lengths)
+    kv = args.kv_heads if args.kv_heads is not None else args.heads
+    secs = model.attention_docs(lengths, args.heads, kv, args.head_dim, args.backward, args.cp)
+    q, k = cp_shard(np.asarray(lengths, dtype=np.float64), args.cp)
+    pairs = float(shard_pairs(q, k).sum())
+    flops = (
+        4.0 * args.head_dim * args.heads * pairs * (model.attn.bwd_flops if args.backward else 1)
+    )
+    tflops = flops / secs / 1e12 if secs > 0 else 0.0
+    pass_ = "backward" if args.backward else "forward"
+    text = (
+        f"attention {pass_} over {len(lengths)} documents, {args.heads} heads: "
+        f"{secs * 1e3:.4f} ms ({tflops:.0f} TFLOP/s)"
+    )
+    return {"seconds": secs, "tflops": tflops}, text
+
+
+def gemm(model: CostModel, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    require(args, "m", "n", "k")
+    if args.dtype not in DTYPE_BYTES:
+        raise InputError("--dtype", args.dtype, " | ".join(DTYPE_BYTES))
+    secs = float(model.gemm(args.m, args.n, args.k, args.dtype))
+    tflops = 2.0 * args.m * args.n * args.k / secs / 1e12 if secs > 0 else 0.0
+    shape = f"{args.m}x{args.k} @ {args.k}x{args.n} {args.dtype}"
+    text = f"gemm {shape}: {secs * 1e6:.2f} us ({tflops:.0f} TFLOP/s)"
+    return {"seconds": secs, "tflops": tflops}, text

@@ -1,0 +1,145 @@
+"""``libra-des profile``: import measurements, fit and cross-validate, show and compare.
+
+- ``profile import --format nccl-tests|vidur-csv|attention-psv FILE... --out P.json
+  [--device NAME] [--cv] [--strip-samples]``: create ``P.json`` (from the shipped datasheet
+  profile of the device) or extend it, then fit. Re-importing a file replaces its samples.
+  ``--strip-samples`` keeps only the fits (how the shipped profiles are made: derived numbers
+  ship, measured data files do not).
+- ``profile fit P [--cv] [--json]``: refit ``P``'s samples and save; ``--cv`` runs
+  leave-one-size-out cross-validation and prints its errors per op and group size.
+- ``profile show P`` and ``profile compare A B``: readable tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from libra_des.commands.common import dumps
+from libra_des.commands.profile_view import compare_tables, show_tables
+from libra_des.errors import InputError
+from libra_des.hardware.fitting import FitResult, fit_profile
+from libra_des.hardware.importers import FORMATS, import_files
+from libra_des.hardware.profile import (
+    Profile,
+    datasheet_for,
+    load_profile,
+    resolve_profile,
+    save_profile,
+)
+
+
+def register(subs: argparse._SubParsersAction) -> None:
+    p = subs.add_parser("profile", help="import, fit, show and compare calibration profiles")
+    acts = p.add_subparsers(dest="action", required=True, parser_class=type(p))
+    imp = acts.add_parser("import", help="import measurements into a profile and fit it")
+    imp.add_argument("--format", required=True, help=" | ".join(FORMATS))
+    imp.add_argument("files", nargs="+", metavar="FILE", help="measurement files")
+    imp.add_argument("--out", required=True, help="profile JSON to create or extend")
+    imp.add_argument("--device", default=None, help="device name (default: from the files)")
+    imp.add_argument("--cv", action="store_true", help="also cross-validate the fits")
+    imp.add_argument("--strip-samples", action="store_true", help="keep fits, drop samples")
+    imp.add_argument("--json", action="store_true", help="print the fit errors as JSON")
+    imp.set_defaults(handler=handle_import)
+    fit = acts.add_parser("fit", help="refit a profile's samples (and cross-validate)")
+    fit.add_argument("profile", help="profile JSON (or shipped name)")
+    fit.add_argument("--cv", action="store_true", help="leave-one-size-out cross-validation")
+    fit.add_argument("--json", action="store_true", help='print {"ops": [...]} as JSON')
+    fit.set_defaults(handler=handle_fit)
+    show = acts.add_parser("show", help="print a profile as tables")
+    show.add_argument("profile", help="profile JSON (or shipped name)")
+    show.set_defaults(handler=handle_show)
+    cmp_ = acts.add_parser("compare", help="compare two profiles side by side")
+    cmp_.add_argument("a", help="first profile")
+    cmp_.add_argument("b", help="second profile")
+    cmp_.set_defaults(handler=handle_compare)
+
+
+def console() -> Console:
+    out = Console()
+    return out if out.is_terminal else Console(width=140)
+
+
+def base_profile(out: Path, device: str | None) -> Profile:
+    """The profile to extend: ``out`` if it exists, else the device's datasheet profile."""
+    if out.exists():
+        prof = load_profile(out)
+        return prof.model_copy(update={"device": device}) if device else prof
+    if device is None:
+        raise InputError("--device", None, "a device name (the files do not name one)")
+    base = datasheet_for(device)
+    return base.model_copy(update={"device": device, "name": out.stem, "fits": ()})
+
+
+def handle_import(args: argparse.Namespace) -> int:
+    paths = [Path(f) for f in args.files]
+    imported = import_files(args.format, paths)
+    out = Path(args.out)
+    prof = base_profile(out, args.device or (None if out.exists() else imported.device))
+    fresh = {s.source for s in imported.samples}
+    kept = tuple(s for s in prof.samples if s.source not in fresh)
+    prof = prof.with_samples(kept + imported.samples)
+    prof, results = fit_profile(prof, cv=args.cv)
+    if args.strip_samples:
+        prof = prof.with_samples(())
+    save_profile(prof, out)
+    report(results, args.json, f"{len(imported.samples)} samples imported into {out}")
+    return 0
+
+
+def handle_fit(args: argparse.Namespace) -> int:
+    path = resolve_profile(args.profile)
+    prof = load_profile(path)
+    fitted, results = fit_profile(prof, cv=args.cv)
+    if results:
+        save_profile(fitted, path)
+    report(results, args.json, f"{len(results)} fits in {path}")
+    return 0
+
+
+def report(results: list[FitResult], as_json: bool, title: str) -> None:
+    rows = [r.row() for r in results]
+    if as_json:
+        print(dumps({"ops": rows}))
+        return
+    table = Table(title=title)
+    for col in (
+        "op",
+        "group",
+        "per node",
+        "algorithm",
+        "kind",
+        "median |err| %",
+        "p90 |err| %",
+        "n",
+    ):
+        table.add_column(col, justify="left" if col in ("op", "algorithm", "kind") else "right")
+    for r in rows:
+        table.add_row(
+            str(r["op"]),
+            str(r["group"]),
+            str(r["gpus_per_node"]),
+            str(r["algorithm"] or "-"),
+            str(r["kind"]),
+            f"{r['median_abs_pct_error']:.2f}",
+            f"{r['p90_abs_pct_error']:.2f}",
+            str(r["n"]),
+        )
+    console().print(table)
+
+
+def handle_show(args: argparse.Namespace) -> int:
+    out = console()
+    for table in show_tables(load_profile(args.profile)):
+        out.print(table)
+    return 0
+
+
+def handle_compare(args: argparse.Namespace) -> int:
+    out = console()
+    for table in compare_tables(load_profile(args.a), load_profile(args.b)):
+        out.print(table)
+    return 0

@@ -1,0 +1,166 @@
+"""Alpha-beta shapes of collective algorithms and the efficiency curves that time them.
+
+A collective phase is described by how many latency steps it takes and how many bytes each
+rank must push through its bottleneck link (``volume``). Its time on a link of rate ``B`` is a
+piecewise alpha-beta curve (see :class:`~libra_des.hardware.profile.Piece`):
+``steps * alpha_step + V / (B * eff(V))``, where ``eff`` is fitted from measurements or is 1.
+
+Sizes follow nccl-tests' ``size`` column: the whole buffer for all_reduce and broadcast, the
+gathered output for all_gather, the input for reduce_scatter, the bytes each rank sends in
+total for all_to_all (its 1/n share to itself included), the message for send_recv.
+
+Per-algorithm volumes and steps for ``n`` ranks and size ``S`` (assumptions stated once):
+
+- ring: all_reduce 2(n-1)/n S in 2(n-1) steps; all_gather / reduce_scatter (n-1)/n S in n-1
+  steps; broadcast a pipelined chain, S in n-1 steps.
+- tree (NCCL's double binary tree): all_reduce 2S in 2 ceil(log2 n) steps (each rank sends
+  half the data up and down each of two trees); broadcast 2S (an interior rank feeds two
+  children) in ceil(log2 n) steps.
+- direct: one round of concurrent transfers with every peer over a non-blocking switch;
+  (n-1)/n S per rank for all_gather, reduce_scatter, all_to_all; all_reduce is a direct
+  reduce_scatter then all_gather; broadcast makes the root send (n-1) S; send_recv sends S.
+- nvls (NVLink SHARP, in-switch reduction and multicast): all_reduce sends S and receives S
+  per rank in 2 steps, all_gather / reduce_scatter (n-1)/n S in 1 step.
+- hierarchical is composed from these phases by the cost model (intra, inter, intra).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from libra_des.errors import InputError
+from libra_des.hardware.fabric import Fabric
+from libra_des.hardware.profile import COLLECTIVE_OPS, Piece
+
+ALGORITHMS = ("ring", "tree", "direct", "hierarchical", "nvls")
+
+#: Flat (single-level) algorithms each op supports; ``hierarchical`` is added across nodes.
+FLAT_ALGORITHMS: dict[str, tuple[str, ...]] = {
+    "all_reduce": ("ring", "tree", "direct", "nvls"),
+    "all_gather": ("ring", "direct", "nvls"),
+    "reduce_scatter": ("ring", "direct", "nvls"),
+    "broadcast": ("ring", "tree", "direct"),
+    "send_recv": ("direct",),
+    "all_to_all": ("direct",),
+}
+
+#: Algorithm a measurement is attributed to when its log does not say (NCCL's usual choice).
+DEFAULT_ALGORITHM = {op: algs[0] for op, algs in FLAT_ALGORITHMS.items()}
+
+
+def check_op(op: str) -> str:
+    if op not in COLLECTIVE_OPS:
+        raise InputError("--op", op, " | ".join(COLLECTIVE_OPS))
+    return op
+
+
+def log2_steps(n: int) -> int:
+    return max(1, math.ceil(math.log2(n))) if n > 1 else 0
+
+
+def part(n: int) -> float:
+    return (n - 1) / n
+
+
+#: (op, algorithm) -> n -> (volume per rank per byte of size, latency steps).
+SHAPES: dict[tuple[str, str], Callable[[int], tuple[float, int]]] = {
+    ("all_reduce", "ring"): lambda n: (2 * part(n), 2 * (n - 1)),
+    ("all_reduce", "tree"): lambda n: (2.0, 2 * log2_steps(n)),
+    ("all_reduce", "direct"): lambda n: (2 * part(n), 2),
+    ("all_reduce", "nvls"): lambda n: (1.0, 2),
+    ("all_gather", "ring"): lambda n: (part(n), n - 1),
+    ("all_gather", "direct"): lambda n: (part(n), 1),
+    ("all_gather", "nvls"): lambda n: (part(n), 1),
+    ("reduce_scatter", "ring"): lambda n: (part(n), n - 1),
+    ("reduce_scatter", "direct"): lambda n: (part(n), 1),
+    ("reduce_scatter", "nvls"): lambda n: (part(n), 1),
+    ("broadcast", "ring"): lambda n: (1.0, n - 1),
+    ("broadcast", "tree"): lambda n: (2.0, log2_steps(n)),
+    ("broadcast", "direct"): lambda n: (float(n - 1), 1),
+    ("send_recv", "direct"): lambda n: (1.0, 1),
+    ("all_to_all", "direct"): lambda n: (part(n), 1),
+}
+
+
+def phase_shape(op: str, algorithm: str, n: int, size: np.ndarray) -> tuple[np.ndarray, int]:
+    """``(volume per rank, latency steps)`` of one flat algorithm (module docstring)."""
+    s = np.asarray(size, dtype=np.float64)
+    if (op, algorithm) not in SHAPES:
+        allowed = " | ".join(FLAT_ALGORITHMS.get(op, ()))
+        raise InputError("--algorithm", algorithm, f"{allowed} (for {op})")
+    if n <= 1:
+        return np.zeros_like(s), 0
+    factor, steps = SHAPES[(op, algorithm)](n)
+    return factor * s, steps
+
+
+def busbw_factor(op: str, n: int) -> float:
+    """nccl-tests' bus-bandwidth factor: busbw = algbw * factor, algbw = size / time."""
+    if n <= 1:
+        return 1.0
+    if op == "all_reduce":
+        return 2 * (n - 1) / n
+    if op in ("all_gather", "reduce_scatter", "all_to_all"):
+        return (n - 1) / n
+    return 1.0
+
+
+def node_nic_bw(fabric: Fabric, ranks_per_node: int) -> float:
+    """Inter-node bandwidth the group's ranks on one node can use together (rail NICs).
+
+    GPU i uses NIC ``i * nics // gpus_per_node``, so ``g`` packed ranks reach
+    ``min(g, nics)`` NICs, each ``fabric.inter_bw`` (already divided by oversubscription).
+    """
+    nics = max(1, min(ranks_per_node, fabric.nics_per_node or 1))
+    return nics * fabric.inter_bw
+
+
+def flat_rate(fabric: Fabric, group: int, ranks_per_node: int) -> float:
+    """Bottleneck rate of a flat algorithm: the GPU's own link, or inside multi-node rings
+    (one channel per rail, every channel crossing each node boundary once) the node's NICs."""
+    if group <= ranks_per_node:
+        return fabric.intra_bw
+    return min(fabric.intra_bw, node_nic_bw(fabric, ranks_per_node))
+
+
+@dataclass(frozen=True)
+class Curve:
+    """A piecewise alpha-beta curve and where its numbers came from.
+
+    ``origin``: ``measured`` (fitted on this op, group and layout), ``borrowed`` (fitted on a
+    neighbouring group size or op in the same scope) or ``datasheet`` (efficiency 1, the
+    fabric's hop latency).
+    """
+
+    pieces: tuple[Piece, ...]
+    origin: str
+
+    @classmethod
+    def datasheet(cls, latency: float) -> Curve:
+        return cls(
+            (Piece(start=0.0, alpha_step=latency, eta=1.0, half=0.0, gamma=1.0),), "datasheet"
+        )
+
+    def seconds(self, volume: np.ndarray, bandwidth: float, steps: int) -> np.ndarray:
+        """Time to move ``volume`` bytes per rank at link rate ``bandwidth`` in ``steps``.
+
+        Non-decreasing in ``volume``: each regime is, and a later regime never starts below
+        where the earlier one ended (a running maximum across regime boundaries).
+        """
+        v = np.maximum(np.asarray(volume, dtype=np.float64), 0.0)
+        starts = [p.start for p in self.pieces[1:]] + [math.inf]
+        out = piece_seconds(self.pieces[0], np.minimum(v, starts[0]), bandwidth, steps)
+        for piece, end in zip(self.pieces[1:], starts[1:], strict=True):
+            here = piece_seconds(piece, np.minimum(v, end), bandwidth, steps)
+            out = np.where(v >= piece.start, np.maximum(out, here), out)
+        return out
+
+
+def piece_seconds(p: Piece, v: np.ndarray, bandwidth: float, steps: int) -> np.ndarray:
+    """One regime: ``steps * alpha + (V + half**gamma * V**(1-gamma)) / (B * eta)``."""
+    slow = p.half**p.gamma * np.power(v, 1.0 - p.gamma) if p.half > 0 else 0.0
+    return steps * p.alpha_step + (v + slow) / (bandwidth * p.eta)

@@ -1,0 +1,389 @@
+"""Collective and point-to-point times on a fabric, from a profile's fitted curves.
+
+Curve choice (measured values win over datasheet values). For a phase (op, algorithm, scope,
+group size) the curve comes from, in order of *tier*:
+
+0. a fit for exactly this op, algorithm, group and layout;
+1. fits of this op and algorithm on other group sizes in the same scope (nearest in log group
+   size; the total latency is interpolated in log group size between measured groups and
+   scaled with the step count beyond them);
+2. fits of this algorithm for another op in the same scope (its per-step latency and curve);
+3. fits of another algorithm in the same scope (never NVLS for non-NVLS and back);
+4. the datasheet: efficiency 1, the fabric's hop latency per step.
+
+Without an explicit algorithm, the fastest candidate among those of the *lowest* available
+tier is chosen, so a measured NCCL curve is never outbid by an idealised datasheet one.
+Scopes: ``intra`` (the group inside one node) and ``inter`` (across nodes, NIC-bound).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from libra_des.errors import InputError
+from libra_des.hardware.collectives import (
+    FLAT_ALGORITHMS,
+    Curve,
+    busbw_factor,
+    check_op,
+    flat_rate,
+    node_nic_bw,
+    phase_shape,
+)
+from libra_des.hardware.fabric import Fabric
+from libra_des.hardware.profile import Fit, Piece, Profile
+
+#: Ops whose curves another op may borrow (tier 2/3), most similar first.
+BORROW = {
+    "all_reduce": ("reduce_scatter", "all_gather", "broadcast", "all_to_all", "send_recv"),
+    "all_gather": ("reduce_scatter", "all_reduce", "broadcast", "all_to_all", "send_recv"),
+    "reduce_scatter": ("all_gather", "all_reduce", "broadcast", "all_to_all", "send_recv"),
+    "broadcast": ("all_gather", "reduce_scatter", "all_reduce", "send_recv", "all_to_all"),
+    "send_recv": ("all_to_all", "broadcast", "all_gather", "reduce_scatter", "all_reduce"),
+    "all_to_all": ("send_recv", "all_gather", "reduce_scatter", "broadcast", "all_reduce"),
+}
+DATASHEET_TIER = 4
+MEMO_LIMIT = 1 << 16
+
+
+@dataclass(frozen=True)
+class CollectiveCost:
+    """One collective's time, the algorithm chosen, and nccl-tests' bus bandwidth (GB/s)."""
+
+    seconds: float
+    algorithm: str
+    busbw_gbs: float
+
+
+@dataclass(frozen=True)
+class Phase:
+    seconds: np.ndarray
+    tier: int
+
+
+class CurveBook:
+    """Finds the curve for a phase in a profile's fits (module docstring)."""
+
+    def __init__(self, profile: Profile, fabric: Fabric, efficiency: bool = True) -> None:
+        self.fabric = fabric
+        # Intra-node fits describe the profile's own node fabric (NVSwitch or PCIe); on a
+        # different kind of node they do not apply and the datasheet takes over.
+        same_node = fabric.intra_kind == profile.interconnect.intra_kind
+        self.fits = [
+            f
+            for f in profile.fits
+            if efficiency and f.model == "alpha_beta" and (same_node or f.scope == "inter")
+        ]
+        self.memo: dict[tuple[str, str, str, int, int], tuple[Curve, int]] = {}
+
+    def latency(self, scope: str) -> float:
+        return self.fabric.intra_latency if scope == "intra" else self.fabric.inter_latency
+
+    def lookup(
+        self, op: str, algorithm: str, scope: str, group: int, gpn: int
+    ) -> tuple[Curve, int]:
+        """(curve, tier) of a phase; memoised per instance (profile and fabric are frozen)."""
+        key = (op, algorithm, scope, group, min(gpn, group))
+        if key not in self.memo:
+            self.memo[key] = self.find(*key)
+        return self.memo[key]
+
+    def find(self, op: str, algorithm: str, scope: str, group: int, gpn: int) -> tuple[Curve, int]:
+        pool = [f for f in self.fits if f.scope == scope]
+        exact = [
+            f
+            for f in pool
+            if (f.op, f.algorithm, f.group, min(f.gpus_per_node or f.group, f.group))
+            == (op, algorithm, group, gpn)
+        ]
+        if exact:
+            return Curve(exact[0].pieces, "measured"), 0
+        same = [f for f in pool if f.op == op and f.algorithm == algorithm]
+        if same:
+            return Curve(regroup(same, op, algorithm, group), "borrowed"), 1
+        nvls = algorithm == "nvls"
+        for tier, fits in (
+            (2, [f for f in pool if f.algorithm == algorithm]),
+            (3, [f for f in pool if (f.algorithm == "nvls") == nvls]),
+        ):
+            for other in BORROW[op]:
+                cand = [f for f in fits if f.op == other]
+                if cand:
+                    return Curve(nearest(cand, group).pieces, "borrowed"), tier
+        return Curve.datasheet(self.latency(scope)), DATASHEET_TIER
+
+
+def nearest(fits: list[Fit], group: int) -> Fit:
+    return min(fits, key=lambda f: (abs(math.log(f.group) - math.log(group)), -f.group))
+
+
+def total_alpha(fit: Fit) -> float:
+    _, steps = phase_shape(fit.op, fit.algorithm or "ring", fit.group, np.ones(1))
+    return fit.pieces[0].alpha_step * max(steps, 1)
+
+
+def regroup(fits: list[Fit], op: str, algorithm: str, group: int) -> tuple[Piece, ...]:
+    """The nearest group's curve with its latency moved to ``group`` (tier 1)."""
+    base = nearest(fits, group)
+    ordered = sorted(fits, key=lambda f: f.group)
+    logs = [math.log(f.group) for f in ordered]
+    alphas = [total_alpha(f) for f in ordered]
+    _, steps = phase_shape(op, algorithm, group, np.ones(1))
+    if group > ordered[-1].group:
+        _, last_steps = phase_shape(op, algorithm, ordered[-1].group, np.ones(1))
+        target = alphas[-1] * steps / max(last_steps, 1)
+    else:
+        target = float(np.interp(math.log(group), logs, alphas))
+    scale = target / total_alpha(base) if total_alpha(base) > 0 else 1.0
+    return tuple(p.model_copy(update={"alpha_step": p.alpha_step * scale}) for p in base.pieces)
+
+
+class Communication:
+    """Times collectives, all-to-all(v) and point-to-point transfers on ``fabric``."""
+
+    def __init__(self, profile: Profile, fabric: Fabric, efficiency: bool = True) -> None:
+        self.profile = profile
+        self.fabric = fabric
+        self.book = CurveBook(profile, fabric, efficiency)
+        # Simulations ask the same questions every step; answers depend only on the frozen
+        # profile and fabric, so they are remembered per instance.
+        self.answers: dict[tuple[str, float, int, int, str | None], CollectiveCost] = {}
+
+    # ------------------------------------------------------------------ layout
+    def layout(self, group: int, gpus_per_node: int | None) -> int:
+        f = self.fabric
+        if not isinstance(group, int | np.integer) or group < 1:
+            raise InputError("--group", group, "a positive number of GPUs")
+        gpn = min(group, f.gpus_per_node) if gpus_per_node is None else gpus_per_node
+        if not 1 <= gpn <= f.gpus_per_node:
+            raise InputError("--gpus-per-node", gpn, f"1..{f.gpus_per_node} (the topology's)")
+        if math.ceil(group / gpn) > f.nodes:
+            raise InputError("--group", group, f"<= {gpn * f.nodes} GPUs at {gpn} per node")
+        return int(min(gpn, group))
+
+    def algorithms(self, op: str, group: int, gpn: int) -> list[str]:
+        """Algorithms available for ``op`` on this layout."""
+        algs = [a for a in FLAT_ALGORITHMS[op] if a != "nvls" or self.nvls(op, group, gpn)]
+        if group > gpn and op not in ("all_to_all", "send_recv"):
+            # Direct exchanges assume a non-blocking switch: only inside a node.
+            algs = [a for a in algs if a != "direct"] + ["hierarchical"]
+        return algs
+
+    def nvls(self, op: str, group: int, gpn: int) -> bool:
+        return group <= gpn and self.fabric.nvls and op in self.profile.interconnect.nvls_ops
+
+    # ------------------------------------------------------------------ public
+    def collective(
+        self,
+        op: str,
+        nbytes: float,
+        group: int,
+        gpus_per_node: int | None = None,
+        algorithm: str | None = None,
+    ) -> CollectiveCost:
+        check_op(op)
+        size = float(nbytes)
+        if not math.isfinite(size) or size < 0:
+            raise InputError("--bytes", nbytes, "a finite number of bytes >= 0")
+        gpn = self.layout(group, gpus_per_node)
+        if group == 1 or size == 0:
+            return CollectiveCost(0.0, algorithm or "none", 0.0)
+        key = (op, size, int(group), gpn, algorithm)
+        if key not in self.answers:
+            if len(self.answers) >= MEMO_LIMIT:
+                self.answers.clear()
+            self.answers[key] = self.choose(op, size, int(group), gpn, algorithm)
+        return self.answers[key]
+
+    def choose(
+        self, op: str, size: float, group: int, gpn: int, algorithm: str | None
+    ) -> CollectiveCost:
+        """Time every candidate algorithm; keep the fastest of the lowest curve tier."""
+        avail = self.algorithms(op, group, gpn)
+        if algorithm is not None and algorithm not in avail:
+            allowed = " | ".join(avail)
+            raise InputError("--algorithm", algorithm, f"{allowed} (for {op} on this layout)")
+        chosen = [algorithm] if algorithm else avail
+        phases = {a: self.phase(op, a, group, gpn, np.array([size])) for a in chosen}
+        best_tier = min(p.tier for p in phases.values())
+        name = min(
+            (a for a, p in phases.items() if p.tier == best_tier),
+            key=lambda a: float(phases[a].seconds[0]),
+        )
+        seconds = float(phases[name].seconds[0])
+        busbw = size / seconds * busbw_factor(op, group) / 1e9 if seconds > 0 else 0.0
+        return CollectiveCost(seconds, name, busbw)
+
+    def p2p(self, nbytes: float, same_node: bool) -> float:
+        """One message between two GPUs (send_recv curve, one hop)."""
+        size = float(nbytes)
+        if not math.isfinite(size) or size < 0:
+            raise InputError("--bytes", nbytes, "a finite number of bytes >= 0")
+        if size == 0:
+            return 0.0
+        scope = "intra" if same_node else "inter"
+        rate = self.fabric.intra_bw if same_node else self.fabric.inter_bw
+        curve, _ = self.book.lookup("send_recv", "direct", scope, 2, 2 if same_node else 1)
+        return float(curve.seconds(np.array([size]), rate, 1)[0])
+
+    def all_to_allv(self, send_bytes: np.ndarray, gpus_per_node: int | None = None) -> float:
+        """Uneven all-to-all: bound by the busiest sender/receiver and the bottleneck link."""
+        send = np.asarray(send_bytes, dtype=np.float64)
+        if send.ndim != 2 or send.shape[0] != send.shape[1]:
+            raise InputError("send_bytes", send.shape, "a square [n, n] matrix")
+        if not np.all(np.isfinite(send)) or np.any(send < 0):
+            raise InputError("send_bytes", "negative or non-finite", "bytes >= 0")
+        n = send.shape[0]
+        gpn = self.layout(n, gpus_per_node)
+        off = send * (1.0 - np.eye(n))
+        if n == 1 or not off.any():
+            return 0.0
+        node = np.arange(n) // gpn
+        same = node[:, None] == node[None, :]
+        intra, inter = off * same, off * ~same
+        v_intra = max(intra.sum(1).max(), intra.sum(0).max())
+        v_rank = max(inter.sum(1).max(), inter.sum(0).max())
+        out_node = np.bincount(node, weights=inter.sum(1))
+        in_node = np.bincount(node, weights=inter.sum(0))
+        v_node = max(out_node.max(), in_node.max())
+        v_bridge = self.bridge_volume(intra, gpn)
+        return self.a2a_seconds(n, gpn, v_intra, v_rank, v_node, v_bridge)
+
+    # ------------------------------------------------------------------ internals
+    def a2a_seconds(
+        self, n: int, gpn: int, v_intra: float, v_rank: float, v_node: float, v_bridge: float
+    ) -> float:
+        f = self.fabric
+        intra_curve, _ = self.book.lookup("all_to_all", "direct", "intra", min(n, gpn), gpn)
+        times = [intra_curve.seconds(np.array([v_intra]), f.intra_bw, 1)[0] if v_intra else 0.0]
+        if v_bridge:
+            times.append(intra_curve.seconds(np.array([v_bridge]), f.pcie_bridge_bw, 1)[0])
+        if n > gpn and (v_rank or v_node):
+            inter_curve, _ = self.book.lookup("all_to_all", "direct", "inter", n, gpn)
+            times.append(inter_curve.seconds(np.array([v_rank]), f.inter_bw, 1)[0])
+            times.append(inter_curve.seconds(np.array([v_node]), node_nic_bw(f, gpn), 1)[0])
+        return float(max(times))
+
+    def bridge_volume(self, intra: np.ndarray, gpn: int) -> float:
+        """Bytes the busiest PCIe switch uplink carries (0 on NVSwitch or one switch)."""
+        f = self.fabric
+        if f.intra_kind != "pcie" or f.pcie_switches <= 1 or f.pcie_bridge_bw <= 0:
+            return 0.0
+        per_switch = math.ceil(f.gpus_per_node / f.pcie_switches)
+        sw = (np.arange(intra.shape[0]) % gpn) // per_switch
+        sw = sw + (np.arange(intra.shape[0]) // gpn) * f.pcie_switches
+        cross = intra * (sw[:, None] != sw[None, :])
+        return float(max(np.bincount(sw, cross.sum(1)).max(), np.bincount(sw, cross.sum(0)).max()))
+
+    def phase(self, op: str, alg: str, n: int, gpn: int, size: np.ndarray) -> Phase:
+        """Seconds (and curve tier) of one algorithm for group ``n`` at ``gpn`` per node."""
+        if alg == "hierarchical":
+            return self.hierarchical(op, n, gpn, size)
+        if op == "all_to_all":
+            return self.uniform_a2a(n, gpn, size)
+        scope = "intra" if n <= gpn else "inter"
+        volume, steps = phase_shape(op, alg, n, size)
+        curve, tier = self.book.lookup(op, alg, scope, n, gpn)
+        rate = self.rate(alg, n, gpn)
+        return Phase(curve.seconds(volume, rate, steps), tier)
+
+    def rate(self, alg: str, n: int, gpn: int) -> float:
+        f = self.fabric
+        rate = flat_rate(f, n, gpn)
+        if f.intra_kind == "pcie" and f.pcie_switches > 1 and f.pcie_bridge_bw > 0:
+            # A ring or tree crosses each switch uplink once per direction; direct traffic
+            # from every rank of a switch shares it.
+            share = 1 if alg != "direct" else math.ceil(min(n, gpn) / f.pcie_switches)
+            rate = min(rate, f.pcie_bridge_bw / share)
+        return rate
+
+    def uniform_a2a(self, n: int, gpn: int, size: np.ndarray) -> Phase:
+        per_peer = np.asarray(size, dtype=np.float64) / n
+        g = min(n, gpn)
+        secs = np.array(
+            [
+                self.a2a_seconds(
+                    n, gpn, (g - 1) * p, (n - g) * p, g * (n - g) * p, self.uniform_bridge(g) * p
+                )
+                for p in per_peer
+            ]
+        )
+        scope = "intra" if n <= gpn else "inter"
+        _, tier = self.book.lookup("all_to_all", "direct", scope, n, gpn)
+        return Phase(secs, tier)
+
+    def uniform_bridge(self, g: int) -> float:
+        """Cross-switch bytes (in units of one peer share) on the busiest uplink."""
+        f = self.fabric
+        if f.intra_kind != "pcie" or f.pcie_switches <= 1 or f.pcie_bridge_bw <= 0:
+            return 0.0
+        per_switch = min(g, math.ceil(f.gpus_per_node / f.pcie_switches))
+        return float(per_switch * (g - per_switch))
+
+    def best(self, op: str, n: int, gpn: int, size: np.ndarray) -> Phase:
+        """The fastest flat algorithm of the lowest tier (used for hierarchical phases)."""
+        if n <= 1:
+            return Phase(np.zeros_like(size, dtype=np.float64), 0)
+        phases = [
+            self.phase(op, a, n, gpn, size)
+            for a in self.algorithms(op, n, gpn)
+            if a != "hierarchical"
+        ]
+        tier = min(p.tier for p in phases)
+        secs = np.min([p.seconds for p in phases if p.tier == tier], axis=0)
+        return Phase(secs, tier)
+
+    def hierarchical(self, op: str, n: int, gpn: int, size: np.ndarray) -> Phase:
+        """Intra-node phase, inter-node phase over the rails, intra-node phase (as NCCL).
+
+        all_reduce: reduce_scatter in the node, all_reduce of S/g across nodes on each rail,
+        all_gather in the node; all_gather / reduce_scatter: the two halves of that;
+        broadcast: across nodes first, then inside each node.
+        """
+        nodes = math.ceil(n / gpn)
+        s = np.asarray(size, dtype=np.float64)
+        inter = InterView(self, gpn)
+        parts: list[Phase]
+        if op == "all_reduce":
+            parts = [
+                self.best("reduce_scatter", gpn, gpn, s),
+                inter.best("all_reduce", nodes, s / gpn),
+                self.best("all_gather", gpn, gpn, s),
+            ]
+        elif op == "all_gather":
+            parts = [inter.best("all_gather", nodes, s / gpn), self.best("all_gather", gpn, gpn, s)]
+        elif op == "reduce_scatter":
+            parts = [
+                self.best("reduce_scatter", gpn, gpn, s),
+                inter.best("reduce_scatter", nodes, s / gpn),
+            ]
+        else:
+            parts = [inter.best(op, nodes, s), self.best(op, gpn, gpn, s)]
+        return Phase(np.sum([p.seconds for p in parts], axis=0), max(p.tier for p in parts))
+
+
+@dataclass(frozen=True)
+class InterView:
+    """The inter-node phase of a hierarchical collective: one rank per node on each rail,
+    ``g`` rails in parallel sharing the node's NICs."""
+
+    comm: Communication
+    gpn: int
+
+    def best(self, op: str, nodes: int, size: np.ndarray) -> Phase:
+        if nodes <= 1:
+            return Phase(np.zeros_like(size), 0)
+        f = self.comm.fabric
+        rate = node_nic_bw(f, self.gpn) / self.gpn
+        phases = []
+        for alg in FLAT_ALGORITHMS[op]:
+            if alg == "nvls":
+                continue
+            volume, steps = phase_shape(op, alg, nodes, size)
+            curve, tier = self.comm.book.lookup(op, alg, "inter", nodes, 1)
+            phases.append(Phase(curve.seconds(volume, rate, steps), tier))
+        tier = min(p.tier for p in phases)
+        return Phase(np.min([p.seconds for p in phases if p.tier == tier], axis=0), tier)

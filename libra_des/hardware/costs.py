@@ -1,0 +1,160 @@
+"""The cost model the simulations ask: how long a kernel, a transfer or a collective takes.
+
+``CostModel(profile, fabric)`` answers from a calibration profile (fitted curves where it has
+them, datasheet numbers where it does not) on a :class:`~libra_des.hardware.fabric.Fabric`.
+Kernel models live in :mod:`libra_des.hardware.kernels`, collective algorithms in
+:mod:`libra_des.hardware.collectives` and :mod:`libra_des.hardware.communication`.
+
+``efficiency=False`` switches every fitted communication efficiency off: collectives then
+follow the pure alpha-beta closed forms on the fabric's link rates and hop latencies (ring
+all_reduce: ``2(n-1) alpha + 2(n-1)/n S/B``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from libra_des.errors import InputError
+from libra_des.hardware.communication import CollectiveCost, Communication
+from libra_des.hardware.fabric import Fabric
+from libra_des.hardware.kernels import (
+    AttentionParams,
+    GemmParams,
+    attention_call,
+    attention_work,
+    cp_shard,
+    gemm_body,
+)
+from libra_des.hardware.profile import DTYPE_BYTES, Profile
+
+__all__ = ["CollectiveCost", "CostModel"]
+
+
+class CostModel(Communication):
+    """Kernel, collective and transfer times for one device profile on one fabric.
+
+    Collectives (``collective``, ``all_to_allv``, ``p2p``) come from
+    :class:`~libra_des.hardware.communication.Communication`; kernels are defined here.
+    """
+
+    def __init__(self, profile: Profile, fabric: Fabric, efficiency: bool = True) -> None:
+        super().__init__(profile, fabric, efficiency)
+        base = AttentionParams.from_kernels(profile.kernels)
+        fit = next((f for f in profile.fits if f.op == "attention"), None)
+        self.attn = AttentionParams.from_dict(fit.params, base) if fit else base
+        self.gemm_params = {
+            f.dtype or "bf16": GemmParams.from_dict(f.params)
+            for f in profile.fits
+            if f.op == "gemm"
+        }
+        self.gemm_default = GemmParams.from_kernels(profile.kernels)
+
+    # ------------------------------------------------------------------ attention
+    def attention(
+        self,
+        pairs: Any,
+        doc_len: Any,
+        heads_q: Any,
+        heads_kv: Any,
+        head_dim: int,
+        backward: bool = False,
+    ) -> np.ndarray:
+        """Seconds of one varlen causal attention call per element (vectorised).
+
+        ``pairs``: exact causal (query, key) pairs of the call (per head); ``doc_len``: the
+        pair-weighted mean length of the documents they come from. The call is treated as
+        ``pairs / (L (L+1) / 2)`` whole causal documents of length ``L``. Forward FLOPs are
+        ``4 * head_dim * pairs * heads_q``. Zero pairs cost nothing (no call).
+        """
+        p, length, hq = np.broadcast_arrays(
+            np.asarray(pairs, dtype=np.float64),
+            np.asarray(doc_len, dtype=np.float64),
+            np.asarray(heads_q, dtype=np.float64),
+        )
+        check_heads(hq, heads_kv, head_dim)
+        if np.any(p < 0) or np.any(length < 0) or not np.all(np.isfinite(p)):
+            raise InputError("pairs", "negative or non-finite", "pairs >= 0, doc_len >= 0")
+        busy = (p > 0) & (length > 0)
+        length = np.where(busy, length, 1.0)
+        docs = p / (length * (length + 1) / 2)
+        peak = self.profile.peak_flops("bf16")
+        work = docs * attention_work(self.attn, peak, length, length, head_dim, backward)
+        out = attention_call(self.attn, hq * work, hq)
+        return np.where(busy, out, 0.0)
+
+    def attention_docs(
+        self,
+        doc_lengths: Any,
+        heads_q: int,
+        heads_kv: int,
+        head_dim: int,
+        backward: bool = False,
+        cp: int = 1,
+    ) -> float:
+        """Seconds of one varlen causal call over ``doc_lengths`` (each its CP shard)."""
+        lens = np.asarray(doc_lengths, dtype=np.float64).ravel()
+        check_heads(np.asarray(float(heads_q)), heads_kv, head_dim)
+        if not isinstance(cp, int | np.integer) or cp < 1:
+            raise InputError("cp", cp, "a positive integer")
+        if np.any(lens < 0) or not np.all(np.isfinite(lens)):
+            raise InputError("--doc-lengths", "negative or non-finite", "token counts >= 0")
+        lens = lens[lens > 0]
+        if lens.size == 0:
+            return 0.0
+        q, k = cp_shard(lens, int(cp))
+        peak = self.profile.peak_flops("bf16")
+        work = float(attention_work(self.attn, peak, q, k, head_dim, backward).sum())
+        return float(attention_call(self.attn, np.asarray(heads_q * work), np.asarray(heads_q)))
+
+    # ------------------------------------------------------------------ dense compute
+    def gemm_for(self, dtype: str) -> tuple[GemmParams, float, int]:
+        peak = self.profile.peak_flops(dtype)
+        return self.gemm_params.get(dtype, self.gemm_default), peak, DTYPE_BYTES[dtype]
+
+    def gemm(self, m: Any, n: int, k: int, dtype: str = "bf16") -> np.ndarray:
+        """Seconds of ``[m, k] x [k, n]`` GEMMs (vectorised over ``m``; 0 where m == 0)."""
+        params, peak, nbytes = self.gemm_for(dtype)
+        rows = np.asarray(m, dtype=np.float64)
+        check_dims(rows, n, k)
+        body = gemm_body(params, peak, self.profile.hbm_bw, rows, n, k, nbytes)
+        return np.where(rows > 0, params.launch_s + body, 0.0)
+
+    def grouped_gemm(self, tokens_per_expert: Any, n: int, k: int, dtype: str = "bf16") -> float:
+        """One grouped-GEMM launch over experts; each expert's GEMM at its own efficiency,
+        reading its own ``[k, n]`` weights (experts with no tokens are skipped)."""
+        params, peak, nbytes = self.gemm_for(dtype)
+        rows = np.asarray(tokens_per_expert, dtype=np.float64).ravel()
+        check_dims(rows, n, k)
+        if not np.any(rows > 0):
+            return 0.0
+        body = gemm_body(params, peak, self.profile.hbm_bw, rows, n, k, nbytes)
+        return float(params.launch_s + body.sum())
+
+    def elementwise(self, nbytes: Any) -> np.ndarray:
+        """Seconds of memory-bound element-wise ops moving ``nbytes`` (read + write)."""
+        size = np.asarray(nbytes, dtype=np.float64)
+        if np.any(size < 0) or not np.all(np.isfinite(size)):
+            raise InputError("nbytes", "negative or non-finite", "bytes >= 0")
+        k = self.profile.kernels
+        rate = self.profile.hbm_bw * k.elementwise_efficiency.value
+        return np.where(size > 0, k.launch_s.value + size / rate, 0.0)
+
+
+def check_heads(heads_q: np.ndarray, heads_kv: Any, head_dim: int) -> None:
+    if np.any(heads_q <= 0):
+        raise InputError("--heads", "non-positive", "query heads > 0")
+    if np.any(np.asarray(heads_kv) <= 0):
+        raise InputError("--kv-heads", heads_kv, "KV heads > 0")
+    if not head_dim or head_dim <= 0 or not math.isfinite(head_dim):
+        raise InputError("--head-dim", head_dim, "a positive head dimension")
+
+
+def check_dims(m: np.ndarray, n: int, k: int) -> None:
+    if np.any(m < 0) or not np.all(np.isfinite(m)):
+        raise InputError("--m", "negative or non-finite", "rows >= 0")
+    for name, value in (("--n", n), ("--k", k)):
+        if not value or value <= 0:
+            raise InputError(name, value, "a positive dimension")

@@ -1,0 +1,154 @@
+"""Closed-form kernel time models: FlashAttention tiles, roofline GEMMs, element-wise ops.
+
+Attention (varlen, causal, FlashAttention-style). Each query head of each document runs one
+CTA per block of ``block_m`` query rows; a CTA walks key blocks of ``block_n`` up to its causal
+limit (bottom-right aligned when a shard has fewer queries than keys). Time of one call:
+
+    launch + (1 + heads_half / h) * h * sum_docs(cells * 4 d / (peak * eff) + cta_s * rows)
+
+``cells`` counts the (padded) query x key tile area computed, so short documents waste most of
+each tile (efficiency falls steeply below ~``block_m`` tokens) and pay a fixed ``cta_s`` per
+CTA; ``1 + heads_half / h`` is a mild penalty for calls with few heads (fewer CTAs to fill the
+GPU). Tile edges are rounded smoothly (half a block on average) so time is continuous in the
+document length. KV heads do not enter: FlashAttention-2 launches one CTA per *query* head,
+GQA saves K/V memory, not FLOPs. Backward: ``bwd_flops`` (2.5) times the forward work at
+efficiency ``eff * bwd_ratio``.
+
+GEMM: ``launch + max(F * (1 + (half / F)**gamma) / (peak * eff), bytes / hbm)``, a roofline
+whose compute efficiency ``eff / (1 + (half / F)**gamma)`` saturates with size; ``gamma <= 1``
+keeps time non-decreasing in every dimension.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+
+import numpy as np
+
+from libra_des.hardware.profile import Kernels
+
+#: FlashAttention-2 forward tile for head_dim 128 (query rows x keys). Assumption taken from
+#: the public kernel's launch template, not a datasheet number.
+BLOCK_M = 128.0
+BLOCK_N = 64.0
+
+
+def constants(k: Kernels, names: Mapping[str, str]) -> dict[str, float]:
+    """Parameter name -> value of the profile's kernel constant it comes from."""
+    return {param: float(getattr(k, field).value) for param, field in names.items()}
+
+
+@dataclass(frozen=True)
+class AttentionParams:
+    efficiency: float
+    cta_s: float
+    heads_half: float
+    launch_s: float
+    bwd_ratio: float
+    bwd_flops: float
+    block_m: float = BLOCK_M
+    block_n: float = BLOCK_N
+
+    @classmethod
+    def from_kernels(cls, k: Kernels) -> AttentionParams:
+        names = ("efficiency", "cta_s", "heads_half", "launch_s", "bwd_ratio", "bwd_flops")
+        return cls(**constants(k, {n: f"attention_{n}" for n in names}))
+
+    @classmethod
+    def from_dict(cls, params: Mapping[str, float], base: AttentionParams) -> AttentionParams:
+        """Fitted values override ``base`` (the profile's kernel constants)."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{**asdict(base), **{k: v for k, v in params.items() if k in names}})
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+def tile_geometry(
+    q: np.ndarray, k: np.ndarray, block_m: float, block_n: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(CTAs, padded tile cells)`` per head of a causal call with ``q`` queries, ``k`` keys.
+
+    Row block i covers queries [i*bm, (i+1)*bm) and sees ``k - q + (i+1)*bm`` keys (the last
+    block sees all ``k``); partial blocks are rounded up by half a block on average.
+    """
+    q = np.asarray(q, dtype=np.float64)
+    k = np.asarray(k, dtype=np.float64)
+    rows = np.maximum(1.0, q / block_m + 0.5)
+    offset = np.maximum(k - q, 0.0)
+    offset = np.where(offset > 0, offset + block_n / 2, 0.0)
+    last = np.where(k > 0, k + block_n / 2, 0.0)
+    cells = block_m * ((rows - 1) * offset + block_m * (rows - 1) * rows / 2 + last)
+    return rows, cells
+
+
+def attention_work(
+    p: AttentionParams,
+    peak: float,
+    q: np.ndarray,
+    k: np.ndarray,
+    head_dim: float | np.ndarray,
+    backward: bool,
+) -> np.ndarray:
+    """Seconds of GPU work per document per head (before launch and the heads penalty)."""
+    rows, cells = tile_geometry(q, k, p.block_m, p.block_n)
+    eff = p.efficiency * (p.bwd_ratio if backward else 1.0)
+    work = cells * 4.0 * head_dim / (peak * eff) + p.cta_s * rows
+    return work * (p.bwd_flops if backward else 1.0)
+
+
+def attention_call(p: AttentionParams, work_heads: np.ndarray, heads: np.ndarray) -> np.ndarray:
+    """One call's seconds from its summed per-head work and its query heads."""
+    h = np.maximum(np.asarray(heads, dtype=np.float64), 1e-12)
+    return p.launch_s + (1.0 + p.heads_half / h) * work_heads
+
+
+def cp_shard(lengths: np.ndarray, cp: int) -> tuple[np.ndarray, np.ndarray]:
+    """Queries and keys of each document's average causal CP shard: ``len/cp`` queries
+    against ``(1/2 + 1/(2 cp)) len`` keys (``cp = 1``: the whole causal document)."""
+    lens = np.asarray(lengths, dtype=np.float64)
+    return lens / cp, (0.5 + 0.5 / cp) * lens
+
+
+def shard_pairs(q: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """Exact causal (query, key) pairs with bottom-right alignment: ``q(k-q) + q(q+1)/2``."""
+    return q * (k - q) + q * (q + 1) / 2
+
+
+@dataclass(frozen=True)
+class GemmParams:
+    efficiency: float
+    half_flops: float
+    gamma: float
+    launch_s: float
+
+    @classmethod
+    def from_kernels(cls, k: Kernels) -> GemmParams:
+        names = {n: f"gemm_{n}" for n in ("efficiency", "half_flops", "gamma")}
+        return cls(**constants(k, {**names, "launch_s": "launch_s"}))
+
+    @classmethod
+    def from_dict(cls, params: Mapping[str, float]) -> GemmParams:
+        return cls(**{f.name: float(params[f.name]) for f in fields(cls)})
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+def gemm_body(
+    p: GemmParams,
+    peak: float,
+    hbm: float,
+    m: np.ndarray,
+    n: float | np.ndarray,
+    k: float | np.ndarray,
+    dtype_bytes: int,
+) -> np.ndarray:
+    """Roofline seconds of ``[m, k] x [k, n]`` GEMMs without the launch (0 where m == 0)."""
+    m = np.asarray(m, dtype=np.float64)
+    flops = 2.0 * m * n * k
+    slow = np.power(p.half_flops, p.gamma) * np.power(flops, 1.0 - p.gamma)
+    compute = (flops + slow) / (peak * p.efficiency)
+    traffic = dtype_bytes * (m * k + k * n + m * n) / hbm
+    return np.where(m > 0, np.maximum(compute, traffic), 0.0)

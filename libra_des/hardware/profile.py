@@ -1,0 +1,332 @@
+"""Calibration profiles: one device's datasheet numbers, raw measurements and fitted models.
+
+A profile is a versioned JSON document (``schema_version: 1``). Every datasheet number is a
+:class:`Sourced` value that names where it comes from; raw ``samples`` hold what was measured
+(op, bytes or shape, group size, per-node layout, time statistics, source file); ``fits`` hold
+the parameters fitted from those samples. Shipped profiles (``calibration/profiles/``) carry
+fits but no samples: derived numbers may ship, the measured data files may not.
+
+Units everywhere: seconds, bytes, bytes/s, FLOP/s. Link bandwidths are per direction.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError
+
+from libra_des.config import ROOT, Frozen, pydantic_line
+from libra_des.errors import InputError
+from libra_des.hardware.fabric import Fabric
+from libra_des.storage import dumps, write_atomic
+
+SCHEMA_VERSION = 1
+PROFILE_DIR = ROOT / "calibration" / "profiles"
+DEFAULT_PROFILE = "h200-sxm"
+COLLECTIVE_OPS = (
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "broadcast",
+    "send_recv",
+    "all_to_all",
+)
+KERNEL_OPS = ("attention", "gemm")
+DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "tf32": 4, "fp8": 1}
+
+
+class Sourced(Frozen):
+    """A number and where it comes from (datasheet, measurement, or a named assumption)."""
+
+    value: float = Field(ge=0)
+    source: str = Field(min_length=1)
+
+
+class Peaks(Frozen):
+    """Dense (non-sparse) peak throughputs of one GPU."""
+
+    bf16_flops: Sourced
+    fp16_flops: Sourced
+    fp32_flops: Sourced
+    hbm_bytes_per_s: Sourced
+    tf32_flops: Sourced | None = None
+    fp8_flops: Sourced | None = None
+
+
+class Interconnect(Frozen):
+    """The machine the profile was measured on (its fits are relative to these link rates).
+
+    ``intra_bw``: one GPU's NVLink (or PCIe) bandwidth per direction; ``inter_bw``: one NIC
+    port; ``nvls_ops``: collectives for which NVLink SHARP (in-switch reduction) is available.
+    ``topology``: the shipped topology file describing this machine, if any.
+    """
+
+    name: str
+    topology: str | None = None
+    intra_kind: Literal["nvswitch", "pcie"] = "nvswitch"
+    gpus_per_node: int = Field(gt=0)
+    nics_per_node: int = Field(ge=0)
+    intra_bw: Sourced
+    inter_bw: Sourced
+    intra_latency: Sourced
+    inter_latency: Sourced
+    nvls_ops: tuple[str, ...] = ()
+
+    def fabric(self, nodes: int = 1) -> Fabric:
+        """A :class:`Fabric` with this machine's numbers (no topology file needed)."""
+        return Fabric(
+            gpus_per_node=self.gpus_per_node,
+            nodes=nodes,
+            intra_kind=self.intra_kind,
+            intra_bw=self.intra_bw.value,
+            intra_latency=self.intra_latency.value,
+            inter_bw=self.inter_bw.value,
+            inter_latency=self.inter_latency.value,
+            nics_per_node=self.nics_per_node,
+            nvls=bool(self.nvls_ops),
+        )
+
+
+class Kernels(Frozen):
+    """Kernel-model constants used where the profile has no fit for an op.
+
+    GEMM: roofline ``max(F / (peak * eff(F)), bytes / hbm)`` with
+    ``eff(F) = gemm_efficiency / (1 + (gemm_half_flops / F) ** gemm_gamma)``.
+    Attention: the FlashAttention tile model of :mod:`libra_des.hardware.kernels`.
+    """
+
+    launch_s: Sourced
+    elementwise_efficiency: Sourced
+    gemm_efficiency: Sourced
+    gemm_half_flops: Sourced
+    gemm_gamma: Sourced
+    attention_efficiency: Sourced
+    attention_cta_s: Sourced
+    attention_heads_half: Sourced
+    attention_launch_s: Sourced
+    attention_bwd_ratio: Sourced
+    attention_bwd_flops: Sourced
+
+
+class TimeStats(Frozen):
+    """Time statistics of one measured case, in seconds."""
+
+    median: float = Field(gt=0)
+    mean: float | None = Field(default=None, gt=0)
+    min: float | None = Field(default=None, gt=0)
+    max: float | None = Field(default=None, gt=0)
+    std: float | None = Field(default=None, ge=0)
+
+
+class AttentionShape(Frozen):
+    """One varlen causal attention call: ``docs`` as (length, count) runs.
+
+    With ``cp`` > 1 each document contributes ``len/cp`` queries against
+    ``(1/2 + 1/(2 cp)) * len`` keys (the average causal context-parallel shard).
+    """
+
+    docs: tuple[tuple[int, int], ...] = Field(min_length=1)
+    heads_q: int = Field(gt=0)
+    heads_kv: int = Field(gt=0)
+    head_dim: int = Field(gt=0)
+    cp: int = Field(default=1, gt=0)
+
+
+class GemmShape(Frozen):
+    m: int = Field(gt=0)
+    n: int = Field(gt=0)
+    k: int = Field(gt=0)
+    dtype: str = "bf16"
+
+
+class Sample(Frozen):
+    """One measured case. Collectives set ``nbytes`` (nccl-tests' size column semantics)."""
+
+    op: str
+    nbytes: float | None = Field(default=None, gt=0)
+    attention: AttentionShape | None = None
+    gemm: GemmShape | None = None
+    group: int = Field(default=1, gt=0)
+    gpus_per_node: int | None = Field(default=None, gt=0)
+    time: TimeStats
+    source: str = ""
+
+
+class Piece(Frozen):
+    """One regime of an alpha-beta curve, active from per-rank link bytes ``start``.
+
+    ``T(V) = steps * alpha_step + V / (B * eff(V))``, ``eff(V) = eta / (1 + (half / V)**gamma)``.
+    ``gamma <= 1`` keeps ``T`` non-decreasing in ``V``; ``eta <= 1`` keeps bus bandwidth at or
+    below the link rate ``B``.
+    """
+
+    start: float = Field(ge=0)
+    alpha_step: float = Field(ge=0)
+    eta: float = Field(gt=0, le=1)
+    half: float = Field(ge=0)
+    gamma: float = Field(gt=0, le=1)
+
+
+class Fit(Frozen):
+    """Fitted parameters of one op on one group size and layout (and algorithm)."""
+
+    op: str
+    group: int = Field(default=1, gt=0)
+    gpus_per_node: int | None = Field(default=None, gt=0)
+    algorithm: str | None = None
+    dtype: str | None = None
+    model: Literal["alpha_beta", "flash_tiles", "gemm_roofline"]
+    pieces: tuple[Piece, ...] = ()
+    params: dict[str, float] = Field(default_factory=dict)
+    link_bw: float | None = Field(default=None, gt=0)
+    n: int = Field(default=0, ge=0)
+    size_min: float | None = None
+    size_max: float | None = None
+    fit_median_abs_pct_error: float | None = None
+    cv_median_abs_pct_error: float | None = None
+    cv_p90_abs_pct_error: float | None = None
+    points: tuple[tuple[float, float], ...] = ()
+    source: str = ""
+
+    @property
+    def scope(self) -> str:
+        """``intra`` when the whole group sits in one node, else ``inter``."""
+        gpn = self.gpus_per_node or self.group
+        return "intra" if gpn >= self.group else "inter"
+
+    def key(self) -> tuple[str, int, int, str, str]:
+        return (
+            self.op,
+            self.group,
+            self.gpus_per_node or 0,
+            self.algorithm or "",
+            self.dtype or "",
+        )
+
+
+class Profile(Frozen):
+    """A device calibration profile (see the module docstring)."""
+
+    schema_version: Literal[1] = 1
+    name: str = "profile"
+    device: str
+    interconnect: Interconnect
+    software: dict[str, str] = Field(default_factory=dict)
+    source: str
+    date: str
+    peaks: Peaks
+    kernels: Kernels
+    samples: tuple[Sample, ...] = ()
+    fits: tuple[Fit, ...] = ()
+
+    def peak_flops(self, dtype: str = "bf16") -> float:
+        """Dense peak FLOP/s for ``dtype`` (bf16, fp16, fp32, tf32, fp8)."""
+        value = getattr(self.peaks, f"{dtype}_flops", None) if dtype in DTYPE_BYTES else None
+        if value is None:
+            have = [d for d in DTYPE_BYTES if getattr(self.peaks, f"{d}_flops", None)]
+            raise InputError("dtype", dtype, " | ".join(have))
+        return float(value.value)
+
+    @property
+    def hbm_bw(self) -> float:
+        return float(self.peaks.hbm_bytes_per_s.value)
+
+    def fits_for(self, op: str) -> list[Fit]:
+        return [f for f in self.fits if f.op == op]
+
+    def with_samples(self, samples: tuple[Sample, ...]) -> Profile:
+        return self.model_copy(update={"samples": samples})
+
+    def with_fits(self, fits: tuple[Fit, ...]) -> Profile:
+        """Replace fits with the same key, keep the others (e.g. fits whose samples shipped
+        stripped), sorted for stable files."""
+        new = {f.key() for f in fits}
+        kept = [f for f in self.fits if f.key() not in new]
+        return self.model_copy(update={"fits": tuple(sorted([*kept, *fits], key=Fit.key))})
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def shipped_profiles() -> list[str]:
+    return sorted(p.stem for p in PROFILE_DIR.glob("*.json"))
+
+
+def resolve_profile(ref: str | Path) -> Path:
+    """A path, or a shipped name (``h200-sxm`` -> ``calibration/profiles/h200-sxm.json``)."""
+    path = Path(ref)
+    if path.is_file():
+        return path
+    for cand in (PROFILE_DIR / f"{ref}.json", PROFILE_DIR / str(ref)):
+        if cand.is_file():
+            return cand
+    names = ", ".join(shipped_profiles()) or "none shipped"
+    raise InputError("profile", str(ref), f"an existing profile JSON file or one of: {names}")
+
+
+def read_text(path: Path, field: str, what: str) -> str:
+    """A file's text; a missing or unreadable file is an input error naming ``what``."""
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        raise InputError(field, str(path), f"an existing {what}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        kind = exc.__class__.__name__
+        raise InputError(field, str(path), f"a readable {what} ({kind})") from None
+
+
+def read_json(path: Path, field: str = "profile") -> Any:
+    text = read_text(path, field, "JSON file")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(field, str(path), f"well-formed JSON (line {exc.lineno})") from None
+
+
+def parse_profile(data: Any, where: str = "profile") -> Profile:
+    """Validate a mapping into a :class:`Profile` with the one-line error contract."""
+    if not isinstance(data, Mapping):
+        raise InputError(where, type(data).__name__, "a JSON object")
+    version = data.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise InputError(f"{where}.schema_version", version, str(SCHEMA_VERSION))
+    try:
+        return Profile.model_validate(data)
+    except ValidationError as exc:
+        raise pydantic_line(exc, f"{where}.") from None
+
+
+def load_profile(ref: str | Path | Mapping[str, Any] | Profile | None = None) -> Profile:
+    """Load a profile: ``None`` -> the shipped H200 SXM profile; names resolve to
+    ``calibration/profiles/<name>.json``; a mapping is validated as is."""
+    if isinstance(ref, Profile):
+        return ref
+    if isinstance(ref, Mapping):
+        return parse_profile(ref)
+    path = resolve_profile(DEFAULT_PROFILE if ref is None else ref)
+    return parse_profile(read_json(path), "profile")
+
+
+def save_profile(profile: Profile, path: str | Path) -> Path:
+    """Write ``profile`` as canonical JSON through a temporary file (atomic rename)."""
+    out = Path(path)
+    text = dumps(profile.model_dump(mode="json", exclude_none=True)) + "\n"
+    try:
+        write_atomic(out, text)
+    except OSError as exc:
+        kind = exc.__class__.__name__
+        raise InputError("--out", str(path), f"a writable path ({kind})") from None
+    return out
+
+
+def datasheet_for(device: str) -> Profile:
+    """The shipped datasheet profile whose device matches ``device`` (h200 / h100 / a100)."""
+    low = device.lower().replace(" ", "")
+    for name in shipped_profiles():
+        if name.split("-")[0] in low:
+            return load_profile(name)
+    names = ", ".join(shipped_profiles())
+    raise InputError("--device", device, f"a device with a shipped datasheet profile ({names})")
