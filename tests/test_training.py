@@ -135,3 +135,15 @@ def test_per_step_array_matches_steps() -> None:
     r = result(["steps=3"])
     assert len(r["step_time_s"]["per_step"]) == 3
     assert np.isclose(r["step_time_s"]["mean"], np.mean(r["step_time_s"]["per_step"]))
+
+
+@pytest.mark.parametrize("policy", ["libra", "ulysses"])
+def test_fast_and_detailed_fidelity_agree(policy: str) -> None:
+    # 32 GPUs over 4 nodes (pools of 8 workers span 2 nodes); detailed mode runs the
+    # attention exchange and stage hand-offs as max-min fair flows on the topology.
+    small = ["parallelism.dp=4", "parallelism.gbs=16", "balancer.pool_size=2", "model.layers=8",
+             f"balancer.policy={policy}"]
+    fast = result(small)
+    detailed = result([*small, "fidelity=detailed"])
+    assert detailed["events"] > fast["events"]
+    assert detailed["step_time_s"]["mean"] == pytest.approx(fast["step_time_s"]["mean"], rel=0.02)
