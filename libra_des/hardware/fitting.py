@@ -42,6 +42,7 @@ from libra_des.hardware.kernels import (
 from libra_des.hardware.profile import (
     COLLECTIVE_OPS,
     DTYPE_BYTES,
+    KERNEL_OPS,
     Fit,
     Piece,
     Profile,
@@ -88,9 +89,11 @@ def group_key(s: Sample) -> GroupKey:
 
 
 def group_samples(samples: Iterable[Sample]) -> dict[GroupKey, list[Sample]]:
+    """Samples by fit key; ops without a fitted model (e.g. grouped_gemm) are left out."""
     groups: dict[GroupKey, list[Sample]] = defaultdict(list)
     for s in samples:
-        groups[group_key(s)].append(s)
+        if s.op in COLLECTIVE_OPS or s.op in KERNEL_OPS:
+            groups[group_key(s)].append(s)
     return dict(sorted(groups.items()))
 
 
