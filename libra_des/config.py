@@ -141,7 +141,7 @@ class RoutingSpec(Frozen):
     skew: float = Field(default=1.0, ge=0)
     layer_correlation: float = Field(default=0.8, ge=0, le=1)
     request_share: float = Field(default=0.5, ge=0, le=1)
-    sharpness: float = Field(default=1.0, ge=0)
+    sharpness: float = Field(default=1.5, ge=0)
     trace: str | None = None
     profile_requests: int = Field(default=32, gt=0)
 

@@ -1,0 +1,70 @@
+"""Libra's locality-aware replication (PAPERS.md B): N extra slots per GPU, split by alpha.
+
+Phase 1 fills ``round(N * alpha)`` slots on each GPU with the remote experts its own tokens
+are predicted to request most (this enlarges MoE_local). Phase 2 repeatedly takes the hottest
+expert of the most-loaded GPU and replicates it to the least-loaded GPU that still has a free
+slot and lacks the expert.
+
+Planning load model (assumption): local pairs stay local and each expert's remote pairs split
+evenly over its holders. "Hottest" means the most remote pairs on that GPU, because sharding
+moves only remote pairs; a replica of an expert with no remote pairs could not take load.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def planned_share(counts: np.ndarray, holders: np.ndarray) -> np.ndarray:
+    """``[G, E]`` remote pairs each holder is expected to take (even split)."""
+    remote = (counts * ~holders).sum(axis=0)
+    per_holder = remote / np.maximum(holders.sum(axis=0), 1)
+    return np.asarray(holders * per_holder[None, :])
+
+
+def planned_gpu_load(counts: np.ndarray, holders: np.ndarray) -> np.ndarray:
+    """``[G]`` expected pairs per GPU under the planning load model."""
+    return np.asarray((counts * holders).sum(axis=1) + planned_share(counts, holders).sum(axis=1))
+
+
+def locality_replicas(counts: np.ndarray, home: np.ndarray, per_gpu: int) -> np.ndarray:
+    """Phase 1: each GPU's ``per_gpu`` most-requested remote experts (with demand > 0)."""
+    replicas = np.zeros_like(home)
+    if per_gpu <= 0:
+        return replicas
+    score = np.where(home, -1, counts)
+    top = np.argsort(-score, axis=1, kind="stable")[:, :per_gpu]
+    rows = np.arange(home.shape[0])[:, None]
+    replicas[rows, top] = np.take_along_axis(score, top, axis=1) > 0
+    return replicas
+
+
+def place_hottest(
+    counts: np.ndarray, holders: np.ndarray, free: np.ndarray
+) -> tuple[int, int] | None:
+    """Phase-2 step: (expert, GPU) for the next replica, or None when nothing helps."""
+    loads = planned_gpu_load(counts, holders)
+    src = int(np.argmax(loads))
+    share = planned_share(counts, holders)[src]
+    for e in np.argsort(-share, kind="stable"):
+        if share[e] <= 0:
+            return None
+        ok = (free > 0) & ~holders[:, e]
+        if ok.any():
+            return int(e), int(np.argmin(np.where(ok, loads, np.inf)))
+    return None
+
+
+def libra_replicas(counts: np.ndarray, home: np.ndarray, slots: int, alpha: float) -> np.ndarray:
+    """``[G, E]`` replica mask from predicted ``counts[origin, expert]``."""
+    replicas = locality_replicas(counts, home, round(slots * alpha))
+    free = slots - replicas.sum(axis=1)
+    holders = home | replicas
+    while (free > 0).any():
+        step = place_hottest(counts, holders, free)
+        if step is None:
+            break
+        e, g = step
+        replicas[g, e] = holders[g, e] = True
+        free[g] -= 1
+    return replicas

@@ -1,0 +1,263 @@
+"""Seconds and bytes of every stage of one MoE prefill layer, from its plan and a cost model.
+
+Assumptions (stated once):
+
+* DP attention by default: GPU ``g`` runs attention (QKV and output projections plus
+  varlen causal attention over its own requests) for its requests. With ``parallelism.tp``
+  equal to the EP size (TP attention) every GPU runs all tokens with ``heads / tp`` heads,
+  framed by an all-gather and a reduce-scatter of the hidden states; a token's origin is then
+  its sequence shard.
+* Gate: one GEMM ``[tokens, hidden] x [hidden, experts]``; Libra's lookahead prediction is one
+  more gate GEMM; Lina's path-table lookup runs on the CPU off the critical path.
+* An expert is three ``hidden x expert_ffn`` matrices (gate, up, down): a grouped GEMM with
+  ``n = 2 * expert_ffn, k = hidden`` then one with ``n = hidden, k = expert_ffn``. Shared
+  experts run on every GPU's own tokens, alongside MoE_local.
+* All2All dispatch sends a token once per remote GPU that needs it; AllGather sends every
+  token to every GPU (sized by the largest per-GPU share, as an all-gather-v is). Combine
+  mirrors dispatch: all-to-all-v back, or a reduce-scatter after an all-gather.
+* CPU planning (Libra sharding, HarMoEny moves): each GPU counts its pairs per expert after
+  the gate and sends that row to the host (D2H); the CPU plans over the ``[G, E]`` counts; the
+  load matrix goes back to every GPU (metadata, H2D), over PCIe.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from libra_des.config import ModelSpec
+from libra_des.hardware.costs import CostModel
+from libra_des.hardware.fabric import Fabric
+from libra_des.plan.moe.assignment import MoeLayerPlan
+
+#: Host link for routing and metadata: PCIe Gen5 x16 (about 64 GB/s per direction, the
+#: datasheet figure for H100/H200 HGX boards) at an assumed 80% efficiency, plus an assumed
+#: 10 us of launch and synchronisation latency per transfer.
+HOST_BW = 0.8 * 64e9
+HOST_LATENCY = 10e-6
+#: Modelled CPU planning time: fixed + per greedy move, over the [G, E] pair counts.
+#: Fitted to the wall-clock of our own numpy sharding (``cpu_time: measured``) on this
+#: project's 2-core CI machine (least squares over 96 layers: 30 us + 13.4 us per move);
+#: tests/test_moe_sim.py checks the two stay within an order of magnitude.
+CPU_BASE_S = 30e-6
+CPU_PER_ITERATION_S = 13e-6
+#: Lina's path-table lookup on the CPU, per token (assumption: a few table reads per token;
+#: off the critical path either way).
+LINA_LOOKUP_PER_TOKEN_S = 20e-9
+
+
+class FlowLike(Protocol):
+    """The parts of a system's flow (``moe_policy.Flow``) that change its costs."""
+
+    @property
+    def allgather(self) -> bool: ...
+    @property
+    def gpu_predict(self) -> bool: ...
+    @property
+    def cpu_plan(self) -> bool: ...
+    @property
+    def two_stage(self) -> bool: ...
+
+
+@dataclass(frozen=True)
+class LayerCosts:
+    """Solo seconds of one layer's stages (``[G]`` arrays are per GPU)."""
+
+    attention: np.ndarray
+    gate: np.ndarray
+    predict: np.ndarray
+    moe_local: np.ndarray
+    moe_remote: np.ndarray
+    dispatch: float
+    combine: float
+    copy: np.ndarray  # this layer's replica copies / weight fetches, received per GPU
+    cpu: float  # routing D2H + planning
+    metadata: float
+    dispatch_bytes: float
+    combine_bytes: float
+    copy_bytes: float
+    metadata_bytes: float
+    routing_bytes: float
+
+
+@dataclass(frozen=True)
+class BatchShape:
+    """Tokens and documents per GPU for one batch (attention and gate costs)."""
+
+    origin: np.ndarray  # [T] origin GPU of every token
+    tokens: np.ndarray  # [G] tokens per GPU
+    docs: list[np.ndarray]  # per GPU, the document lengths its attention runs over
+    heads_div: int  # 1 for DP attention, tp for TP attention
+
+
+def batch_shape(request_lengths: np.ndarray, request: np.ndarray, gpus: int, tp: int) -> BatchShape:
+    """Token origins: a request's GPU (DP attention) or a sequence shard (TP attention)."""
+    tokens = request.size
+    if tp > 1:
+        origin = (np.arange(tokens) * gpus) // max(tokens, 1)
+        docs = [np.asarray(request_lengths)] * gpus
+    else:
+        req_gpu = (np.arange(request_lengths.size) * gpus) // request_lengths.size
+        origin = req_gpu[request]
+        docs = [np.asarray(request_lengths)[req_gpu == g] for g in range(gpus)]
+    per_gpu = np.bincount(origin, minlength=gpus)
+    return BatchShape(origin.astype(np.int64), per_gpu, docs, tp if tp > 1 else 1)
+
+
+class StageCoster:
+    """Costs stages with the project's :class:`~libra_des.hardware.costs.CostModel`."""
+
+    def __init__(self, cost: CostModel, fabric: Fabric, model: ModelSpec, gpus: int) -> None:
+        self.cost = cost
+        self.fabric = fabric
+        self.model = model
+        self.gpus = gpus
+        self.per_node = min(fabric.gpus_per_node, gpus)
+        self.token_bytes = model.hidden * model.dtype_bytes
+
+    # ------------------------------------------------------------------ compute
+    def attention(self, shape: BatchShape) -> np.ndarray:
+        m, div = self.model, shape.heads_div
+        q_heads, kv_heads = m.heads_q // div, max(m.heads_kv // div, 1)
+        attn_tokens = shape.tokens if div == 1 else np.full(self.gpus, shape.tokens.sum())
+        proj = self.gemm(attn_tokens, (q_heads + 2 * kv_heads) * m.head_dim, m.hidden)
+        proj = proj + self.gemm(attn_tokens, m.hidden, q_heads * m.head_dim)
+        core = np.array(
+            [self.cost.attention_docs(d, q_heads, kv_heads, m.head_dim) if d.size else 0.0
+             for d in shape.docs]
+        )
+        frame = 0.0
+        if div > 1:
+            nbytes = float(shape.tokens.sum()) * self.token_bytes
+            frame = self.collective("all_gather", nbytes) + self.collective(
+                "reduce_scatter", nbytes
+            )
+        return np.asarray(proj + core + frame)
+
+    def dense_ffn(self, shape: BatchShape) -> np.ndarray:
+        ffn = self.model.ffn or 4 * self.model.hidden
+        return np.asarray(
+            self.gemm(shape.tokens, 2 * ffn, self.model.hidden)
+            + self.gemm(shape.tokens, self.model.hidden, ffn)
+        )
+
+    def gate(self, tokens: np.ndarray) -> np.ndarray:
+        return self.gemm(tokens, self.model.experts, self.model.hidden)
+
+    def gemm(self, m: np.ndarray, n: int, k: int) -> np.ndarray:
+        m = np.asarray(m, dtype=np.float64)
+        out = np.zeros(m.shape)
+        busy = m > 0
+        if busy.any():
+            out[busy] = np.asarray(self.cost.gemm(m[busy], n, k), dtype=np.float64)
+        return out
+
+    def experts(self, tokens_per_expert: np.ndarray) -> float:
+        """One GPU's grouped GEMMs over ``tokens_per_expert`` (experts with 0 tokens skipped)."""
+        tpe = np.asarray(tokens_per_expert)
+        tpe = tpe[tpe > 0]
+        if tpe.size == 0:
+            return 0.0
+        h, f = self.model.hidden, self.model.expert_ffn or self.model.hidden
+        return float(self.cost.grouped_gemm(tpe, 2 * f, h) + self.cost.grouped_gemm(tpe, h, f))
+
+    def shared_experts(self, tokens: np.ndarray) -> np.ndarray:
+        if not self.model.shared_experts:
+            return np.zeros(self.gpus)
+        f = (self.model.expert_ffn or self.model.hidden) * self.model.shared_experts
+        return np.asarray(
+            self.gemm(tokens, 2 * f, self.model.hidden) + self.gemm(tokens, self.model.hidden, f)
+        )
+
+    # ------------------------------------------------------------------ communication
+    def collective(self, op: str, nbytes: float) -> float:
+        if nbytes <= 0 or self.gpus == 1:
+            return 0.0
+        res = self.cost.collective(op, nbytes, self.gpus, gpus_per_node=self.per_node)
+        return float(res.seconds)
+
+    def all_to_allv(self, send: np.ndarray) -> float:
+        if send.sum() <= 0:
+            return 0.0
+        return float(self.cost.all_to_allv(send, gpus_per_node=self.per_node))
+
+    def allgather_bytes(self, shape: BatchShape) -> float:
+        """nccl-tests size of an all-gather-v: the largest share times the group size."""
+        return float(shape.tokens.max()) * self.gpus * self.token_bytes
+
+    def copies(self, copy_bytes: np.ndarray) -> np.ndarray:
+        """``[G]`` seconds each GPU's copy engine needs to receive its weight copies."""
+        node = np.arange(self.gpus) // self.fabric.gpus_per_node
+        out = np.zeros(self.gpus)
+        for src, dst in zip(*np.nonzero(copy_bytes), strict=True):
+            same = bool(node[src] == node[dst])
+            out[dst] += float(self.cost.p2p(float(copy_bytes[src, dst]), same_node=same))
+        return out
+
+    @staticmethod
+    def host(nbytes: float) -> float:
+        return HOST_LATENCY + nbytes / HOST_BW if nbytes > 0 else 0.0
+
+
+def cpu_plan_seconds(iterations: int) -> float:
+    """Modelled CPU planning time (``cpu_time: modelled``)."""
+    return CPU_BASE_S + CPU_PER_ITERATION_S * iterations
+
+
+def layer_costs(
+    coster: StageCoster,
+    shape: BatchShape,
+    plan: MoeLayerPlan,
+    flow: FlowLike,
+    attention: np.ndarray,
+    measured_cpu: bool,
+) -> LayerCosts:
+    """Cost every stage of one layer under ``plan``."""
+    g = coster.gpus
+    gate = coster.gate(shape.tokens)
+    if flow.two_stage:
+        local = np.array([coster.experts(plan.local[i]) for i in range(g)])
+        remote = np.array([coster.experts(plan.remote[i]) for i in range(g)])
+    else:
+        # One grouped GEMM over all of a GPU's pairs, reported split by the local share.
+        total = np.array([coster.experts(plan.load[i]) for i in range(g)])
+        share = plan.local.sum(axis=1) / np.maximum(plan.load.sum(axis=1), 1)
+        local, remote = total * share, total * (1.0 - share)
+    local = local + coster.shared_experts(shape.tokens)
+    if flow.allgather:
+        nbytes = coster.allgather_bytes(shape)
+        dispatch, combine = (coster.collective("all_gather", nbytes),
+                             coster.collective("reduce_scatter", nbytes))
+        moved = nbytes * (g - 1)  # every GPU receives the other g - 1 shares
+        d_bytes, c_bytes = moved, moved
+    else:
+        dispatch = coster.all_to_allv(plan.dispatch_bytes)
+        combine = coster.all_to_allv(plan.dispatch_bytes.T)
+        d_bytes = c_bytes = float(plan.dispatch_bytes.sum())
+    # Each GPU sends its row of pair counts to the host and gets the load matrix back.
+    routing = float(plan.load.size * 4) if flow.cpu_plan else 0.0
+    meta = float(g * plan.load.size * 4) if flow.cpu_plan else 0.0
+    cpu = 0.0
+    if flow.cpu_plan:
+        plan_s = plan.cpu_wall_s if measured_cpu and plan.cpu_wall_s is not None else (
+            cpu_plan_seconds(plan.sharding_iterations))
+        cpu = coster.host(routing / g) + plan_s
+    return LayerCosts(
+        attention=attention,
+        gate=gate,
+        predict=gate if flow.gpu_predict else np.zeros(g),
+        moe_local=local,
+        moe_remote=remote,
+        dispatch=dispatch,
+        combine=combine,
+        copy=coster.copies(plan.copy_bytes),
+        cpu=cpu,
+        metadata=coster.host(meta / g) if flow.cpu_plan else 0.0,
+        dispatch_bytes=d_bytes,
+        combine_bytes=c_bytes,
+        copy_bytes=float(plan.copy_bytes.sum()),
+        metadata_bytes=meta,
+        routing_bytes=routing,
+    )

@@ -1,0 +1,227 @@
+"""MoE prefill under expert parallelism: SGLang, EPLB, Lina, HarMoEny and Libra (PAPERS.md B).
+
+``simulate_moe`` runs ``workload.batches`` prefill batches of ``workload.batch`` requests
+through every layer of the model on an EP group. Per MoE layer it builds the system's plan
+from the batch's routing (and, where the system predicts, the predicted routing), costs every
+stage, and executes the stage graph in SimPy (``libra_des.sim.moe_layer``), where replica
+copies on the copy engine contend with dispatch and combine for each GPU's link.
+
+System designs (what runs where, what waits for what):
+
+* SGLang: static placement; All2All dispatch after the gate; one grouped GEMM; combine.
+* EPLB: SGLang plus ``redundant_experts`` static replicas per layer placed by DeepSeek's
+  algorithm from a profiling sample of the same data; pairs split evenly over copies.
+* Lina: path-table prediction on the CPU (hidden); replicas of predicted-hot experts copied
+  one layer ahead on the copy engine; pairs split evenly over copies.
+* HarMoEny: routing to the CPU, greedy moves, metadata back, then All2All dispatch and weight
+  fetches for moved experts: all on the critical path.
+* Libra: lookahead prediction (one extra gate GEMM), locality-aware replicas copied one layer
+  ahead (double-buffered), two-stage execution: MoE_local starts right after the gate while
+  AllGather dispatch and CPU sharding run; MoE_remote waits for all three.
+
+Batches are served closed-loop (a batch's requests arrive as the previous batch ends), so a
+request's TTFT is its batch's prefill time. Embedding and LM head are not modelled.
+
+Determinism: results depend only on the scenario and ``rng`` except the fields named in
+:data:`WALL_CLOCK_FIELDS`; with ``balancer.cpu_time: measured`` the CPU planning time is the
+wall-clock of our own sharding code, so every time field then varies run to run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from rich.progress import Progress
+
+from libra_des.config import Scenario
+from libra_des.hardware.costs import CostModel
+from libra_des.hardware.profile import load_profile
+from libra_des.hardware.topology import load_topology
+from libra_des.hardware.variance import VarianceModel
+from libra_des.plan.moe import MoeLayerPlan
+from libra_des.sim.moe_costs import (
+    LayerCosts,
+    StageCoster,
+    batch_shape,
+    layer_costs,
+)
+from libra_des.sim.moe_layer import CountingEnvironment, SharedLink
+from libra_des.sim.moe_policy import BatchPlanner, Flow, LayerRecord, run_batch
+from libra_des.sim.moe_setup import check_memory, ep_group
+from libra_des.workload.routing import RoutingTrace
+
+#: Result fields measured with the host's clock (excluded from determinism checks).
+WALL_CLOCK_FIELDS = ("wall_s", "cpu_sharding_wall_s")
+STAGES = (
+    "attention", "gate", "prediction", "replica_copy", "dispatch", "moe_local",
+    "sharding_cpu", "metadata", "moe_remote", "combine",
+)
+
+
+@dataclass
+class RunTotals:
+    """Accumulators over every batch and MoE layer."""
+
+    layer_s: list[float] = field(default_factory=list)
+    batch_s: list[float] = field(default_factory=list)
+    dense_s: float = 0.0
+    exposed: dict[str, float] = field(default_factory=dict)
+    span: dict[str, float] = field(default_factory=dict)
+    imbalance: list[list[float]] = field(default_factory=list)  # [batch][layer]
+    accuracy: list[float] = field(default_factory=list)
+    replicas: int = 0
+    wasted: int = 0
+    replica_pairs: int = 0
+    pairs: int = 0
+    iterations: list[int] = field(default_factory=list)
+    cpu_wall: float = 0.0
+    bytes: dict[str, float] = field(default_factory=dict)
+    tokens: int = 0
+    requests: list[int] = field(default_factory=list)
+
+    def add(self, rec: LayerRecord) -> None:
+        self.layer_s.append(rec.seconds)
+        for name, value in rec.exposed.items():
+            self.exposed[name] = self.exposed.get(name, 0.0) + value
+        for name, value in rec.span.items():
+            self.span[name] = self.span.get(name, 0.0) + value
+        self.imbalance[-1].append(rec.imbalance)
+        if rec.accuracy is not None:
+            self.accuracy.append(rec.accuracy)
+        self.replicas += rec.replicas
+        self.wasted += rec.wasted
+        self.replica_pairs += rec.replica_pairs
+        self.pairs += rec.pairs
+        self.iterations.append(rec.iterations)
+        self.cpu_wall += rec.cpu_wall
+        for name, value in rec.bytes.items():
+            self.bytes[name] = self.bytes.get(name, 0.0) + value
+
+
+@dataclass
+class MoeRun:
+    """Everything one run needs between batches (one SimPy environment for the whole run)."""
+
+    scenario: Scenario
+    coster: StageCoster
+    planner: BatchPlanner
+    flow: Flow
+    variance: VarianceModel
+    rngs: tuple[np.random.Generator, np.random.Generator]  # prediction, noise
+    env: CountingEnvironment = field(default_factory=CountingEnvironment)
+    ports: list[SharedLink] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.ports = [SharedLink(self.env) for _ in range(self.coster.gpus)]
+
+    def batch(self, b: int, totals: RunTotals) -> None:
+        """Dense layers (per-GPU, no communication), then every MoE layer of batch ``b``."""
+        sc, coster, env = self.scenario, self.coster, self.env
+        trace = self.planner.trace(b)
+        shape = batch_shape(trace.request_lengths(), trace.request, coster.gpus,
+                            sc.parallelism.tp)
+        attention = coster.attention(shape)
+        measured = sc.balancer.cpu_time == "measured"
+        start = env.now
+        dense = float((attention + coster.dense_ffn(shape)).max()) * sc.model.dense_layers
+        env.run(until=env.timeout(dense))
+
+        def costs_of(plan: MoeLayerPlan) -> LayerCosts:
+            return layer_costs(coster, shape, plan, self.flow, attention, measured)
+
+        totals.imbalance.append([])
+        for rec in run_batch(env, self.ports, self.flow, self.planner, trace, shape, costs_of,
+                             self.variance, self.rngs, b):
+            totals.add(rec)
+        totals.dense_s += dense
+        totals.batch_s.append(env.now - start)
+        totals.tokens += trace.tokens
+        totals.requests.append(trace.requests)
+
+
+def simulate_moe(
+    scenario: Scenario,
+    rng: np.random.Generator,
+    progress: bool = False,
+    traces: Sequence[RoutingTrace] | None = None,
+) -> dict[str, Any]:
+    """Simulate MoE prefill for ``scenario``; returns the result dict (see module doc).
+
+    ``traces`` (optional) replaces the routing source with ready batches (benchmarks reuse
+    one generated trace across policies and accuracies).
+    """
+    topo = load_topology(scenario.topology, scenario.topology_params)
+    group = ep_group(scenario, topo)
+    check_memory(scenario, group.gpus, topo.spec.gpu)
+    fabric = topo.fabric()
+    cost = CostModel(load_profile(scenario.profile), fabric)
+    coster = StageCoster(cost, fabric, scenario.model, group.gpus)
+    trace_rng, pred_rng, noise_rng, var_rng = rng.spawn(4)
+    run = MoeRun(
+        scenario, coster, BatchPlanner.build(scenario, group.gpus, trace_rng, traces),
+        Flow.of(scenario), VarianceModel.build(scenario.variance, group.gpus, var_rng),
+        (pred_rng, noise_rng),
+    )
+    totals = RunTotals()
+    with Progress(transient=True, disable=not progress) as bar:
+        task = bar.add_task("prefill batches", total=run.planner.batches)
+        for b in range(run.planner.batches):
+            run.batch(b, totals)
+            bar.advance(task)
+    return assemble(scenario, run.flow, totals, run.env.processed)
+
+
+def percentiles(batch_s: Sequence[float], requests: Sequence[int]) -> dict[str, float]:
+    per_request = np.repeat(np.asarray(batch_s), np.asarray(requests))
+    return {
+        "mean": float(per_request.mean()),
+        "p50": float(np.percentile(per_request, 50)),
+        "p99": float(np.percentile(per_request, 99)),
+    }
+
+
+def assemble(scenario: Scenario, flow: Flow, t: RunTotals, events: int) -> dict[str, Any]:
+    """The result dict of issue 5 §3 (``run`` adds ``wall_s`` and ``scenario``)."""
+    layers = max(len(t.layer_s), 1)
+    breakdown = {
+        name: {
+            "exposed": t.exposed.get(name, 0.0) / layers,
+            "hidden": max(t.span.get(name, 0.0) - t.exposed.get(name, 0.0), 0.0) / layers,
+        }
+        for name in STAGES
+    }
+    imb = np.asarray(t.imbalance, dtype=np.float64)
+    total_s = float(np.sum(t.batch_s))
+    result: dict[str, Any] = {
+        "kind": "moe_inference",
+        "policy": scenario.balancer.policy,
+        "dispatch": "allgather" if flow.allgather else "all2all",
+        "predictor": flow.predictor,
+        "moe_layer_s": float(np.mean(t.layer_s)) if t.layer_s else 0.0,
+        "dense_layers_s": t.dense_s,
+        "layer_breakdown_s": breakdown,
+        "imbalance_ratio": {
+            "mean": float(imb.mean()),
+            "max": float(imb.max()),
+            "per_layer": imb.mean(axis=0).tolist(),
+            "over_time": imb.mean(axis=1).tolist(),
+        },
+        "prefill_tokens_per_s": t.tokens / total_s if total_s > 0 else 0.0,
+        "prefill_s": total_s,
+        "ttft_s": percentiles(t.batch_s, t.requests),
+        "replica_waste_fraction": t.wasted / t.replicas if t.replicas else 0.0,
+        "replicas": t.replicas,
+        "replica_pairs_fraction": t.replica_pairs / t.pairs if t.pairs else 0.0,
+        "predictor_accuracy": float(np.mean(t.accuracy)) if t.accuracy else None,
+        "sharding_iterations_mean": float(np.mean(t.iterations)) if t.iterations else 0.0,
+        "bytes_moved": {**t.bytes, "total": float(sum(t.bytes.values()))},
+        "tokens": t.tokens,
+        "events": events,
+        "cpu_time": scenario.balancer.cpu_time,
+    }
+    if scenario.balancer.cpu_time == "measured" and flow.cpu_plan:
+        result["cpu_sharding_wall_s"] = t.cpu_wall
+    return result

@@ -1,0 +1,161 @@
+"""SimPy execution of one MoE prefill layer as a graph of stages, with link contention.
+
+Assumptions:
+
+* Every stage's solo duration is known up front (costed from the plan); the only dynamic
+  interaction is link sharing. Each GPU has one :class:`SharedLink` (its NVLink / PCIe / NIC
+  port): jobs on it share it equally (processor sharing), so replica copies on the copy
+  engine stretch a dispatch or combine they overlap with, and vice versa.
+* A collective (dispatch, combine) puts one job of its solo duration on every member's link
+  and ends when the last finishes.
+* A stage starts when all its dependencies have ended (GPU streams, barriers and data
+  dependencies are all expressed as dependencies).
+
+Exposed / hidden time comes from the layer's critical path: walking back from the layer's last
+stage through the latest-ending dependency, each stage on the path is exposed for its whole
+interval; a stage that began in an earlier layer (a replica copy prefetched one layer ahead) is
+exposed only for how long it delayed its successor beyond the other dependencies. Everything
+else a stage took is hidden.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import simpy
+
+
+class CountingEnvironment(simpy.Environment):
+    """A SimPy environment that counts the events it processes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.processed = 0
+
+    def step(self) -> None:
+        self.processed += 1
+        super().step()
+
+
+class SharedLink:
+    """Processor sharing of one port: ``n`` active jobs each progress at ``1/n`` speed.
+
+    A job's work is its solo duration in seconds. One waiter process reacts to job arrivals
+    and completions (the next completion is recomputed on every change).
+    """
+
+    def __init__(self, env: simpy.Environment) -> None:
+        self.env = env
+        self.jobs: dict[int, list[Any]] = {}  # id -> [remaining work, done event]
+        self.next_id = 0
+        self.last = 0.0
+        self.changed = env.event()
+        env.process(self.run())
+
+    def transfer(self, work: float) -> simpy.Event:
+        """Event that fires when ``work`` solo-seconds have been served."""
+        done = self.env.event()
+        if work <= 0:
+            done.succeed()
+            return done
+        self.advance()
+        self.jobs[self.next_id] = [work, done]
+        self.next_id += 1
+        if not self.changed.triggered:
+            self.changed.succeed()
+        return done
+
+    def advance(self) -> None:
+        now = self.env.now
+        if self.jobs:
+            served = (now - self.last) / len(self.jobs)
+            for job in self.jobs.values():
+                job[0] -= served
+        self.last = now
+
+    def run(self) -> Generator[simpy.Event, Any, None]:
+        while True:
+            if not self.jobs:
+                yield self.changed
+            else:
+                soonest = min(job[0] for job in self.jobs.values()) * len(self.jobs)
+                yield self.env.timeout(max(soonest, 0.0)) | self.changed
+            if self.changed.triggered:
+                self.changed = self.env.event()
+            self.advance()
+            for key in [k for k, job in self.jobs.items() if job[0] <= 1e-15]:
+                self.jobs.pop(key)[1].succeed()
+
+
+@dataclass(eq=False)
+class Stage:
+    """One node of a layer's stage graph (``gpu`` is None for group-wide stages)."""
+
+    name: str
+    gpu: int | None
+    work: float  # solo seconds (on the GPU, the CPU, or each link it uses)
+    deps: list[Stage] = field(default_factory=list)
+    links: tuple[int, ...] = ()  # GPUs whose link this stage occupies
+    start: float = -1.0
+    end: float = -1.0
+    done: simpy.Event | None = None
+
+    @property
+    def duration(self) -> float:
+        return self.end - self.start
+
+
+def launch(env: simpy.Environment, stage: Stage, ports: Sequence[SharedLink]) -> simpy.Event:
+    """Start ``stage`` as a process once its dependencies are done; returns its done event."""
+    stage.done = env.event()
+    env.process(execute(env, stage, ports))
+    return stage.done
+
+
+def execute(
+    env: simpy.Environment, stage: Stage, ports: Sequence[SharedLink]
+) -> Generator[simpy.Event, Any, None]:
+    pending = [d.done for d in stage.deps if d.done is not None and not d.done.processed]
+    if pending:
+        yield env.all_of(pending)
+    stage.start = env.now
+    if stage.links:
+        yield env.all_of([ports[g].transfer(stage.work) for g in stage.links])
+    elif stage.work > 0:
+        yield env.timeout(stage.work)
+    stage.end = env.now
+    assert stage.done is not None
+    stage.done.succeed()
+
+
+def critical_exposure(last: Stage, layer_start: float) -> dict[str, float]:
+    """Seconds each stage name spends on the critical path ending at ``last``."""
+    exposed: dict[str, float] = {}
+    node: Stage | None = last
+    while node is not None:
+        deps = sorted(node.deps, key=lambda d: d.end)
+        crit = deps[-1] if deps else None
+        if crit is not None and crit.start < layer_start:
+            # Prefetched in an earlier layer: exposed only for the extra wait it caused.
+            other = deps[-2].end if len(deps) > 1 else layer_start
+            exposed[crit.name] = exposed.get(crit.name, 0.0) + max(crit.end - other, 0.0)
+            exposed[node.name] = exposed.get(node.name, 0.0) + node.duration
+            node = deps[-2] if len(deps) > 1 else None
+            continue
+        exposed[node.name] = exposed.get(node.name, 0.0) + node.duration
+        node = crit
+    return exposed
+
+
+def stage_spans(stages: Sequence[Stage], layer_start: float) -> dict[str, float]:
+    """Per stage name, the busiest GPU's total time in it (group stages count as one GPU)."""
+    per_gpu: dict[tuple[str, int | None], float] = {}
+    for s in stages:
+        length = s.end - max(s.start, layer_start) if s.end > layer_start else 0.0
+        per_gpu[s.name, s.gpu] = per_gpu.get((s.name, s.gpu), 0.0) + length
+    spans: dict[str, float] = {}
+    for (name, _), total in per_gpu.items():
+        spans[name] = max(spans.get(name, 0.0), total)
+    return spans

@@ -1,0 +1,345 @@
+"""Per-system wiring of an MoE prefill layer: the planner per batch and the stage graph.
+
+:class:`Flow` says what each system does (see ``moe_inference``'s module doc);
+:class:`BatchPlanner` turns a batch's routing into per-layer plans; :func:`run_batch` builds
+every layer's stage graph and executes it in SimPy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from libra_des.config import ROOT, RoutingSpec, Scenario, resolve_path
+from libra_des.errors import InputError
+from libra_des.hardware.variance import VarianceModel
+from libra_des.plan.moe import MoeLayerPlan, MoeSetup, rebalance_experts, static_home, systems
+from libra_des.sim.moe_costs import LINA_LOOKUP_PER_TOKEN_S, BatchShape, LayerCosts
+from libra_des.sim.moe_layer import SharedLink, Stage, critical_exposure, launch, stage_spans
+from libra_des.sim.moe_setup import batch_lengths, expert_bytes
+from libra_des.workload.predictors import Predictor, make_predictor, topk_agreement
+from libra_des.workload.routing import (
+    RouterModel,
+    RoutingTrace,
+    check_experts,
+    generate_trace,
+    load_trace,
+    request_datasets,
+)
+
+DEFAULT_PREDICTOR = {"libra": "lookahead", "lina": "lina"}
+
+
+@dataclass(frozen=True)
+class Flow:
+    """Which stages a system runs and what waits for what."""
+
+    policy: str
+    predictor: str | None
+    allgather: bool
+    gpu_predict: bool  # a prediction kernel on the GPU stream (lookahead)
+    cpu_predict: bool  # a path-table lookup on the CPU (Lina), off the critical path
+    prefetch: bool  # replicas for the next layer copied during this one
+    fetch: bool  # weights fetched after planning, this layer (HarMoEny)
+    cpu_plan: bool
+    two_stage: bool
+
+    @classmethod
+    def of(cls, scenario: Scenario) -> Flow:
+        bal = scenario.balancer
+        policy = bal.policy
+        predictor = bal.predictor or DEFAULT_PREDICTOR.get(policy)
+        if policy not in ("libra", "lina"):
+            predictor = None
+        dispatch = bal.dispatch
+        if dispatch == "auto":
+            dispatch = "allgather" if policy == "libra" else "all2all"
+        return cls(
+            policy=policy,
+            predictor=predictor,
+            allgather=dispatch == "allgather",
+            gpu_predict=predictor is not None and predictor != "lina",
+            cpu_predict=predictor == "lina",
+            prefetch=policy in ("libra", "lina"),
+            fetch=policy == "harmoeny",
+            cpu_plan=policy in ("libra", "harmoeny"),
+            two_stage=policy == "libra",
+        )
+
+    @property
+    def dispatch_after_plan(self) -> bool:
+        """All2All needs the destinations, so it waits for a CPU plan when there is one."""
+        return self.cpu_plan and not self.allgather
+
+    @property
+    def remote_after_plan(self) -> bool:
+        return self.two_stage
+
+
+@dataclass(frozen=True)
+class BatchPlanner:
+    """Routing source, predictor and static layouts of one run."""
+
+    scenario: Scenario
+    setup: MoeSetup
+    flow: Flow
+    batches: int
+    router: RouterModel | None
+    source: Sequence[RoutingTrace] | RoutingTrace | None
+    predictor: Predictor | None
+    eplb_layout: np.ndarray | None
+    rng: np.random.Generator
+    timer: Callable[[], float] | None
+
+    @classmethod
+    def build(
+        cls,
+        scenario: Scenario,
+        gpus: int,
+        rng: np.random.Generator,
+        traces: Sequence[RoutingTrace] | None = None,
+    ) -> BatchPlanner:
+        m, w, bal = scenario.model, scenario.workload, scenario.balancer
+        routing = w.routing
+        spec = routing if routing is not None else RoutingSpec()
+        moe_layers = m.layers - m.dense_layers
+        router = None
+        source: Sequence[RoutingTrace] | RoutingTrace | None = traces
+        batches = len(traces) if traces else w.batches
+        for given in traces or ():
+            check_experts("traces", given.experts, m.experts, moe_layers, m.top_k)
+        if traces is None and spec.trace:
+            real = load_trace(resolve_trace(spec.trace), m.experts, moe_layers, m.top_k,
+                              w.seq_len)
+            source, batches = real, -(-real.requests // w.batch)
+        if not isinstance(source, RoutingTrace):  # generated data: profile from the model
+            router = RouterModel.build(m.name, m.experts, moe_layers, m.top_k, spec)
+        profile = profile_trace(scenario, router, source, rng)
+        flow = Flow.of(scenario)
+        predictor = None
+        if flow.predictor is not None:
+            predictor = make_predictor(flow.predictor, m.name, moe_layers, bal.accuracy,
+                                       bal.error_bias, profile)
+        layout = None
+        if bal.policy == "eplb":
+            layout = rebalance_experts(profile.expert_load(), m.experts + bal.redundant_experts,
+                                       1, 1, gpus)[0]
+        setup = MoeSetup(static_home(m.experts, gpus), bal.slots, bal.alpha, bal.shard_tolerance,
+                         m.hidden * m.dtype_bytes, expert_bytes(m))
+        timer = time.perf_counter if bal.cpu_time == "measured" else None
+        return cls(scenario, setup, flow, batches, router, source, predictor, layout, rng, timer)
+
+    def trace(self, b: int) -> RoutingTrace:
+        """Routing of batch ``b`` (generated from the stream, or sliced from a real trace)."""
+        w = self.scenario.workload
+        if isinstance(self.source, RoutingTrace):
+            return slice_requests(self.source, b * w.batch, (b + 1) * w.batch)
+        if self.source is not None:
+            return self.source[b]
+        assert self.router is not None
+        spec = w.routing or RoutingSpec()
+        stream = w.batch * self.batches
+        datasets = request_datasets(spec.dataset, w.batch, b * w.batch, stream, self.rng)
+        return generate_trace(self.router, batch_lengths(w.seq_len, w.batch), datasets, self.rng)
+
+    def plan(
+        self, routed: np.ndarray, origin: np.ndarray, predicted: np.ndarray | None, layer: int
+    ) -> MoeLayerPlan:
+        policy, s = self.flow.policy, self.setup
+        if policy == "eplb":
+            assert self.eplb_layout is not None
+            return systems.eplb_plan(routed, origin, s, self.eplb_layout[layer])
+        if policy == "lina":
+            assert predicted is not None
+            return systems.lina_plan(routed, origin, predicted, s)
+        if policy == "libra":
+            assert predicted is not None
+            return systems.libra_plan(routed, origin, predicted, s, self.timer)
+        if policy == "harmoeny":
+            return systems.harmoeny_plan(routed, origin, s, self.timer)
+        return systems.sglang_plan(routed, origin, s)
+
+
+def resolve_trace(ref: str) -> str:
+    found = resolve_path(ref, ROOT, "workloads", (".npz",))
+    if found is None:
+        raise InputError("workload.routing.trace", ref, "an existing .npz file")
+    return str(found)
+
+
+def slice_requests(trace: RoutingTrace, lo: int, hi: int) -> RoutingTrace:
+    keep = (trace.request >= lo) & (trace.request < hi)
+    return RoutingTrace(trace.experts[keep], trace.request[keep] - lo, trace.dataset[keep],
+                        trace.num_experts)
+
+
+def profile_trace(
+    scenario: Scenario,
+    router: RouterModel | None,
+    source: Sequence[RoutingTrace] | RoutingTrace | None,
+    rng: np.random.Generator,
+) -> RoutingTrace:
+    """The profiling sample EPLB and Lina learn from: a separate draw of the same data, or
+    the whole file for a real trace."""
+    if router is None:
+        assert isinstance(source, RoutingTrace)
+        return source
+    w = scenario.workload
+    spec = w.routing or RoutingSpec()
+    n = spec.profile_requests
+    datasets = request_datasets(spec.dataset, n, 0, n, rng)
+    return generate_trace(router, batch_lengths(w.seq_len, n), datasets, rng)
+
+
+@dataclass(frozen=True)
+class LayerRecord:
+    seconds: float
+    exposed: dict[str, float]
+    span: dict[str, float]
+    imbalance: float
+    accuracy: float | None
+    replicas: int
+    wasted: int
+    replica_pairs: int
+    pairs: int
+    iterations: int
+    cpu_wall: float
+    bytes: dict[str, float]
+
+
+def with_noise(c: LayerCosts, f: np.ndarray) -> LayerCosts:
+    """Apply per-GPU slowdown factors ``f[5, G]`` to the compute stages."""
+    return dataclasses.replace(
+        c, attention=c.attention * f[0], gate=c.gate * f[1], predict=c.predict * f[2],
+        moe_local=c.moe_local * f[3], moe_remote=c.moe_remote * f[4],
+    )
+
+
+def build_graph(
+    flow: Flow, c: LayerCosts, prefetched: list[Stage] | None, next_copy: np.ndarray | None,
+    lookup_s: float,
+) -> tuple[list[Stage], Stage, list[Stage] | None]:
+    """Stages of one layer (and the copies it issues for the next layer)."""
+    gpus = range(c.attention.size)
+    every = tuple(gpus)
+    att = [Stage("attention", g, c.attention[g]) for g in gpus]
+    gate = [Stage("gate", g, c.gate[g], [att[g]]) for g in gpus]
+    pred = [Stage("prediction", g, c.predict[g], [gate[g]]) for g in gpus] if flow.gpu_predict \
+        else gate
+    stages = att + gate + (pred if flow.gpu_predict else [])
+    plan_ready: list[Stage] = []
+    if flow.cpu_plan:
+        cpu = Stage("sharding_cpu", None, c.cpu, list(gate))
+        meta = Stage("metadata", None, c.metadata, [cpu])
+        stages += [cpu, meta]
+        plan_ready = [meta]
+    disp = Stage("dispatch", None, c.dispatch,
+                 list(gate) + (plan_ready if flow.dispatch_after_plan else []), every)
+    stages.append(disp)
+    local = []
+    for g in gpus:
+        deps = [pred[g]] if flow.two_stage else [disp]
+        if prefetched is not None:
+            deps.append(prefetched[g])
+        if flow.fetch and c.copy[g] > 0:
+            fetch = Stage("replica_copy", g, c.copy[g], list(plan_ready), (g,))
+            stages.append(fetch)
+            deps.append(fetch)
+        local.append(Stage("moe_local", g, c.moe_local[g], deps))
+    remote = [Stage("moe_remote", g, c.moe_remote[g],
+                    [local[g], disp] + (plan_ready if flow.remote_after_plan else []))
+              for g in gpus]
+    combine = Stage("combine", None, c.combine, list(remote), every)
+    stages += local + remote + [combine]
+    issued = None
+    if next_copy is not None:
+        ready: list[Stage] = list(pred)
+        if flow.cpu_predict:
+            lookup = Stage("prediction", None, lookup_s, list(gate))
+            stages.append(lookup)
+            ready = [lookup]
+        # Issued once this layer's dispatch is done, so the copies overlap the grouped GEMMs
+        # (the paper's schedule); they may still contend with the combine.
+        issued = [Stage("replica_copy", g, next_copy[g], [*ready, disp], (g,)) for g in gpus]
+        stages += issued
+    return stages, combine, issued
+
+
+def run_batch(
+    env: Any,
+    ports: list[SharedLink],
+    flow: Flow,
+    planner: BatchPlanner,
+    trace: RoutingTrace,
+    shape: BatchShape,
+    costs_of: Callable[[MoeLayerPlan], LayerCosts],
+    variance: VarianceModel,
+    rngs: tuple[np.random.Generator, np.random.Generator],
+    batch: int,
+) -> list[LayerRecord]:
+    """Plan, cost and execute every MoE layer of one batch (``rngs``: prediction, noise)."""
+    pred_rng, noise_rng = rngs
+    gpus = range(shape.tokens.size)
+    plans, costs, accuracy = [], [], []
+    for layer in range(trace.layers):
+        routed = trace.layer(layer)
+        predicted = None
+        if planner.predictor is not None:
+            predicted = planner.predictor.predict(trace, layer, pred_rng)
+            accuracy.append(topk_agreement(predicted, routed))
+        plan = planner.plan(routed, shape.origin, predicted, layer)
+        noise = variance.factors(noise_rng, np.arange(shape.tokens.size), 5, batch)
+        plans.append(plan)
+        costs.append(with_noise(costs_of(plan), noise))
+    lookup_s = LINA_LOOKUP_PER_TOKEN_S * trace.tokens
+    prefetched = None
+    if flow.prefetch:  # layer 0's replicas: copied as the batch starts
+        prefetched = [Stage("replica_copy", g, costs[0].copy[g], [], (g,)) for g in gpus]
+        for s in prefetched:
+            launch(env, s, ports)
+    layers: list[tuple[list[Stage], float, float, dict[str, float]]] = []
+    for layer, c in enumerate(costs):
+        nxt = costs[layer + 1].copy if flow.prefetch and layer + 1 < len(costs) else None
+        stages, last, issued = build_graph(flow, c, prefetched, nxt, lookup_s)
+        if layer == 0 and prefetched is not None:
+            stages += prefetched
+        start = env.now
+        for s in stages:
+            if s.done is None:
+                launch(env, s, ports)
+        env.run(until=last.done)
+        layers.append((stages, start, env.now - start, critical_exposure(last, start)))
+        prefetched = issued
+    # Spans last: a copy issued in layer l ends during layer l+1.
+    return [
+        layer_record(plan, c, stages, start, seconds, exposed, accuracy[i] if accuracy else None)
+        for i, (plan, c, (stages, start, seconds, exposed)) in enumerate(
+            zip(plans, costs, layers, strict=True))
+    ]
+
+
+def layer_record(
+    plan: MoeLayerPlan, c: LayerCosts, stages: list[Stage], start: float, seconds: float,
+    exposed: dict[str, float], accuracy: float | None,
+) -> LayerRecord:
+    return LayerRecord(
+        seconds=seconds,
+        exposed=exposed,
+        span=stage_spans(stages, start),
+        imbalance=plan.imbalance,
+        accuracy=accuracy,
+        replicas=plan.replica_count,
+        wasted=plan.wasted_replicas,
+        replica_pairs=plan.replica_pairs,
+        pairs=int(plan.load.sum()),
+        iterations=plan.sharding_iterations,
+        cpu_wall=plan.cpu_wall_s or 0.0,
+        bytes={"dispatch": c.dispatch_bytes, "combine": c.combine_bytes,
+               "replica_copy": c.copy_bytes, "metadata": c.metadata_bytes,
+               "routing_d2h": c.routing_bytes},
+    )

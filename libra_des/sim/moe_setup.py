@@ -1,0 +1,115 @@
+"""Elaboration of an MoE prefill scenario: EP group, memory check, routing source, predictor.
+
+Memory model (assumption, per GPU): resident weights are the attention and dense layers (full
+copies under DP attention, ``1/tp`` under TP attention), embeddings and LM head, shared
+experts, and ``1/G`` of the routed experts; extra expert slots cost ``2 * slots`` expert
+buffers for dynamic replication (Libra, Lina: double-buffered across even/odd layers; HarMoEny:
+its fetch buffer) and ``redundant_experts / G`` per MoE layer for EPLB's static replicas; the
+KV cache of the GPU's tokens and ``ACTIVATION_COPIES`` hidden-state buffers of the whole batch
+(dispatch may gather all tokens) come on top. It must fit in ``USABLE_HBM`` of the device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from libra_des.config import ModelSpec, Scenario
+from libra_des.errors import InputError
+from libra_des.hardware.topology import Topology
+
+#: Device memory by GPU name prefix (datasheets: H200 141 GB HBM3e, H100 SXM 80 GB,
+#: A100 80 GB, L40S 48 GB GDDR6).
+HBM_BYTES = {"H200": 141e9, "H100": 80e9, "A100": 80e9, "L40S": 48e9}
+#: Share of HBM a serving engine can use (assumption: CUDA context, allocator slack).
+USABLE_HBM = 0.9
+ACTIVATION_COPIES = 4
+
+
+@dataclass(frozen=True)
+class EpGroup:
+    """The expert-parallel group (the first ``gpus`` GPUs of the topology)."""
+
+    gpus: int
+    gpus_per_node: int
+
+
+def ep_group(scenario: Scenario, topo: Topology) -> EpGroup:
+    """Validate the EP size against the topology and the model's experts."""
+    ep, experts = scenario.parallelism.ep, scenario.model.experts
+    if ep > topo.num_gpus:
+        raise InputError("parallelism.ep", ep, f"<= {topo.num_gpus} GPUs of the topology")
+    if experts % ep:
+        raise InputError("parallelism.ep", ep, f"a divisor of model.experts={experts}")
+    tp = scenario.parallelism.tp
+    if tp not in (1, ep):
+        raise InputError("parallelism.tp", tp, f"1 (DP attention) or ep={ep} (TP attention)")
+    if scenario.balancer.policy == "eplb" and scenario.balancer.redundant_experts % ep:
+        raise InputError(
+            "balancer.redundant_experts", scenario.balancer.redundant_experts,
+            f"a multiple of ep={ep}",
+        )
+    return EpGroup(ep, min(topo.gpus_per_node, ep))
+
+
+def expert_bytes(model: ModelSpec) -> float:
+    """Weights of one routed expert: gate, up and down projections."""
+    return 3.0 * model.hidden * (model.expert_ffn or model.hidden) * model.dtype_bytes
+
+
+def device_hbm(gpu_name: str) -> float:
+    for prefix, size in HBM_BYTES.items():
+        if gpu_name.upper().startswith(prefix):
+            return size
+    raise InputError("topology.gpu", gpu_name, " | ".join(HBM_BYTES) + " (known HBM size)")
+
+
+def resident_bytes(scenario: Scenario, gpus: int) -> float:
+    """Per-GPU bytes of everything except extra expert slots."""
+    m, w = scenario.model, scenario.workload
+    moe_layers = m.layers - m.dense_layers
+    attn = m.hidden * (m.heads_q + 2 * m.heads_kv) * m.head_dim + m.heads_q * m.head_dim * m.hidden
+    attn_share = 1.0 / scenario.parallelism.tp
+    dense = 3.0 * m.hidden * (m.ffn or 0) * m.dense_layers
+    params = attn * m.layers * attn_share + dense + 2.0 * m.vocab * m.hidden
+    params += m.layers * m.hidden * m.experts  # gates
+    weights = params * m.dtype_bytes + expert_bytes(m) * (
+        moe_layers * (m.experts / gpus + m.shared_experts)
+    )
+    tokens = w.batch * w.seq_len
+    kv = tokens / gpus * m.layers * 2 * m.heads_kv * m.head_dim * m.dtype_bytes
+    act = ACTIVATION_COPIES * tokens * m.hidden * m.dtype_bytes
+    return float(weights + kv + act)
+
+
+def slot_bytes(scenario: Scenario, gpus: int) -> float:
+    m, bal = scenario.model, scenario.balancer
+    if bal.policy == "sglang":
+        return 0.0
+    if bal.policy == "eplb":
+        return expert_bytes(m) * (m.layers - m.dense_layers) * bal.redundant_experts / gpus
+    return expert_bytes(m) * 2 * bal.slots
+
+
+def check_memory(scenario: Scenario, gpus: int, gpu_name: str) -> None:
+    """Bad input when weights, slots, KV cache and activations exceed the device memory."""
+    hbm = device_hbm(gpu_name) * USABLE_HBM
+    base, extra = resident_bytes(scenario, gpus), slot_bytes(scenario, gpus)
+    if base + extra <= hbm:
+        return
+    policy = scenario.balancer.policy
+    field = "balancer.redundant_experts" if policy == "eplb" else "balancer.slots"
+    value = (scenario.balancer.redundant_experts if policy == "eplb"
+             else scenario.balancer.slots)
+    per_slot = expert_bytes(scenario.model) / 1e6
+    raise InputError(
+        field, value,
+        f"a count whose expert slots ({per_slot:.1f} MB each) fit beside "
+        f"{base / 1e9:.1f} GB resident in {hbm / 1e9:.1f} GB usable HBM of {gpu_name}",
+    )
+
+
+def batch_lengths(seq_len: int, batch: int) -> np.ndarray:
+    """Request lengths of one batch (all ``seq_len``: the paper's fixed-length setting)."""
+    return np.full(batch, seq_len, dtype=np.int64)

@@ -1,0 +1,212 @@
+"""Expert predictors: which top-k experts will each token pick in a layer, before its gate runs.
+
+* ``oracle``: the exact routing.
+* ``lookahead`` (Libra): block i+1's gate applied to block i's hidden states. Modelled by its
+  measured accuracy ``a`` (top-k agreement): each routed expert is kept with probability
+  ``a``; a miss becomes the expert's substitute in that layer (see :class:`NoisyPredictor`),
+  drawn by popularity (a gate applied to slightly stale states errs towards experts that are
+  popular anyway). Per-layer accuracy defaults to a draw inside the paper's per-model range
+  (PAPERS.md B).
+* ``lina``: an expert-selection-path table built from a profiling trace: for each layer, the
+  co-occurrence counts of (expert at layer l-1, expert at layer l); a token's prediction is the
+  top-k of the rows of its layer-(l-1) experts. Its accuracy is whatever the table achieves on
+  the served trace (measured, not set).
+* ``injected``: a given error rate, misses drawn from popular or uniformly random experts.
+
+Accuracy is top-k agreement: ``|predicted ∩ routed| / k``, averaged over tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from libra_des.errors import InputError
+from libra_des.workload.routing import RoutingTrace, stable_seed
+
+#: Lookahead accuracy ranges reported in the Libra MoE paper (PAPERS.md B), by model family.
+LOOKAHEAD_RANGES = {"qwen3": (0.865, 0.917), "glm": (0.727, 0.796)}
+#: Rejection-sampling rounds for replacement experts before the exact fallback.
+REJECTION_ROUNDS = 6
+
+
+class Predictor(Protocol):
+    """Predicts ``[tokens, top_k]`` experts of ``layer`` for the tokens of ``trace``."""
+
+    @property
+    def name(self) -> str: ...
+
+    def predict(self, trace: RoutingTrace, layer: int, rng: np.random.Generator) -> np.ndarray:
+        ...
+
+
+def topk_agreement(predicted: np.ndarray, routed: np.ndarray) -> float:
+    """Mean over tokens of ``|predicted ∩ routed| / k`` (rows hold distinct experts)."""
+    if routed.size == 0:
+        return 1.0
+    hits = (predicted[:, :, None] == routed[:, None, :]).any(axis=2)
+    return float(hits.mean())
+
+
+def model_family(model_name: str) -> str:
+    """``qwen3`` or ``glm`` from a model name (unknown models use the Qwen3 range)."""
+    return "glm" if model_name.lower().startswith("glm") else "qwen3"
+
+
+@dataclass(frozen=True)
+class Oracle:
+    name: str = "oracle"
+
+    def predict(self, trace: RoutingTrace, layer: int, rng: np.random.Generator) -> np.ndarray:
+        return trace.layer(layer)
+
+
+@dataclass(frozen=True)
+class NoisyPredictor:
+    """Keeps each routed expert with probability ``accuracy[layer]``; replaces the rest.
+
+    Misses are systematic within a layer of a batch: the predictor confuses expert ``e`` with
+    one substitute ``s(e)`` for every token (a stale hidden state shifts the gate's choice the
+    same way), drawn by popularity (``popular``) or uniformly (``random``). So at low accuracy
+    the predicted hot set itself is wrong, not just per-token noise that averages out.
+    """
+
+    name: str
+    accuracy: np.ndarray  # [layers]
+    error_bias: str = "popular"
+
+    def predict(self, trace: RoutingTrace, layer: int, rng: np.random.Generator) -> np.ndarray:
+        routed = trace.layer(layer).astype(np.int64)
+        miss = rng.random(routed.shape) >= self.accuracy[layer]
+        if self.error_bias == "popular":
+            weights = np.bincount(routed.ravel(), minlength=trace.num_experts) + 1.0
+        else:
+            weights = np.ones(trace.num_experts)
+        weights = weights / weights.sum()
+        return replace_misses(routed, miss, weights, rng, confusion(weights, rng))
+
+
+def confusion(weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """A substitute ``s(e) != e`` for every expert, drawn with probabilities ``weights``."""
+    e = weights.size
+    cdf = np.cumsum(weights)
+    sub = np.minimum(np.searchsorted(cdf, rng.random(e) * cdf[-1]), e - 1)
+    for _ in range(REJECTION_ROUNDS):
+        same = np.flatnonzero(sub == np.arange(e))
+        if same.size == 0:
+            break
+        sub[same] = np.minimum(np.searchsorted(cdf, rng.random(same.size) * cdf[-1]), e - 1)
+    same = sub == np.arange(e)
+    sub[same] = (np.arange(e)[same] + 1) % e
+    return sub
+
+
+def replace_misses(
+    routed: np.ndarray,
+    miss: np.ndarray,
+    weights: np.ndarray,
+    rng: np.random.Generator,
+    substitute: np.ndarray | None = None,
+) -> np.ndarray:
+    """Replace ``routed[miss]`` by experts not in the row: ``substitute[e]`` when free, else
+    a draw with probabilities ``weights``.
+
+    Slot by slot so one row never repeats an expert; rejection sampling first, then an exact
+    draw among the row's free experts for the few rows still colliding.
+    """
+    tokens, k = routed.shape
+    taken = np.zeros((tokens, weights.size), dtype=bool)
+    taken[np.arange(tokens)[:, None], routed] = True
+    out = routed.copy()
+    cdf = np.cumsum(weights)
+    for slot in range(k):
+        rows = np.flatnonzero(miss[:, slot])
+        if substitute is not None and rows.size:
+            draw = substitute[routed[rows, slot]]
+            ok = ~taken[rows, draw]
+            out[rows[ok], slot] = draw[ok]
+            taken[rows[ok], draw[ok]] = True
+            rows = rows[~ok]
+        for _ in range(REJECTION_ROUNDS):
+            if rows.size == 0:
+                break
+            draw = np.minimum(np.searchsorted(cdf, rng.random(rows.size) * cdf[-1]), cdf.size - 1)
+            ok = ~taken[rows, draw]
+            out[rows[ok], slot] = draw[ok]
+            taken[rows[ok], draw[ok]] = True
+            rows = rows[~ok]
+        if rows.size:
+            free = np.where(taken[rows], 0.0, weights[None, :] + 1e-12)
+            draw = (rng.random((rows.size, 1)) * free.sum(1, keepdims=True) < free.cumsum(1))
+            pick = draw.argmax(axis=1)
+            out[rows, slot] = pick
+            taken[rows, pick] = True
+    return out
+
+
+@dataclass(frozen=True)
+class PathTable:
+    """Lina's expert-selection-path table: co-occurrence of experts in adjacent layers."""
+
+    counts: np.ndarray  # [layers, experts, experts], counts[l, a, b]: a at l-1 and b at l
+    first: np.ndarray  # [top_k] the profile's most popular experts of layer 0
+    name: str = "lina"
+
+    @classmethod
+    def build(cls, profile: RoutingTrace) -> PathTable:
+        e, k = profile.num_experts, profile.top_k
+        counts = np.zeros((profile.layers, e, e), dtype=np.float32)
+        for layer in range(1, profile.layers):
+            prev = profile.layer(layer - 1).astype(np.int64)
+            cur = profile.layer(layer).astype(np.int64)
+            pairs = (prev[:, :, None] * e + cur[:, None, :]).ravel()
+            counts[layer] = np.bincount(pairs, minlength=e * e).reshape(e, e)
+        load0 = np.bincount(profile.layer(0).ravel(), minlength=e)
+        first = np.argsort(-load0, kind="stable")[:k]
+        return cls(counts, first)
+
+    def predict(self, trace: RoutingTrace, layer: int, rng: np.random.Generator) -> np.ndarray:
+        k, e = trace.top_k, trace.num_experts
+        if layer == 0:
+            return np.broadcast_to(self.first, (trace.tokens, k)).copy()
+        prev = trace.layer(layer - 1).astype(np.int64)
+        onehot = np.zeros((trace.tokens, e), dtype=np.float32)
+        onehot[np.arange(trace.tokens)[:, None], prev] = 1.0
+        scores = onehot @ self.counts[layer]
+        return np.argpartition(scores, e - k, axis=1)[:, e - k :]
+
+
+def layer_accuracy(model_name: str, layers: int, accuracy: float | None) -> np.ndarray:
+    """Per-layer lookahead accuracy: the given value, or a fixed draw in the paper's range."""
+    if accuracy is not None:
+        return np.full(layers, accuracy)
+    lo, hi = LOOKAHEAD_RANGES[model_family(model_name)]
+    draw = np.random.default_rng(stable_seed(model_name, "lookahead")).random(layers)
+    return np.asarray(lo + (hi - lo) * draw)
+
+
+def make_predictor(
+    kind: str,
+    model_name: str,
+    layers: int,
+    accuracy: float | None = None,
+    error_bias: str = "popular",
+    profile: RoutingTrace | None = None,
+) -> Predictor:
+    """Build a predictor by name (``balancer.predictor``)."""
+    if kind == "oracle":
+        return Oracle()
+    if kind == "lookahead":
+        return NoisyPredictor("lookahead", layer_accuracy(model_name, layers, accuracy),
+                              error_bias)
+    if kind == "injected":
+        if accuracy is None:
+            raise InputError("balancer.accuracy", None, "1 - error rate in [0, 1] for injected")
+        return NoisyPredictor("injected", np.full(layers, accuracy), error_bias)
+    if kind == "lina":
+        if profile is None:
+            raise InputError("balancer.predictor", kind, "lina needs a profiling trace")
+        return PathTable.build(profile)
+    raise InputError("balancer.predictor", kind, "oracle | lookahead | lina | injected")

@@ -1,0 +1,293 @@
+"""MoE routing traces: a seeded top-k expert generator, and ``.npz`` trace files.
+
+A :class:`RoutingTrace` holds, for every token of a prefill batch, the ``top_k`` expert ids it
+is routed to in every MoE layer (``experts[tokens, layers, top_k]``, the layout of vLLM's
+return-routed-experts option), plus the request and dataset each token belongs to.
+
+Generator model (assumptions):
+
+* Each expert has a popularity logit per layer and dataset: ``skew * SIGMA * z`` with
+  ``z = sqrt(SHARED) * z_shared + sqrt(1 - SHARED) * z_dataset``; the shared part is common
+  to every dataset (a model's intrinsically hot experts), the rest gives each dataset its own
+  hot set. ``skew = 0`` is uniform routing.
+* Each token carries a latent state (the residual stream, in ``LATENT_DIM`` dimensions) that
+  follows an AR(1) process across layers with coefficient ``layer_correlation``; part of it
+  (``request_share``) is shared by the tokens of one request (its topic). The router scores
+  ``popularity + sharpness * state @ gate_l + Gumbel`` and keeps the top-k (Gumbel-top-k is
+  sampling without replacement from the softmax of the logits). Gate directions of adjacent
+  layers are correlated along a fixed expert permutation (:func:`path_gates`), so the same
+  ``layer_correlation`` makes a token's experts in layer l+1 predictable from layer l.
+* Logits and gate weights are model properties: they come from a generator seeded by a stable
+  hash of the model and dataset names, not from the run's seed, so a profiling sample and a
+  served batch see the same hot experts. Only token sampling uses the caller's generator.
+* The ``mixed`` stream visits the datasets in order: request ``i`` of ``n`` draws its dataset
+  from weights centred on dataset ``8 i / n``, so the mix drifts over time.
+"""
+
+from __future__ import annotations
+
+import zipfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from libra_des.config import MOE_DATASETS, RoutingSpec
+from libra_des.errors import InputError
+
+#: Latent state dimensions (small: it only needs to carry correlation, not semantics).
+LATENT_DIM = 8
+#: Popularity-logit scale at ``skew = 1``; chosen so the GPU imbalance of static placement
+#: spans the paper's 1.5-2.7 across layers (measured in tests/test_routing.py).
+SIGMA = 2.5
+#: Share of popularity-logit variance common to all datasets.
+SHARED = 0.3
+#: Width (in datasets) of the ``mixed`` stream's window over the dataset sequence.
+MIX_WIDTH = 0.8
+#: Tokens scored at once by the generator.
+CHUNK = 2048
+TRACE_FIELD = "workload.routing.trace"
+
+
+def stable_seed(*names: str) -> list[int]:
+    """A seed from names that does not change between runs (``hash()`` would)."""
+    return [zlib.crc32(n.encode()) for n in names]
+
+
+@dataclass(frozen=True)
+class RoutingTrace:
+    """Routed experts of one batch of tokens (all MoE layers)."""
+
+    experts: np.ndarray  # [tokens, layers, top_k] int
+    request: np.ndarray  # [tokens] request index inside the batch (0..requests-1)
+    dataset: np.ndarray  # [tokens] index into MOE_DATASETS, -1 when unknown
+    num_experts: int
+
+    @property
+    def tokens(self) -> int:
+        return int(self.experts.shape[0])
+
+    @property
+    def layers(self) -> int:
+        return int(self.experts.shape[1])
+
+    @property
+    def top_k(self) -> int:
+        return int(self.experts.shape[2])
+
+    @property
+    def requests(self) -> int:
+        return int(self.request.max()) + 1 if self.tokens else 0
+
+    def layer(self, index: int) -> np.ndarray:
+        """``[tokens, top_k]`` expert ids of one layer."""
+        return self.experts[:, index, :]
+
+    def expert_load(self) -> np.ndarray:
+        """``[layers, experts]`` token count per expert (the EPLB weight)."""
+        layers, e = self.layers, self.num_experts
+        flat = self.experts.transpose(1, 0, 2).reshape(layers, -1).astype(np.int64)
+        flat = flat + (np.arange(layers) * e)[:, None]
+        return np.bincount(flat.ravel(), minlength=layers * e).reshape(layers, e)
+
+    def request_lengths(self) -> np.ndarray:
+        """Tokens per request (the prefill documents of attention)."""
+        return np.bincount(self.request, minlength=self.requests)
+
+
+@dataclass(frozen=True)
+class RouterModel:
+    """The model-side part of the generator (fixed per model, independent of the run seed)."""
+
+    bias: np.ndarray  # [datasets, layers, experts] popularity logits
+    gate: np.ndarray  # [layers, LATENT_DIM, experts] latent-to-logit weights
+    top_k: int
+    layer_correlation: float
+    request_share: float
+    sharpness: float
+
+    @classmethod
+    def build(
+        cls, model_name: str, experts: int, layers: int, top_k: int, spec: RoutingSpec
+    ) -> RouterModel:
+        shared = np.random.default_rng(stable_seed(model_name, "shared"))
+        z_shared = shared.standard_normal((layers, experts))
+        gate = path_gates(shared, layers, experts, spec.layer_correlation)
+        bias = np.empty((len(MOE_DATASETS), layers, experts))
+        for d, name in enumerate(MOE_DATASETS):
+            own = np.random.default_rng(stable_seed(model_name, name)).standard_normal(
+                (layers, experts)
+            )
+            z = np.sqrt(SHARED) * z_shared + np.sqrt(1.0 - SHARED) * own
+            bias[d] = spec.skew * SIGMA * z
+        return cls(
+            bias=bias.astype(np.float32),
+            gate=gate.astype(np.float32),
+            top_k=top_k,
+            layer_correlation=spec.layer_correlation,
+            request_share=spec.request_share,
+            sharpness=spec.sharpness,
+        )
+
+
+def path_gates(
+    rng: np.random.Generator, layers: int, experts: int, correlation: float
+) -> np.ndarray:
+    """``[layers, LATENT_DIM, experts]`` gate directions with expert-selection paths.
+
+    Layer ``l + 1``'s expert ``perm_l[e]`` points where layer ``l``'s expert ``e`` did, with
+    correlation ``correlation``: a token that picked ``e`` tends to pick ``perm_l[e]`` next
+    (the paths Lina's table records; expert ids are arbitrary, hence the permutation).
+    """
+    gate = np.empty((layers, LATENT_DIM, experts))
+    gate[0] = rng.standard_normal((LATENT_DIM, experts))
+    fresh = np.sqrt(1.0 - correlation**2)
+    for layer in range(1, layers):
+        perm = rng.permutation(experts)
+        carried = np.empty((LATENT_DIM, experts))
+        carried[:, perm] = gate[layer - 1]
+        gate[layer] = correlation * carried + fresh * rng.standard_normal((LATENT_DIM, experts))
+    return np.asarray(gate / np.sqrt(LATENT_DIM))
+
+
+def dataset_index(name: str) -> int | None:
+    """Index of a named dataset, ``None`` for ``mixed``."""
+    key = name.lower()
+    if key == "mixed":
+        return None
+    if key not in MOE_DATASETS:
+        raise InputError("workload.routing.dataset", name, " | ".join((*MOE_DATASETS, "mixed")))
+    return MOE_DATASETS.index(key)
+
+
+def mix_weights(position: np.ndarray) -> np.ndarray:
+    """``[n, datasets]`` mixture weights of the ``mixed`` stream at positions in [0, 1)."""
+    centres = np.arange(len(MOE_DATASETS)) + 0.5
+    x = np.asarray(position)[:, None] * len(MOE_DATASETS)
+    w = np.exp(-0.5 * ((x - centres) / MIX_WIDTH) ** 2)
+    return np.asarray(w / w.sum(axis=1, keepdims=True))
+
+
+def request_datasets(
+    name: str, requests: int, start: int, stream: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Dataset index of each request ``start .. start+requests-1`` of a stream of ``stream``."""
+    fixed = dataset_index(name)
+    if fixed is not None:
+        return np.full(requests, fixed, dtype=np.int16)
+    position = (start + np.arange(requests) + 0.5) / max(stream, 1)
+    cdf = np.cumsum(mix_weights(position), axis=1)
+    u = rng.random(requests)[:, None]
+    picks = (u > cdf).sum(axis=1)
+    return np.minimum(picks, len(MOE_DATASETS) - 1).astype(np.int16)
+
+
+def ar1_step(state: np.ndarray, rho: float, rng: np.random.Generator) -> np.ndarray:
+    """One AR(1) step with unit stationary variance."""
+    noise = rng.standard_normal(state.shape, dtype=np.float32)
+    return np.asarray(rho * state + np.sqrt(1.0 - rho * rho) * noise, dtype=np.float32)
+
+
+def gumbel_top_k(scores: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    """Top-k of ``scores + Gumbel noise`` per row (sampling without replacement)."""
+    u = rng.random(scores.shape, dtype=np.float32)
+    with np.errstate(divide="ignore"):
+        scores -= np.log(-np.log(u))
+    e = scores.shape[1]
+    return np.argpartition(scores, e - k, axis=1)[:, e - k :]
+
+
+def generate_trace(
+    router: RouterModel,
+    request_lengths: np.ndarray,
+    datasets: np.ndarray,
+    rng: np.random.Generator,
+) -> RoutingTrace:
+    """Sample the routed experts of one batch (requests of the given lengths and datasets)."""
+    lengths = np.asarray(request_lengths, dtype=np.int64)
+    request = np.repeat(np.arange(lengths.size, dtype=np.int32), lengths)
+    tok_dataset = np.asarray(datasets, dtype=np.int16)[request]
+    tokens, rho, share = request.size, router.layer_correlation, router.request_share
+    req_state = rng.standard_normal((lengths.size, LATENT_DIM), dtype=np.float32)
+    tok_state = rng.standard_normal((tokens, LATENT_DIM), dtype=np.float32)
+    layers, _, num_experts = router.gate.shape
+    dtype = np.int16 if num_experts <= np.iinfo(np.int16).max else np.int32
+    experts = np.empty((tokens, layers, router.top_k), dtype=dtype)
+    w_req, w_tok = np.float32(np.sqrt(share)), np.float32(np.sqrt(1.0 - share))
+    for layer in range(layers):
+        if layer:
+            req_state = ar1_step(req_state, rho, rng)
+            tok_state = ar1_step(tok_state, rho, rng)
+        gate = np.float32(router.sharpness) * router.gate[layer]
+        bias = router.bias[:, layer]
+        # Token chunks keep the [chunk, experts] scores in cache (about 3x faster).
+        for lo in range(0, tokens, CHUNK):
+            hi = min(lo + CHUNK, tokens)
+            latent = w_req * req_state[request[lo:hi]] + w_tok * tok_state[lo:hi]
+            scores = bias[tok_dataset[lo:hi]] + latent @ gate
+            experts[lo:hi, layer, :] = gumbel_top_k(scores, router.top_k, rng)
+    return RoutingTrace(experts, request, tok_dataset, num_experts)
+
+
+# ----------------------------------------------------------------------------- files
+
+
+def save_trace(path: str | Path, trace: RoutingTrace) -> None:
+    """Write a trace as ``.npz`` (``experts`` [tokens, layers, top_k], ``request``, ``dataset``)."""
+    np.savez_compressed(
+        Path(path), experts=trace.experts, request=trace.request, dataset=trace.dataset
+    )
+
+
+def read_npz(path: str | Path) -> dict[str, np.ndarray]:
+    """All arrays of an ``.npz`` file; unreadable or malformed files are input errors."""
+    try:
+        with np.load(Path(path), allow_pickle=False) as data:
+            return {key: np.asarray(data[key]) for key in data.files}
+    except FileNotFoundError:
+        raise InputError(TRACE_FIELD, str(path), "an existing .npz file") from None
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as exc:
+        raise InputError(
+            TRACE_FIELD, str(path), f"a readable .npz file ({exc.__class__.__name__})"
+        ) from None
+
+
+def load_trace(
+    path: str | Path, num_experts: int, layers: int, top_k: int, seq_len: int
+) -> RoutingTrace:
+    """Load and validate a real trace; tokens without request ids form ``seq_len`` requests."""
+    arrays = read_npz(path)
+    experts = arrays.get("experts")
+    if experts is None:
+        raise InputError(TRACE_FIELD, str(path), "an .npz holding an 'experts' array")
+    check_experts(str(path), experts, num_experts, layers, top_k)
+    tokens = experts.shape[0]
+    request = arrays.get("request")
+    if request is None:
+        request = np.arange(tokens, dtype=np.int32) // seq_len
+    if request.shape != (tokens,) or not np.issubdtype(request.dtype, np.integer):
+        raise InputError(TRACE_FIELD, str(path), "'request' as an int array [tokens]")
+    if tokens and (request.min() < 0 or np.any(np.diff(request) < 0)):
+        raise InputError(TRACE_FIELD, str(path), "'request' ids >= 0 in non-decreasing order")
+    dataset = arrays.get("dataset")
+    if dataset is None or dataset.shape != (tokens,):
+        dataset = np.full(tokens, -1, dtype=np.int16)
+    _, dense_request = np.unique(request, return_inverse=True)
+    return RoutingTrace(
+        experts.astype(np.int32), dense_request.astype(np.int32), dataset, num_experts
+    )
+
+
+def check_experts(name: str, experts: np.ndarray, num_experts: int, layers: int, k: int) -> None:
+    """The ``[tokens, layers, top_k]`` int layout with ids in range and no repeats per row."""
+    want = f"an int array [tokens, {layers}, {k}] of expert ids in [0, {num_experts})"
+    if experts.ndim != 3 or not np.issubdtype(experts.dtype, np.integer):
+        raise InputError(TRACE_FIELD, name, want)
+    if experts.shape[1:] != (layers, k) or experts.shape[0] == 0:
+        raise InputError(TRACE_FIELD, name, f"{want}; got shape {experts.shape}")
+    if experts.min() < 0 or experts.max() >= num_experts:
+        raise InputError(TRACE_FIELD, name, f"{want}; ids out of range")
+    ordered = np.sort(experts, axis=2)
+    if np.any(ordered[:, :, 1:] == ordered[:, :, :-1]):
+        raise InputError(TRACE_FIELD, name, f"{want}; distinct experts per token and layer")
