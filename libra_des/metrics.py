@@ -43,7 +43,9 @@ def step_flops(scenario: Scenario, rec: StepRecord) -> float:
     """Model FLOPs of one step: 6 N T for the weights plus 12 d pair-heads for attention."""
     m = scenario.model
     tokens = scenario.parallelism.gbs * scenario.workload.packed_length
-    linear = 6.0 * active_params_per_layer(m) * m.layers * tokens
+    # Core-attention microbenchmarks run no projections or FFN, so they count no weight FLOPs.
+    weights = 0.0 if scenario.attention_only else active_params_per_layer(m)
+    linear = 6.0 * weights * m.layers * tokens
     attention = 12.0 * m.head_dim * rec.plan.planned_pair_heads * m.layers
     return linear + attention
 
