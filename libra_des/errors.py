@@ -33,7 +33,10 @@ class CheckError(RuntimeError):
         super().__init__(f"check failed: {check}: {detail}")
 
 
-def value_text(value: Any, limit: int = 80) -> str:
-    """A short printable form of a bad value (long values are cut, never multi-line)."""
+def value_text(value: Any, limit: int = 120) -> str:
+    """A short printable form of a bad value (long values are cut, never multi-line).
+
+    The tail is kept: for a path it holds the file name, the part a user needs to see.
+    """
     text = str(value).replace("\n", " ")
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return text if len(text) <= limit else "..." + text[-(limit - 3) :]

@@ -13,8 +13,9 @@ Definitions (per step, then averaged over steps unless a key says otherwise):
   critical path (attention exchange, expert all-to-all, gradient sync), over step time.
   Pipeline point-to-point waits count as bubble, not here.
 * ``attention_*_s``: per-GPU seconds per step (all layers, forward and backward).
-* ``attention_straggler_s``: over every forward pooled-attention call of the window, the time
-  from the call's start to its slowest worker's end.
+* ``attention_straggler_s``: over every forward attention call of the window (one layer of one
+  microbatch slot, run side by side by every replica), the time of its slowest worker across
+  all DP replicas and pools.
 """
 
 from __future__ import annotations
@@ -86,6 +87,17 @@ def step_metrics(scenario: Scenario, rec: StepRecord) -> dict[str, float]:
     }
 
 
+def window_stragglers(per_entity: np.ndarray) -> np.ndarray:
+    """Slowest worker of each forward attention call across the whole DP width.
+
+    ``per_entity[e, op, layer]`` is entity ``e``'s call time (its slowest worker). Every entity
+    runs the same (op, layer) call of the window side by side, so the call's straggler is the
+    max over entities: for Ulysses the heaviest replica, for Libra the heaviest pool.
+    """
+    calls = per_entity.max(axis=0)
+    return calls[calls > 0]
+
+
 def microbatch_forward(rec: StepRecord, fwd_mask: np.ndarray) -> list[float]:
     """Forward op durations on the first stage, entity-major, in schedule order."""
     return [float(x) for x in rec.times[0].duration[:, fwd_mask].ravel()]
@@ -105,8 +117,8 @@ def training_result(
         return float(np.mean([s[key] for s in steps]))
 
     stragglers = np.concatenate(
-        [r.times[d].straggler[:, m][r.times[d].straggler[:, m] > 0]
-         for r in records for d, m in enumerate(fwd_masks)]
+        [window_stragglers(r.times[d].straggler[:, m]) for r in records
+         for d, m in enumerate(fwd_masks)]
     )
     gpus = scenario.parallelism.gpus
     tokens = scenario.parallelism.gbs * scenario.workload.packed_length
