@@ -6,7 +6,7 @@ PIP := $(BIN)/python -m pip
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_DEV := $(VENV)/.installed-dev
 
-.PHONY: run test lint typecheck pytest bench clean
+.PHONY: run test lint typecheck pytest bench figs clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -36,6 +36,10 @@ test: lint typecheck pytest
 
 bench: $(STAMP_RUN)
 	$(BIN)/python benchmarks/planners.py
+	$(BIN)/python benchmarks/scale.py
+
+figs: $(STAMP_DEV)
+	$(BIN)/python -m paper_figs.all --out figs --quick
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
