@@ -43,7 +43,7 @@ def active_params_per_layer(m: ModelSpec) -> float:
 def step_flops(scenario: Scenario, rec: StepRecord) -> float:
     """Model FLOPs of one step: 6 N T for the weights plus 12 d pair-heads for attention."""
     m = scenario.model
-    tokens = scenario.parallelism.gbs * scenario.workload.packed_length
+    tokens = rec.plan.tokens  # padding is not work
     # Core-attention microbenchmarks run no projections or FFN, so they count no weight FLOPs.
     weights = 0.0 if scenario.attention_only else active_params_per_layer(m)
     linear = 6.0 * weights * m.layers * tokens
@@ -121,7 +121,8 @@ def training_result(
          for d, m in enumerate(fwd_masks)]
     )
     gpus = scenario.parallelism.gpus
-    tokens = scenario.parallelism.gbs * scenario.workload.packed_length
+    tokens = float(np.mean([r.plan.tokens for r in records]))
+    padded = scenario.parallelism.gbs * scenario.workload.packed_length
     return {
         "kind": "training",
         "policy": scenario.balancer.policy,
@@ -133,6 +134,7 @@ def training_result(
             "per_step": [float(x) for x in times],
         },
         "tokens_per_s": tokens / float(times.mean()),
+        "padded_tokens_per_s": padded / float(times.mean()),
         "mfu": mean("flops") / (float(times.mean()) * gpus * peak_flops),
         "bubble_fraction": mean("bubble"),
         "dp_straggler_fraction": mean("dp_straggler"),
@@ -148,7 +150,7 @@ def training_result(
         "attention_comm_exposed_s": mean("attn_exposed"),
         "attention_comm_hidden_s": mean("attn_hidden"),
         "microbatch_forward_s": [x for r in records for x in microbatch_forward(r, fwd_masks[0])],
-        "pipeline_p2p_s": records[0].p2p_seconds,
+        "pipeline_p2p_s": float(records[0].p2p_seconds.max()),
         "changes_step_samples": any(r.plan.changes_step_samples for r in records),
         "tiles_per_step": records[0].plan.tiles,
         "attention_flops_per_step": mean("attn_flops"),

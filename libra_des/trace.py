@@ -54,9 +54,10 @@ def step_events(
                     pool_wait_s=float(times.pool_wait[e, i]),
                 ))
                 dep = deps[d][i]
-                if dep is not None and dep[0] != d and rec.p2p_seconds > 0:
+                hop = float(rec.p2p_seconds[dep[0], d]) if dep is not None else 0.0
+                if dep is not None and dep[0] != d and hop > 0:
                     sent = offset + float(rec.run.finish[e, dep[0], dep[1]])
-                    out.append(span(e, 2 * d + 1, f"recv {name}", sent, sent + rec.p2p_seconds))
+                    out.append(span(e, 2 * d + 1, f"recv {name}", sent, sent + hop))
             for k, (b0, b1) in enumerate(rec.run.buckets[d]):
                 out.append(span(e, 2 * d + 1, f"grad-sync bucket{k}", offset + b0, offset + b1))
     return out

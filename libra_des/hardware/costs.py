@@ -27,6 +27,7 @@ from libra_des.hardware.kernels import (
     attention_work,
     cp_shard,
     gemm_body,
+    tile_geometry,
 )
 from libra_des.hardware.profile import DTYPE_BYTES, Profile
 
@@ -82,7 +83,8 @@ class CostModel(Communication):
         docs = p / (length * (length + 1) / 2)
         peak = self.profile.peak_flops("bf16")
         work = docs * attention_work(self.attn, peak, length, length, head_dim, backward)
-        out = attention_call(self.attn, hq * work, hq)
+        rows = docs * tile_geometry(length, length, self.attn.block_m, self.attn.block_n)[0]
+        out = attention_call(self.attn, hq * work, hq, rows)
         return np.where(busy, out, 0.0)
 
     def attention_docs(
@@ -107,7 +109,10 @@ class CostModel(Communication):
         q, k = cp_shard(lens, int(cp))
         peak = self.profile.peak_flops("bf16")
         work = float(attention_work(self.attn, peak, q, k, head_dim, backward).sum())
-        return float(attention_call(self.attn, np.asarray(heads_q * work), np.asarray(heads_q)))
+        rows = float(tile_geometry(q, k, self.attn.block_m, self.attn.block_n)[0].sum())
+        return float(
+            attention_call(self.attn, np.asarray(heads_q * work), np.asarray(heads_q), rows)
+        )
 
     # ------------------------------------------------------------------ dense compute
     def gemm_for(self, dtype: str) -> tuple[GemmParams, float, int]:

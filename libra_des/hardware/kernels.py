@@ -9,10 +9,11 @@ limit (bottom-right aligned when a shard has fewer queries than keys). Time of o
 ``cells`` counts the (padded) query x key tile area computed, so short documents waste most of
 each tile (efficiency falls steeply below ~``block_m`` tokens) and pay a fixed ``cta_s`` per
 CTA; ``1 + heads_half / h`` is a mild penalty for calls with few heads (fewer CTAs to fill the
-GPU). Tile edges are rounded smoothly (half a block on average) so time is continuous in the
-document length. KV heads do not enter: FlashAttention-2 launches one CTA per *query* head,
-GQA saves K/V memory, not FLOPs. Backward: ``bwd_flops`` (2.5) times the forward work at
-efficiency ``eff * bwd_ratio``.
+GPU), scaled down for calls with more CTAs per head than the measured ones (see
+:func:`attention_call`). Tile edges are rounded smoothly (half a block on average) so time
+is continuous in the document length. KV heads do not enter: FlashAttention-2 launches one CTA
+per *query* head, GQA saves K/V memory, not FLOPs. Backward: ``bwd_flops`` (2.5) times the
+forward work at efficiency ``eff * bwd_ratio``.
 
 GEMM: ``launch + max(F * (1 + (half / F)**gamma) / (peak * eff), bytes / hbm)``, a roofline
 whose compute efficiency ``eff / (1 + (half / F)**gamma)`` saturates with size; ``gamma <= 1``
@@ -98,10 +99,28 @@ def attention_work(
     return work * (p.bwd_flops if backward else 1.0)
 
 
-def attention_call(p: AttentionParams, work_heads: np.ndarray, heads: np.ndarray) -> np.ndarray:
-    """One call's seconds from its summed per-head work and its query heads."""
+#: CTAs per head of the calls the heads penalty was fitted on: the H100 table's calls hold
+#: 32,768 tokens, i.e. 256 query-row blocks of 128 per head.
+FITTED_ROWS = 256.0
+
+
+def attention_call(
+    p: AttentionParams,
+    work_heads: np.ndarray,
+    heads: np.ndarray,
+    rows: np.ndarray | float | None = None,
+) -> np.ndarray:
+    """One call's seconds from its summed per-head work and its query heads.
+
+    The few-heads penalty ``heads_half / h`` exists because a call with few heads launches
+    few CTAs and leaves SMs idle. ``rows`` (CTAs per head in the call) scales it down for calls
+    with more CTAs per head than the measured ones (``FITTED_ROWS``), e.g. a 1M-token shard
+    with 4 heads fills the GPU as well as 32K tokens with 32 heads. Inside the measured range
+    (``rows <= FITTED_ROWS``, or ``rows`` omitted) the fitted penalty applies unchanged.
+    """
     h = np.maximum(np.asarray(heads, dtype=np.float64), 1e-12)
-    return p.launch_s + (1.0 + p.heads_half / h) * work_heads
+    fill = 1.0 if rows is None else np.minimum(1.0, FITTED_ROWS / np.maximum(rows, 1.0))
+    return p.launch_s + (1.0 + fill * p.heads_half / h) * work_heads
 
 
 def cp_shard(lengths: np.ndarray, cp: int) -> tuple[np.ndarray, np.ndarray]:

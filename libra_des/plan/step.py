@@ -13,7 +13,7 @@ microbatch ``j // E`` on pipeline ``j % E``.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -42,6 +42,12 @@ class StepPlan:
     planned_pair_heads: float
     plan_seconds: float
     changes_step_samples: bool = False
+    deferred: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    @property
+    def tokens(self) -> int:
+        """Real (unpadded) tokens of the step."""
+        return int(self.window.lengths.sum())
 
     @property
     def tiles(self) -> int:
@@ -58,12 +64,17 @@ def pool_size_of(scenario: Scenario) -> int:
     return 1
 
 
-def draw_window(scenario: Scenario, stream: CorpusStream) -> tuple[PackedBatch, bool]:
-    """The step's GBS packed sequences; WLB-LLM repacks the same raw samples its own way."""
+def draw_window(
+    scenario: Scenario, stream: CorpusStream, queue: np.ndarray
+) -> tuple[PackedBatch, bool, np.ndarray]:
+    """The step's GBS packed sequences; WLB-LLM repacks the same raw samples its own way.
+
+    Returns (window, changes_step_samples, samples WLB-LLM deferred to the next step).
+    """
     gbs = scenario.parallelism.gbs
     window = stream.next_window(gbs)
     if scenario.balancer.policy != "wlb_llm":
-        return window, False
+        return window, False, np.zeros(0, dtype=np.int64)
     # Re-join the pieces of each raw sample: WLB-LLM packs whole samples its own way.
     starts = np.flatnonzero(np.r_[True, np.diff(window.sample_ids) != 0])
     raw = np.add.reduceat(window.lengths, starts)
@@ -72,9 +83,11 @@ def draw_window(scenario: Scenario, stream: CorpusStream) -> tuple[PackedBatch, 
         window.packed_length,
         gbs,
         defer_outliers=scenario.balancer.wlb_defer_outliers,
+        queue=queue if queue.size else None,
         coefficients=wlb_cost_coefficients(scenario.model),
     )
-    return result.batch, bool(result.changes_step_samples)
+    changed = bool(result.changes_step_samples)
+    return result.batch, changed, np.asarray(result.deferred, dtype=np.int64)
 
 
 def pool_order(scenario: Scenario, weights: np.ndarray, pool: int) -> np.ndarray:
@@ -115,13 +128,19 @@ def attention_plan(scenario: Scenario, seqs: list[np.ndarray]) -> AttentionPlan:
     return pool.attention
 
 
-def build_step_plan(scenario: Scenario, stream: CorpusStream) -> StepPlan:
-    """Draw the next window and plan it for the scenario's balancer."""
+def build_step_plan(
+    scenario: Scenario, stream: CorpusStream, queue: np.ndarray | None = None
+) -> StepPlan:
+    """Draw the next window and plan it for the scenario's balancer.
+
+    ``queue``: samples WLB-LLM deferred in the previous step (its outlier-deferral queue).
+    """
     t0 = time.perf_counter()
     par = scenario.parallelism
     pool = pool_size_of(scenario)
     pipelines = par.dp // pool
-    window, changed = draw_window(scenario, stream)
+    pending = np.zeros(0, dtype=np.int64) if queue is None else queue
+    window, changed, deferred = draw_window(scenario, stream, pending)
     weights = window.sum_sq()
     order = pool_order(scenario, weights, pool)
     seq_of = order.reshape(par.microbatches, pipelines, pool).transpose(1, 0, 2)
@@ -147,4 +166,5 @@ def build_step_plan(scenario: Scenario, stream: CorpusStream) -> StepPlan:
         planned_pair_heads=planned,
         plan_seconds=time.perf_counter() - t0,
         changes_step_samples=changed,
+        deferred=deferred,
     )

@@ -49,7 +49,6 @@ class DetailedPipelineSim(PipelineSim):
             for d in range(schedule.stages)
         ]
         self.arrivals: dict[tuple[int, int, int], simpy.Event] = {}
-        self.consumers = consumers_of(self.deps)
 
     def execute(self, e: int, d: int, i: int) -> Generator[Any, Any, None]:
         t, op = self.times[d], self.schedule.orders[d][i]
@@ -57,7 +56,8 @@ class DetailedPipelineSim(PipelineSim):
         if op.kind == "F":
             disp, ret = slot.dispatch_bytes, slot.return_bytes
         else:
-            disp, ret = slot.dispatch_bytes + slot.return_bytes, slot.dispatch_bytes
+            # Backward: Q, K, V again plus dO (home -> worker) out; dQ, dK, dV back home.
+            disp, ret = slot.dispatch_bytes + slot.return_bytes.T, slot.dispatch_bytes.T
         m = slot.chunks
         for layer in range(int(t.layers[i])):
             yield self.env.timeout(float(t.pre[e, i, layer]))
@@ -101,7 +101,9 @@ class DetailedPipelineSim(PipelineSim):
         yield env.process(channel())
 
     def finished(self, e: int, d: int, i: int) -> None:
-        super().finished(e, d, i)
+        ev = self.waiters.pop((e, d, i), None)
+        if ev is not None:
+            ev.succeed()
         for dd, ii in self.consumers.get((d, i), ()):
             self.send(e, d, dd, ii)
 
@@ -127,15 +129,3 @@ class DetailedPipelineSim(PipelineSim):
             yield from super().wait_for(e, d, i, dep)
             return
         yield self.arrivals.setdefault((e, d, i), self.env.event())
-
-
-def consumers_of(
-    deps: list[list[tuple[int, int] | None]],
-) -> dict[tuple[int, int], list[tuple[int, int]]]:
-    """(device, op index) -> the ops on other devices that consume its output."""
-    out: dict[tuple[int, int], list[tuple[int, int]]] = {}
-    for d, row in enumerate(deps):
-        for i, dep in enumerate(row):
-            if dep is not None and dep[0] != d:
-                out.setdefault(dep, []).append((d, i))
-    return out

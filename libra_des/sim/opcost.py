@@ -35,7 +35,8 @@ class LinearCosts:
     post_fwd: float
     ep_comm_fwd: float
     act_bytes: float
-    grad_bytes: float
+    grad_bytes: float  # replicated weights (attention, router, dense FFN): reduced over DP x CP
+    expert_grad_bytes: float = 0.0  # this worker's experts (sharded over CP): reduced over DP
 
     @property
     def pre_bwd(self) -> float:
@@ -56,15 +57,16 @@ def linear_costs(scenario: Scenario, cost: CostModel) -> LinearCosts:
     n = scenario.workload.packed_length // par.cp
     dt = m.dtype_bytes
     if scenario.attention_only:
-        return LinearCosts(0.0, 0.0, 0.0, float(n * m.hidden * dt), 0.0)
+        return LinearCosts(0.0, 0.0, 0.0, float(n * m.hidden * dt), 0.0, 0.0)
     qkv = float(cost.gemm(n, (m.heads_q + 2 * m.heads_kv) * m.head_dim, m.hidden))
     out = float(cost.gemm(n, m.hidden, m.heads_q * m.head_dim))
     norms = 2 * float(cost.elementwise(4 * n * m.hidden * dt))
     attn_params = m.hidden * (m.heads_q + 2 * m.heads_kv) * m.head_dim
     attn_params += m.heads_q * m.head_dim * m.hidden
-    ep_comm = 0.0
+    ep_comm, expert_params = 0.0, 0.0
     if m.is_moe:
-        ffn, ffn_params, ep_comm = moe_ffn(scenario, cost, n)
+        ffn, expert_params, ep_comm = moe_ffn(scenario, cost, n)
+        ffn_params = float(m.hidden * m.experts)  # the router is replicated
     else:
         assert m.ffn is not None
         ffn = float(cost.gemm(n, 2 * m.ffn, m.hidden)) + float(cost.gemm(n, m.hidden, m.ffn))
@@ -75,11 +77,12 @@ def linear_costs(scenario: Scenario, cost: CostModel) -> LinearCosts:
         ep_comm_fwd=ep_comm,
         act_bytes=float(n * m.hidden * dt),
         grad_bytes=float((attn_params + ffn_params) * dt),
+        expert_grad_bytes=float(expert_params * dt),
     )
 
 
 def moe_ffn(scenario: Scenario, cost: CostModel, n: int) -> tuple[float, float, float]:
-    """(compute s, parameter count per worker, all-to-all s) of a balanced EP=cp MoE layer."""
+    """(compute s, expert parameters per worker, all-to-all s) of a balanced EP=cp MoE layer."""
     m, cp = scenario.model, scenario.parallelism.cp
     assert m.expert_ffn is not None
     local_experts = max(m.experts // cp, 1)
@@ -88,7 +91,7 @@ def moe_ffn(scenario: Scenario, cost: CostModel, n: int) -> tuple[float, float, 
     gemm = float(cost.grouped_gemm(tpe, 2 * m.expert_ffn, m.hidden))
     gemm += float(cost.grouped_gemm(tpe, m.hidden, m.expert_ffn))
     router = float(cost.gemm(n, m.experts, m.hidden))
-    params = 3.0 * m.hidden * m.expert_ffn * local_experts + m.hidden * m.experts
+    params = 3.0 * m.hidden * m.expert_ffn * local_experts
     comm = 0.0
     if cp > 1:
         nbytes = tokens * m.hidden * m.dtype_bytes
@@ -112,6 +115,7 @@ class SlotAttention:
     dispatch_bwd: np.ndarray
     return_bwd: np.ndarray
     chunks: int
+    pair_heads: np.ndarray  # [E, m] planned pair-heads of each slot (for the FLOPs check)
 
 
 def slot_attention(scenario: Scenario, cost: CostModel, plan: StepPlan) -> SlotAttention:
@@ -141,15 +145,24 @@ def slot_attention(scenario: Scenario, cost: CostModel, plan: StepPlan) -> SlotA
 
     chunks = max(p.chunks for p in flat)
     per = [1.0 / p.chunks for p in flat]
-    d_f = a2a([p.dispatch_bytes * c for p, c in zip(flat, per, strict=True)])
-    r_f = a2a([p.return_bytes * c for p, c in zip(flat, per, strict=True)])
-    d_b = a2a([(p.dispatch_bytes + p.return_bytes) * c for p, c in zip(flat, per, strict=True)])
+    d_f, r_f, d_b, r_b = (
+        a2a([mat(p) * c for p, c in zip(flat, per, strict=True)])
+        for mat in (
+            lambda p: p.dispatch_bytes,
+            lambda p: p.return_bytes,
+            # Backward: Q, K, V again plus dO (home -> worker, the reverse of O's return) ...
+            lambda p: p.dispatch_bytes + p.return_bytes.T,
+            # ... and dQ, dK, dV back to their homes (the reverse of the dispatch).
+            lambda p: p.dispatch_bytes.T,
+        )
+    )
     return SlotAttention(
         compute_fwd=compute(False),
         compute_bwd=compute(True),
         dispatch_fwd=d_f,
         return_fwd=r_f,
         dispatch_bwd=d_b,
-        return_bwd=d_f,
+        return_bwd=r_b,
         chunks=chunks,
+        pair_heads=np.array([p.total_pairs for p in flat]).reshape(shape),
     )

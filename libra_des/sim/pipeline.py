@@ -37,6 +37,7 @@ class PipelineRun:
 
     start: np.ndarray  # [E, p, n]
     finish: np.ndarray  # [E, p, n]
+    ran: np.ndarray  # [E, p, n] times each op was executed
     sync_end: np.ndarray  # [p]
     sync_exposed: np.ndarray  # [p] sync time after the last entity's backward
     sync_hidden: np.ndarray  # [p]
@@ -58,6 +59,18 @@ def dependencies(schedule: Schedule) -> list[list[tuple[int, int] | None]]:
     return deps
 
 
+def consumers_of(
+    deps: list[list[tuple[int, int] | None]],
+) -> dict[tuple[int, int], list[tuple[int, int]]]:
+    """(device, op index) -> the ops on other devices that consume its output."""
+    out: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    for d, row in enumerate(deps):
+        for i, dep in enumerate(row):
+            if dep is not None and dep[0] != d:
+                out.setdefault(dep, []).append((d, i))
+    return out
+
+
 SyncFn = Callable[[int, np.ndarray, np.ndarray], tuple[list[tuple[float, float]], float]]
 
 
@@ -68,7 +81,7 @@ class PipelineSim:
         self,
         schedule: Schedule,
         durations: list[np.ndarray],
-        p2p_seconds: float,
+        p2p_seconds: float | np.ndarray,
         p2p_bytes: float,
         sync: SyncFn,
     ) -> None:
@@ -76,12 +89,15 @@ class PipelineSim:
         self.env = simpy.Environment()
         self.dur = [d.tolist() for d in durations]  # per device [E][n]
         self.entities = durations[0].shape[0]
-        self.p2p_s = p2p_seconds
+        p, n = schedule.stages, len(schedule.orders[0])
+        # [src device, dst device] hand-off seconds (a scalar applies to every boundary).
+        self.p2p_s = (np.zeros((p, p)) + np.asarray(p2p_seconds, dtype=float)).tolist()
         self.p2p_bytes = p2p_bytes
         self.sync = sync
         self.deps = dependencies(schedule)
-        p, n = schedule.stages, len(schedule.orders[0])
+        self.consumers = consumers_of(self.deps)
         self.start = np.full((self.entities, p, n), np.nan)
+        self.ran = np.zeros((self.entities, p, n), dtype=np.int64)
         self.fin: list[list[list[float | None]]] = [
             [[None] * len(o) for o in schedule.orders] for _ in range(self.entities)
         ]
@@ -98,6 +114,7 @@ class PipelineSim:
             if dep is not None:
                 yield from self.wait_for(e, d, i, dep)
             self.start[e, d, i] = env.now
+            self.ran[e, d, i] += 1
             self.record(e, d, op)
             yield from self.execute(e, d, i)
             fin[d][i] = env.now
@@ -111,9 +128,11 @@ class PipelineSim:
         yield self.env.timeout(self.dur[d][e][i])
 
     def finished(self, e: int, d: int, i: int) -> None:
+        """Wake ops waiting on this one; its output leaves for each consumer on another stage."""
         ev = self.waiters.pop((e, d, i), None)
         if ev is not None:
             ev.succeed()
+        self.counters.p2p_sent += self.p2p_bytes * len(self.consumers.get((d, i), ()))
 
     def wait_for(
         self, e: int, d: int, i: int, dep: tuple[int, int]
@@ -130,9 +149,8 @@ class PipelineSim:
             assert t is not None
         if dd != d:
             # The producer sent when it finished; the consumer receives after the transfer.
-            self.counters.p2p_sent += self.p2p_bytes
             self.counters.p2p_received += self.p2p_bytes
-            t += self.p2p_s
+            t += self.p2p_s[dd][d]
         if t > self.env.now:
             yield self.env.timeout(t - self.env.now)
 
@@ -171,6 +189,7 @@ class PipelineSim:
         return PipelineRun(
             start=self.start,
             finish=finish,
+            ran=self.ran,
             sync_end=ends,
             sync_exposed=exposed,
             sync_hidden=np.maximum(total - exposed, 0.0),

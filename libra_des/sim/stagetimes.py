@@ -30,6 +30,7 @@ class DeviceTimes:
     other_comm: np.ndarray  # [E, n] exposed expert-parallel all-to-all seconds
     straggler: np.ndarray  # [E, n, L] slowest worker's attention time per layer call
     layers: np.ndarray  # [n] layers each op covers
+    pair_heads: np.ndarray  # [E, n] attention pair-heads the op's durations were costed for
     # Per-layer lockstep parts, kept for the detailed mode which replays them as events:
     pre: np.ndarray  # [E, n, L] slowest worker's pre-attention work
     compute_max: np.ndarray  # [E, n, L] slowest worker's attention compute (all chunks)
@@ -111,6 +112,7 @@ def device_times(
         other_comm=(ep * mask).sum(axis=-1),
         straggler=attn * mask,
         layers=layers,
+        pair_heads=att.pair_heads[:, mb] * layers[None, :],
         pre=pre * mask,
         compute_max=comp_l.max(axis=-1) * mask,
         post=(post + ep) * mask,

@@ -28,7 +28,7 @@ from libra_des.sim.detailed import DetailedPipelineSim
 from libra_des.sim.network import Network
 from libra_des.sim.opcost import LinearCosts, SlotAttention, linear_costs, slot_attention
 from libra_des.sim.pipeline import PipelineRun, PipelineSim
-from libra_des.sim.schedules import Schedule, build_schedule
+from libra_des.sim.schedules import Op, Schedule, build_schedule
 from libra_des.sim.stagetimes import DeviceTimes, Layout, device_times
 from libra_des.workload.packing import make_stream
 
@@ -51,7 +51,7 @@ class StepRecord:
     run: PipelineRun
     step_time: float
     linear: LinearCosts
-    p2p_seconds: float
+    p2p_seconds: np.ndarray  # [src stage, dst stage] hand-off seconds
     executed_pair_heads: tuple[float, float]  # (forward, backward) over all layers
     sim_seconds: float = 0.0  # wall clock inside SimPy (benchmarks only; not in results)
 
@@ -85,21 +85,19 @@ def sync_fn(
 ) -> Callable[[int, np.ndarray, np.ndarray], tuple[list[tuple[float, float]], float]]:
     """Bucketed gradient sync of one stage: one bucket per layer, overlapping the backward.
 
-    Assumption: dense and attention weights are replicated over DP x CP and reduced with one
-    all-reduce per layer bucket over those GPUs; a bucket is ready on an entity when its layer's
-    share of the entity's last backward op has run; buckets go one after another.
+    Assumptions: attention, router and dense weights are replicated over DP x CP and reduced
+    with one all-reduce per layer bucket over those GPUs; expert weights are sharded over the
+    CP group (expert parallelism) and reduced over DP only. A bucket is ready on an entity when
+    its layer's share of the entity's last backward op of that model chunk has run; buckets go
+    one after another on the communication stream.
     """
     par, fab = scenario.parallelism, cluster.cost.fabric
-    group = par.dp * par.cp
-    gpn = min(fab.gpus_per_node, group)
     bucket_s = 0.0
-    if group > 1 and not scenario.comm_free:
-        bucket_s = cluster.cost.collective("all_reduce", lin.grad_bytes, group, gpn).seconds
+    if not scenario.comm_free:
+        bucket_s = all_reduce_s(cluster, lin.grad_bytes, par.dp * par.cp, fab.gpus_per_node)
+        bucket_s += all_reduce_s(cluster, lin.expert_grad_bytes, par.dp, 1)
     layout = layout_of(scenario)
-    last_b = [
-        [i for i, op in enumerate(order) if op.kind == "B"][-schedule.virtual :]
-        for order in schedule.orders
-    ]
+    last_b = [last_backward_per_chunk(order) for order in schedule.orders]
 
     def sync(d: int, start: np.ndarray, fin: np.ndarray) -> tuple[list[tuple[float, float]], float]:
         ready: list[float] = []
@@ -117,14 +115,41 @@ def sync_fn(
     return sync
 
 
-def p2p_time(scenario: Scenario, cluster: Cluster, lin: LinearCosts) -> float:
-    """Activation / gradient hand-off between adjacent stages (one per CP worker, in parallel)."""
-    par = scenario.parallelism
-    if par.pp == 1 or scenario.comm_free:
+def all_reduce_s(cluster: Cluster, nbytes: float, group: int, gpus_per_node: int) -> float:
+    """One all-reduce over ``group`` GPUs spread ``gpus_per_node`` per node (0 if trivial)."""
+    if group <= 1 or nbytes <= 0:
         return 0.0
+    per_node = max(1, min(gpus_per_node, group))
+    return cluster.cost.collective("all_reduce", nbytes, group, per_node).seconds
+
+
+def last_backward_per_chunk(order: tuple[Op, ...]) -> list[int]:
+    """Index of each model chunk's last backward op (its gradients are final after it)."""
+    last: dict[int, int] = {}
+    for i, op in enumerate(order):
+        if op.kind == "B":
+            last[op.chunk] = i
+    return [last[c] for c in sorted(last)]
+
+
+def p2p_times(scenario: Scenario, cluster: Cluster, lin: LinearCosts) -> np.ndarray:
+    """``[src, dst]`` seconds of an activation / gradient hand-off between two stages.
+
+    One transfer per CP worker, all in parallel; worker 0 of stage ``d`` is GPU
+    ``d * dp * cp``, so whether a boundary stays inside a node depends on the boundary.
+    """
+    par = scenario.parallelism
+    out = np.zeros((par.pp, par.pp))
+    if par.pp == 1 or scenario.comm_free:
+        return out
     gpn = cluster.cost.fabric.gpus_per_node
-    same_node = par.dp * par.cp < gpn
-    return float(cluster.cost.p2p(lin.act_bytes, same_node))
+    stride = par.dp * par.cp
+    for src in range(par.pp):
+        for dst in range(par.pp):
+            if src != dst:
+                same = (src * stride) // gpn == (dst * stride) // gpn
+                out[src, dst] = float(cluster.cost.p2p(lin.act_bytes, same))
+    return out
 
 
 def simulate_step(
@@ -146,7 +171,7 @@ def simulate_step(
         device_times(plan, schedule, d, lin, att, layout, (cluster.variance, rng, step))
         for d in range(par.pp)
     )
-    p2p = p2p_time(scenario, cluster, lin)
+    p2p = p2p_times(scenario, cluster, lin)
     sync = sync_fn(scenario, cluster, schedule, lin)
     sim: PipelineSim
     if scenario.fidelity == "detailed":
@@ -159,21 +184,25 @@ def simulate_step(
     began = time.perf_counter()
     run = sim.run()
     sim_wall = time.perf_counter() - began
-    executed = executed_pair_heads(plan, run, schedule, layout)
+    executed = executed_pair_heads(times, run, schedule)
     check_step(scenario, plan, schedule, run, executed)
     step_time = float(max(run.sync_end.max(), np.nanmax(run.finish)))
     return StepRecord(plan, times, run, step_time, lin, p2p, executed, sim_wall)
 
 
 def executed_pair_heads(
-    plan: StepPlan, run: PipelineRun, schedule: Schedule, layout: Layout
+    times: tuple[DeviceTimes, ...], run: PipelineRun, schedule: Schedule
 ) -> tuple[float, float]:
-    """Pair-heads of attention that the executed ops covered, forward and backward."""
-    pairs = [[p.total_pairs for p in row] for row in plan.slots]
+    """Pair-heads of attention the executed ops were costed for, forward and backward.
+
+    Taken from the same per-op arrays that set the durations, times how often each op ran,
+    so a wrong slot index, layer count or skipped op shows up against the plan.
+    """
     out = {"F": 0.0, "B": 0.0}
-    for (e, vs, kind, mb), runs in run.counters.executed.items():
-        device, chunk = schedule.device_of(vs)
-        out[kind] += runs * pairs[e][mb] * layout.layers_of(schedule, device, chunk)
+    for d, t in enumerate(times):
+        ran = run.ran[:, d, :] * t.pair_heads
+        for i, op in enumerate(schedule.orders[d]):
+            out[op.kind] += float(ran[:, i].sum())
     return out["F"], out["B"]
 
 
@@ -210,8 +239,13 @@ def check_step(
     """Built-in checks: FLOPs executed = planned, bytes sent = received, each op ran once."""
     counts = run.counters.executed
     expected = plan.pipelines * schedule.stages * schedule.virtual * plan.microbatches * 2
-    if len(counts) != expected or any(v != 1 for v in counts.values()):
-        raise CheckError("every tile ran exactly once", f"{len(counts)} of {expected} op slots")
+    if len(counts) != expected or any(v != 1 for v in counts.values()) or np.any(run.ran != 1):
+        raise CheckError(
+            "every tile ran exactly once",
+            f"{len(counts)} of {expected} (pipeline, stage, microbatch, pass) slots ran, "
+            f"op run counts {int(run.ran.min())}..{int(run.ran.max())}",
+        )
+
     # Planned: the window's exact causal pairs x heads, for every layer, forward and backward.
     planned = plan.planned_pair_heads * scenario.model.layers
     for kind, done in zip(("forward", "backward"), executed, strict=True):
@@ -228,13 +262,18 @@ def check_step(
 def simulate_training(
     scenario: Scenario, rng: np.random.Generator, progress: Callable[[int], None] | None = None
 ) -> list[StepRecord]:
-    """Run ``scenario.steps`` steps; one RNG drives data, noise and plans in a fixed order."""
-    cluster = elaborate_cluster(scenario, rng)
-    stream = make_stream(scenario.workload, rng)
+    """Run ``scenario.steps`` steps; ``rng`` seeds independent hardware, data and noise streams."""
+    # Separate child streams for hardware, data and noise: turning noise on or off (or any
+    # change in how many noise numbers a step draws) must not change the data a step sees.
+    cluster_rng, data_rng, noise_rng = rng.spawn(3)
+    cluster = elaborate_cluster(scenario, cluster_rng)
+    stream = make_stream(scenario.workload, data_rng)
     records = []
+    queue = np.zeros(0, dtype=np.int64)
     for step in range(scenario.steps):
-        plan = build_step_plan(scenario, stream)
-        records.append(simulate_step(scenario, cluster, plan, rng, step))
+        plan = build_step_plan(scenario, stream, queue)
+        queue = plan.deferred
+        records.append(simulate_step(scenario, cluster, plan, noise_rng, step))
         if progress is not None:
             progress(step)
     return records
