@@ -178,7 +178,13 @@ class Network:
         now = self.env.now
         self._remaining -= self._rate * (now - self._updated_at)
         self._updated_at = now
-        self._retire(self._remaining <= DONE_TOLERANCE * self._size)
+        # A flow whose remaining time is below the clock's resolution at ``now`` can never be
+        # drained by advancing time (now + wait == now): retire it, or the timer spins forever.
+        resolution = 4.0 * np.spacing(max(abs(now), 1.0))
+        left = self._remaining <= DONE_TOLERANCE * self._size
+        if self._rate.size == self._remaining.size:
+            left |= self._remaining <= self._rate * resolution
+        self._retire(left)
         self._admit()
         self.recomputations += 1
         capacity = np.asarray(self._capacity)
