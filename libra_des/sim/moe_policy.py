@@ -30,6 +30,7 @@ from libra_des.workload.routing import (
     generate_trace,
     load_trace,
     request_datasets,
+    skip_trace,
 )
 
 DEFAULT_PREDICTOR = {"libra": "lookahead", "lina": "lina"}
@@ -119,14 +120,16 @@ class BatchPlanner:
             source, batches = real, -(-real.requests // w.batch)
         if not isinstance(source, RoutingTrace):  # generated data: profile from the model
             router = RouterModel.build(m.name, m.experts, moe_layers, m.top_k, spec)
-        profile = profile_trace(scenario, router, source, rng)
         flow = Flow.of(scenario)
+        needs_profile = bal.policy == "eplb" or flow.predictor == "lina"
+        profile = profile_trace(scenario, router, source, rng, needs_profile)
         predictor = None
         if flow.predictor is not None:
             predictor = make_predictor(flow.predictor, m.name, moe_layers, bal.accuracy,
                                        bal.error_bias, profile)
         layout = None
         if bal.policy == "eplb":
+            assert profile is not None
             layout = rebalance_experts(profile.expert_load(), m.experts + bal.redundant_experts,
                                        1, 1, gpus)[0]
         setup = MoeSetup(static_home(m.experts, gpus), bal.slots, bal.alpha, bal.shard_tolerance,
@@ -183,9 +186,11 @@ def profile_trace(
     router: RouterModel | None,
     source: Sequence[RoutingTrace] | RoutingTrace | None,
     rng: np.random.Generator,
-) -> RoutingTrace:
+    needed: bool = True,
+) -> RoutingTrace | None:
     """The profiling sample EPLB and Lina learn from: a separate draw of the same data, or
-    the whole file for a real trace."""
+    the whole file for a real trace. When no system needs it (``needed`` false), ``rng`` is
+    only advanced past it, so the served batches stay the same either way."""
     if router is None:
         assert isinstance(source, RoutingTrace)
         return source
@@ -193,6 +198,9 @@ def profile_trace(
     spec = w.routing or RoutingSpec()
     n = spec.profile_requests
     datasets = request_datasets(spec.dataset, n, 0, n, rng)
+    if not needed:
+        skip_trace(router, batch_lengths(w.seq_len, n), rng)
+        return None
     return generate_trace(router, batch_lengths(w.seq_len, n), datasets, rng)
 
 

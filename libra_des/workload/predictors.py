@@ -24,7 +24,8 @@ from typing import Protocol
 import numpy as np
 
 from libra_des.errors import InputError
-from libra_des.workload.routing import RoutingTrace, stable_seed
+from libra_des.workload.routing import CHUNK, RoutingTrace, stable_seed
+from libra_des.workload.sampling import Scratch, thin_matmul, top_k_ascending
 
 #: Lookahead accuracy ranges reported in the Libra MoE paper (PAPERS.md B), by model family.
 LOOKAHEAD_RANGES = {"qwen3": (0.865, 0.917), "glm": (0.727, 0.796)}
@@ -46,8 +47,10 @@ def topk_agreement(predicted: np.ndarray, routed: np.ndarray) -> float:
     """Mean over tokens of ``|predicted ∩ routed| / k`` (rows hold distinct experts)."""
     if routed.size == 0:
         return 1.0
-    hits = (predicted[:, :, None] == routed[:, None, :]).any(axis=2)
-    return float(hits.mean())
+    # Both sides distinct per row, so every repeat in a row of their union is one hit.
+    both = np.concatenate([predicted.astype(np.int32), routed.astype(np.int32)], axis=1)
+    both.sort(axis=1)
+    return int(np.count_nonzero(both[:, 1:] == both[:, :-1])) / predicted.size
 
 
 def model_family(model_name: str) -> str:
@@ -103,6 +106,39 @@ def confusion(weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return sub
 
 
+@dataclass(frozen=True)
+class ExpertSets:
+    """One set of expert ids per row, as bits of int64 words (64 experts a word).
+
+    Membership tests then read one word per row instead of a ``[rows, experts]`` table.
+    """
+
+    words: np.ndarray  # [rows, ceil(experts / 64)] int64
+
+    @classmethod
+    def of(cls, members: np.ndarray, experts: int) -> ExpertSets:
+        """The sets holding each row of ``members[rows, k]``."""
+        n_words = -(-experts // 64)
+        words = np.zeros(members.shape[0] * n_words, dtype=np.int64)
+        first = np.arange(0, words.size, n_words)
+        for slot in range(members.shape[1]):  # one column at a time: small temporaries
+            expert = np.asarray(members[:, slot], dtype=np.int64)
+            words[first + (expert >> 6)] |= np.int64(1) << (expert & 63)
+        return cls(words.reshape(-1, n_words))
+
+    def has(self, rows: np.ndarray, expert: np.ndarray) -> np.ndarray:
+        return np.asarray((self.words[rows, expert >> 6] >> (expert & 63)) & 1 == 1)
+
+    def add(self, rows: np.ndarray, expert: np.ndarray) -> None:
+        """Add ``expert[i]`` to row ``rows[i]`` (rows distinct)."""
+        self.words[rows, expert >> 6] |= np.int64(1) << (expert & 63)
+
+    def dense(self, rows: np.ndarray, experts: int) -> np.ndarray:
+        """``[len(rows), experts]`` membership table of the given rows."""
+        bits = (self.words[rows][:, :, None] >> np.arange(64)) & 1
+        return np.asarray(bits.reshape(rows.size, -1)[:, :experts] == 1)
+
+
 def replace_misses(
     routed: np.ndarray,
     miss: np.ndarray,
@@ -116,33 +152,34 @@ def replace_misses(
     Slot by slot so one row never repeats an expert; rejection sampling first, then an exact
     draw among the row's free experts for the few rows still colliding.
     """
-    tokens, k = routed.shape
-    taken = np.zeros((tokens, weights.size), dtype=bool)
-    taken[np.arange(tokens)[:, None], routed] = True
+    taken = ExpertSets.of(routed, weights.size)
     out = routed.copy()
     cdf = np.cumsum(weights)
-    for slot in range(k):
+
+    def place(rows: np.ndarray, draw: np.ndarray, slot: int) -> np.ndarray:
+        """Place the draws whose expert is free in their row; returns the other rows."""
+        clash = taken.has(rows, draw)
+        ok = ~clash
+        rows_ok, draw_ok = rows[ok], draw[ok]
+        out[rows_ok, slot] = draw_ok
+        taken.add(rows_ok, draw_ok)
+        return rows[clash]
+
+    for slot in range(routed.shape[1]):
         rows = np.flatnonzero(miss[:, slot])
         if substitute is not None and rows.size:
-            draw = substitute[routed[rows, slot]]
-            ok = ~taken[rows, draw]
-            out[rows[ok], slot] = draw[ok]
-            taken[rows[ok], draw[ok]] = True
-            rows = rows[~ok]
+            rows = place(rows, substitute[routed[rows, slot]], slot)
         for _ in range(REJECTION_ROUNDS):
             if rows.size == 0:
                 break
             draw = np.minimum(np.searchsorted(cdf, rng.random(rows.size) * cdf[-1]), cdf.size - 1)
-            ok = ~taken[rows, draw]
-            out[rows[ok], slot] = draw[ok]
-            taken[rows[ok], draw[ok]] = True
-            rows = rows[~ok]
+            rows = place(rows, draw, slot)
         if rows.size:
-            free = np.where(taken[rows], 0.0, weights[None, :] + 1e-12)
+            free = np.where(taken.dense(rows, weights.size), 0.0, weights[None, :] + 1e-12)
             draw = (rng.random((rows.size, 1)) * free.sum(1, keepdims=True) < free.cumsum(1))
             pick = draw.argmax(axis=1)
             out[rows, slot] = pick
-            taken[rows, pick] = True
+            taken.add(rows, pick)
     return out
 
 
@@ -171,11 +208,20 @@ class PathTable:
         k, e = trace.top_k, trace.num_experts
         if layer == 0:
             return np.broadcast_to(self.first, (trace.tokens, k)).copy()
-        prev = trace.layer(layer - 1).astype(np.int64)
-        onehot = np.zeros((trace.tokens, e), dtype=np.float32)
-        onehot[np.arange(trace.tokens)[:, None], prev] = 1.0
-        scores = onehot @ self.counts[layer]
-        return np.argpartition(scores, e - k, axis=1)[:, e - k :]
+        prev = trace.layer(layer - 1)
+        out = np.empty((trace.tokens, k), dtype=np.int64)
+        rows = min(CHUNK, trace.tokens)
+        onehot = np.empty((rows, e), dtype=np.float32)
+        scores = np.empty((rows, e), dtype=np.float32)
+        scratch = Scratch.of(rows, e)
+        # Chunks with reused buffers; the scores are sums of whole counts, exact in any order.
+        for lo in range(0, trace.tokens, CHUNK):
+            n = min(CHUNK, trace.tokens - lo)
+            onehot[:n] = 0.0
+            onehot[np.arange(n)[:, None], prev[lo : lo + n]] = 1.0
+            thin_matmul(onehot[:n], self.counts[layer], scores[:n])
+            out[lo : lo + n] = top_k_ascending(scores[:n], k, scratch.head(n))
+        return out
 
 
 def layer_accuracy(model_name: str, layers: int, accuracy: float | None) -> np.ndarray:

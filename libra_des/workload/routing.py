@@ -22,6 +22,9 @@ Generator model (assumptions):
   served batch see the same hot experts. Only token sampling uses the caller's generator.
 * The ``mixed`` stream visits the datasets in order: request ``i`` of ``n`` draws its dataset
   from weights centred on dataset ``8 i / n``, so the mix drifts over time.
+* A token's ``top_k`` experts are stored in ascending order of their perturbed scores (what
+  ``argpartition`` returns on numpy 2's AVX-512 builds; :mod:`libra_des.workload.sampling`
+  computes it faster, bit for bit).
 """
 
 from __future__ import annotations
@@ -35,6 +38,12 @@ import numpy as np
 
 from libra_des.config import MOE_DATASETS, RoutingSpec
 from libra_des.errors import InputError
+from libra_des.workload.sampling import (
+    Scratch,
+    skip_uniform_f32,
+    thin_matmul,
+    top_k_ascending,
+)
 
 #: Latent state dimensions (small: it only needs to carry correlation, not semantics).
 LATENT_DIM = 8
@@ -183,19 +192,90 @@ def request_datasets(
     return np.minimum(picks, len(MOE_DATASETS) - 1).astype(np.int16)
 
 
+def ar1_update(
+    state: np.ndarray, rho: float, rng: np.random.Generator, noise: np.ndarray,
+    wide: np.ndarray,
+) -> None:
+    """One AR(1) step of float32 ``state`` in place, with unit stationary variance.
+
+    ``noise`` (float32) and ``wide`` (float64) are scratch of the state's shape; the mix is
+    formed in float64 and rounded once to float32.
+    """
+    rng.standard_normal(dtype=np.float32, out=noise)
+    np.multiply(noise, np.sqrt(1.0 - rho * rho), out=wide)
+    np.multiply(state, np.float32(rho), out=state)
+    np.add(wide, state, out=wide)
+    np.copyto(state, wide, casting="same_kind")
+
+
 def ar1_step(state: np.ndarray, rho: float, rng: np.random.Generator) -> np.ndarray:
-    """One AR(1) step with unit stationary variance."""
-    noise = rng.standard_normal(state.shape, dtype=np.float32)
-    return np.asarray(rho * state + np.sqrt(1.0 - rho * rho) * noise, dtype=np.float32)
+    """One AR(1) step with unit stationary variance (a new float32 array)."""
+    out = np.array(state, dtype=np.float32)
+    ar1_update(out, rho, rng, np.empty_like(out), np.empty(out.shape))
+    return out
 
 
-def gumbel_top_k(scores: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
-    """Top-k of ``scores + Gumbel noise`` per row (sampling without replacement)."""
-    u = rng.random(scores.shape, dtype=np.float32)
-    with np.errstate(divide="ignore"):
-        scores -= np.log(-np.log(u))
-    e = scores.shape[1]
-    return np.argpartition(scores, e - k, axis=1)[:, e - k :]
+def gumbel_top_k(
+    scores: np.ndarray, k: int, rng: np.random.Generator, scratch: Scratch | None = None
+) -> np.ndarray:
+    """Top-k of ``scores + Gumbel noise`` per row (sampling without replacement).
+
+    ``scores`` (C-contiguous float32) is overwritten with the perturbed scores; the k
+    experts come in ascending order of them. ``scratch``: optional reusable buffers.
+    """
+    scratch = Scratch.of(*scores.shape) if scratch is None else scratch
+    noise = rng.random(dtype=np.float32, out=scratch.noise)
+    with np.errstate(divide="ignore"):  # u = 0 gives a -inf score, never picked
+        np.log(noise, out=noise)
+        np.negative(noise, out=noise)
+        np.log(noise, out=noise)
+    scores -= noise
+    return top_k_ascending(scores, k, scratch)
+
+
+@dataclass(frozen=True)
+class LatentState:
+    """Request and token latent states of one layer, stepped in place to the next."""
+
+    req: np.ndarray  # [requests, LATENT_DIM] float32
+    tok: np.ndarray  # [tokens, LATENT_DIM] float32
+    noise: np.ndarray  # flat float32 scratch, as long as the larger state
+    wide: np.ndarray  # flat float64 scratch, likewise
+
+    def step(self, rho: float, rng: np.random.Generator) -> None:
+        for state in (self.req, self.tok):
+            n = state.size
+            ar1_update(state, rho, rng, self.noise[:n].reshape(state.shape),
+                       self.wide[:n].reshape(state.shape))
+
+
+@dataclass(frozen=True)
+class TokenLatents:
+    """The AR(1) residual-stream model of a batch's tokens (see the module doc)."""
+
+    requests: int
+    request: np.ndarray  # [tokens] request of every token
+    weights: tuple[np.float32, np.float32]  # std-dev weights of the request and token parts
+    rho: float
+
+    @classmethod
+    def of(cls, router: RouterModel, request_lengths: np.ndarray) -> TokenLatents:
+        lengths = np.asarray(request_lengths, dtype=np.int64)
+        request = np.repeat(np.arange(lengths.size, dtype=np.int32), lengths)
+        share = router.request_share
+        weights = (np.float32(np.sqrt(share)), np.float32(np.sqrt(1.0 - share)))
+        return cls(lengths.size, request, weights, router.layer_correlation)
+
+    def initial(self, rng: np.random.Generator) -> LatentState:
+        req = rng.standard_normal((self.requests, LATENT_DIM), dtype=np.float32)
+        tok = rng.standard_normal((self.request.size, LATENT_DIM), dtype=np.float32)
+        size = max(req.size, tok.size)
+        return LatentState(req, tok, np.empty(size, dtype=np.float32), np.empty(size))
+
+    def mix(self, state: LatentState) -> np.ndarray:
+        """``[tokens, LATENT_DIM]`` latent of every token (request part + own part)."""
+        w_req, w_tok = self.weights
+        return np.asarray(w_req * state.req[self.request] + w_tok * state.tok)
 
 
 def generate_trace(
@@ -205,29 +285,49 @@ def generate_trace(
     rng: np.random.Generator,
 ) -> RoutingTrace:
     """Sample the routed experts of one batch (requests of the given lengths and datasets)."""
-    lengths = np.asarray(request_lengths, dtype=np.int64)
-    request = np.repeat(np.arange(lengths.size, dtype=np.int32), lengths)
+    latents = TokenLatents.of(router, request_lengths)
+    request, tokens = latents.request, latents.request.size
     tok_dataset = np.asarray(datasets, dtype=np.int16)[request]
-    tokens, rho, share = request.size, router.layer_correlation, router.request_share
-    req_state = rng.standard_normal((lengths.size, LATENT_DIM), dtype=np.float32)
-    tok_state = rng.standard_normal((tokens, LATENT_DIM), dtype=np.float32)
+    state = latents.initial(rng)
     layers, _, num_experts = router.gate.shape
     dtype = np.int16 if num_experts <= np.iinfo(np.int16).max else np.int32
     experts = np.empty((tokens, layers, router.top_k), dtype=dtype)
-    w_req, w_tok = np.float32(np.sqrt(share)), np.float32(np.sqrt(1.0 - share))
+    # Buffers reused across layers and chunks: fresh arrays of megabytes cost more in page
+    # faults than the arithmetic on them.
+    buffer = np.empty((min(CHUNK, tokens), num_experts), dtype=np.float32)
+    scratch = Scratch.of(*buffer.shape)
     for layer in range(layers):
         if layer:
-            req_state = ar1_step(req_state, rho, rng)
-            tok_state = ar1_step(tok_state, rho, rng)
+            state.step(latents.rho, rng)
         gate = np.float32(router.sharpness) * router.gate[layer]
+        mixed = latents.mix(state)
         bias = router.bias[:, layer]
         # Token chunks keep the [chunk, experts] scores in cache (about 3x faster).
         for lo in range(0, tokens, CHUNK):
             hi = min(lo + CHUNK, tokens)
-            latent = w_req * req_state[request[lo:hi]] + w_tok * tok_state[lo:hi]
-            scores = bias[tok_dataset[lo:hi]] + latent @ gate
-            experts[lo:hi, layer, :] = gumbel_top_k(scores, router.top_k, rng)
+            scores, part = buffer[: hi - lo], scratch.noise[: hi - lo]
+            thin_matmul(mixed[lo:hi], gate, scores)
+            scores += np.take(bias, tok_dataset[lo:hi], axis=0, out=part)
+            experts[lo:hi, layer, :] = gumbel_top_k(scores, router.top_k, rng,
+                                                    scratch.head(hi - lo))
     return RoutingTrace(experts, request, tok_dataset, num_experts)
+
+
+def skip_trace(
+    router: RouterModel, request_lengths: np.ndarray, rng: np.random.Generator
+) -> None:
+    """Advance ``rng`` exactly as :func:`generate_trace` would, without building the trace.
+
+    The latent states are still drawn (a normal draw takes a data-dependent number of
+    words); the uniforms, ``experts / LATENT_DIM`` times more numerous, are jumped over.
+    """
+    latents = TokenLatents.of(router, request_lengths)
+    state = latents.initial(rng)
+    layers, _, num_experts = router.gate.shape
+    for layer in range(layers):
+        if layer:
+            state.step(latents.rho, rng)
+        skip_uniform_f32(rng, latents.request.size * num_experts)
 
 
 # ----------------------------------------------------------------------------- files

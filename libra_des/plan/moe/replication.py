@@ -22,9 +22,14 @@ def planned_share(counts: np.ndarray, holders: np.ndarray) -> np.ndarray:
     return np.asarray(holders * per_holder[None, :])
 
 
-def planned_gpu_load(counts: np.ndarray, holders: np.ndarray) -> np.ndarray:
-    """``[G]`` expected pairs per GPU under the planning load model."""
-    return np.asarray((counts * holders).sum(axis=1) + planned_share(counts, holders).sum(axis=1))
+def planned_gpu_load(
+    counts: np.ndarray, holders: np.ndarray, share: np.ndarray | None = None
+) -> np.ndarray:
+    """``[G]`` expected pairs per GPU under the planning load model (``share``: the
+    :func:`planned_share`, when already computed)."""
+    if share is None:
+        share = planned_share(counts, holders)
+    return np.asarray((counts * holders).sum(axis=1) + share.sum(axis=1))
 
 
 def locality_replicas(counts: np.ndarray, home: np.ndarray, per_gpu: int) -> np.ndarray:
@@ -43,9 +48,10 @@ def place_hottest(
     counts: np.ndarray, holders: np.ndarray, free: np.ndarray
 ) -> tuple[int, int] | None:
     """Phase-2 step: (expert, GPU) for the next replica, or None when nothing helps."""
-    loads = planned_gpu_load(counts, holders)
+    share_all = planned_share(counts, holders)
+    loads = planned_gpu_load(counts, holders, share_all)
     src = int(np.argmax(loads))
-    share = planned_share(counts, holders)[src]
+    share = share_all[src]
     for e in np.argsort(-share, kind="stable"):
         if share[e] <= 0:
             return None

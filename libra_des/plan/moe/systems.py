@@ -59,11 +59,14 @@ def finish(
     copy_bytes: np.ndarray | None = None,
     iterations: int = 0,
     cpu_wall_s: float | None = None,
+    counts: np.ndarray | None = None,
 ) -> MoeLayerPlan:
-    """Derive local work and exact dispatch bytes from a load matrix."""
+    """Derive local work and exact dispatch bytes from a load matrix (``counts``: the
+    routing's :func:`origin_counts`, when the planner already has them)."""
     g, e = setup.shape
-    counts = origin_counts(routed, origin, g, e)
-    dest = materialise(routed, origin, load)
+    if counts is None:
+        counts = origin_counts(routed, origin, g, e)
+    dest = materialise(routed, origin, load, counts)
     return MoeLayerPlan(
         policy=policy,
         holders=holders,
@@ -143,7 +146,7 @@ def libra_plan(
     wall = timer() - start if timer else None
     copies = copy_matrix(replicas, setup.home, setup.expert_bytes)
     return finish("libra", routed, origin, setup, holders, replicas, shard.load, copies,
-                  shard.iterations, wall)
+                  shard.iterations, wall, counts)
 
 
 def harmoeny_plan(
@@ -158,4 +161,4 @@ def harmoeny_plan(
     none = np.zeros_like(setup.home)
     holders = setup.home | moves.fetched
     return finish("harmoeny", routed, origin, setup, holders, none, moves.load, fetch,
-                  moves.iterations, wall)
+                  moves.iterations, wall, counts)

@@ -1,0 +1,61 @@
+"""MoE prefill speed benchmark: wall seconds of ``simulate_moe`` per scenario (not a test).
+
+Prints, per case, the SimPy events, the median wall seconds over ``--repeats`` runs, and the
+same time expressed in bare-SimPy events: ``wall * rate``, where ``rate`` is the event rate of
+a bare SimPy timeout loop timed in the same run (absolute seconds mean little on shared
+machines; the ratio travels between them). Also prints the ratio of the simulator's own event
+rate to the bare loop's.
+
+    python benchmarks/moe_speed.py [--repeats 3] [--cases paper-moe-breakdown:libra,...]
+
+A case is ``scenario`` or ``scenario:policy`` (``balancer.policy`` override).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+from scale import bare_simpy_rate  # benchmarks/scale.py (run as a script from benchmarks/)
+
+from libra_des.config import ROOT, load_scenario
+from libra_des.sim.moe_inference import simulate_moe
+
+DEFAULT_CASES = "paper-moe-breakdown:libra,paper-moe-breakdown:sglang,moe-qwen3-235b"
+
+
+def one_run(case: str) -> tuple[int, float]:
+    """(SimPy events, wall seconds) of one run of a ``scenario[:policy]`` case."""
+    name, _, policy = case.partition(":")
+    overrides = [f"balancer.policy={policy}"] if policy else []
+    scenario = load_scenario(ROOT / "scenarios" / f"{name}.yaml", overrides)
+    t0 = time.perf_counter()
+    result = simulate_moe(scenario, np.random.default_rng(scenario.seed))
+    return int(result["events"]), time.perf_counter() - t0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--cases", default=DEFAULT_CASES)
+    args = parser.parse_args()
+    base = statistics.median(bare_simpy_rate() for _ in range(3))
+    print(f"bare SimPy timeout loop: {base:,.0f} events/s (median of 3)")
+    print(f"{'case':<30}{'events':>9}{'wall s':>9}{'bare-equiv ev':>15}{'rate/bare':>11}")
+    total = 0.0
+    for case in args.cases.split(","):
+        runs = [one_run(case) for _ in range(args.repeats)]
+        events = runs[0][0]
+        wall = statistics.median(r[1] for r in runs)
+        total += wall
+        print(f"{case:<30}{events:>9}{wall:>9.2f}{wall * base:>15,.0f}"
+              f"{events / wall / base:>11.4f}")
+    print(f"{'total (sum of medians)':<30}{'':>9}{total:>9.2f}{total * base:>15,.0f}")
+    print("'bare-equiv ev': the wall time as events of the bare loop (lower is faster);")
+    print("'rate/bare': the simulator's event rate over the bare loop's (higher is faster).")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""Fast paths of the MoE planners equal their plain definitions (same numbers, not close)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from libra_des.plan.moe import static_home
+from libra_des.plan.moe.assignment import (
+    dispatch_matrix,
+    materialise,
+    origin_counts,
+    split_evenly,
+)
+from libra_des.plan.moe.harmoeny import harmoeny_moves
+from libra_des.plan.moe.sharding import shard_remote_tokens
+from libra_des.workload.predictors import ExpertSets
+
+
+def plain_materialise(routed: np.ndarray, origin: np.ndarray, load: np.ndarray) -> np.ndarray:
+    """Pair by pair: in (expert, origin, token) order the first min(count, load) pairs of an
+    (expert, origin) stay home; an expert's other pairs fill its GPUs' residual demand."""
+    tokens, k = routed.shape
+    gpus, experts = load.shape
+    counts = origin_counts(routed, origin, gpus, experts)
+    keep = np.minimum(counts, load)
+    residual = load - keep
+    dest = np.empty((tokens, k), dtype=np.int64)
+    for e in range(experts):
+        stayed = np.zeros(gpus, dtype=np.int64)
+        spill_to = np.repeat(np.arange(gpus), residual[:, e]).tolist()
+        for o in range(gpus):
+            for t in range(tokens):
+                if origin[t] != o:
+                    continue
+                for slot in np.flatnonzero(routed[t] == e):
+                    if stayed[o] < keep[o, e]:
+                        dest[t, slot] = o
+                        stayed[o] += 1
+                    else:
+                        dest[t, slot] = spill_to.pop(0)
+    return dest
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**31), st.sampled_from([2, 4, 8]), st.sampled_from(["libra", "eplb",
+                                                                           "harmoeny"]),
+       st.booleans())
+def test_materialise_equals_the_pair_by_pair_rule(
+    seed: int, gpus: int, planner: str, sorted_origins: bool
+) -> None:
+    rng = np.random.default_rng(seed)
+    experts, tokens, k = 2 * gpus, 40, 3
+    routed = np.argsort(rng.random((tokens, experts)) * rng.random(experts) ** 2, axis=1)[:, :k]
+    origin = rng.integers(0, gpus, tokens)
+    if sorted_origins:  # the DP / TP attention layout takes the expert-only sort
+        origin = np.sort(origin)
+    counts, home = origin_counts(routed, origin, gpus, experts), static_home(experts, gpus)
+    if planner == "libra":
+        load = shard_remote_tokens(counts, home | (rng.random(home.shape) < 0.3), home, 0.0).load
+    elif planner == "eplb":
+        load = split_evenly(counts.sum(axis=0), 1 + rng.integers(0, 3, home.shape) * home)
+    else:
+        load = harmoeny_moves(counts, home, 0.0).load
+    assert np.array_equal(materialise(routed, origin, load), plain_materialise(routed, origin,
+                                                                                load))
+
+
+@pytest.mark.parametrize("gpus", [3, 12, 13, 40])  # bit-pattern counting up to 12 GPUs
+def test_dispatch_bytes_match_a_brute_force_count_at_any_size(gpus: int) -> None:
+    rng = np.random.default_rng(gpus)
+    tokens = 300
+    dest = rng.integers(0, gpus, (tokens, 4))
+    origin = rng.integers(0, gpus, tokens)
+    expected = np.zeros((gpus, gpus))
+    for t in range(tokens):
+        for d in set(dest[t].tolist()) - {int(origin[t])}:
+            expected[origin[t], d] += 2.5
+    assert np.array_equal(dispatch_matrix(dest, origin, gpus, 2.5), expected)
+
+
+@pytest.mark.parametrize("experts", [5, 64, 130])
+def test_expert_sets_match_a_membership_table(experts: int) -> None:
+    rng = np.random.default_rng(experts)
+    rows, k = 50, min(4, experts)
+    members = np.argsort(rng.random((rows, experts)), axis=1)[:, :k]
+    table = np.zeros((rows, experts), dtype=bool)
+    table[np.arange(rows)[:, None], members] = True
+    sets = ExpertSets.of(members, experts)
+    for _ in range(5):
+        who, what = rng.permutation(rows)[:20], rng.integers(0, experts, 20)
+        assert np.array_equal(sets.has(who, what), table[who, what])
+        sets.add(who, what)
+        table[who, what] = True
+    assert np.array_equal(sets.dense(np.arange(rows), experts), table)
