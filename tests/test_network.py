@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 import pytest
 import simpy
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from libra_des.config import VarianceSpec
 from libra_des.errors import InputError
 from libra_des.hardware.topology import Topology, load_topology
 from libra_des.hardware.variance import VarianceModel
-from libra_des.sim.network import Network, max_min_rates
+from libra_des.sim.network import (
+    TIE_TOLERANCE,
+    Network,
+    bottleneck_links,
+    max_min_rates,
+    refill,
+)
 
 MB = 1 << 20
 
@@ -187,28 +194,65 @@ def test_bad_collectives_are_input_errors() -> None:
         net.transfer(0, 1, -1.0)
 
 
+# ---------------------------------------------------------------- incremental max-min solver
+def exact_rates(flow: np.ndarray, link: np.ndarray, n_flows: int, caps: np.ndarray) -> list:
+    """Textbook progressive filling in exact rationals: one saturation level per round."""
+    routes = [set(link[flow == f].tolist()) for f in range(n_flows)]
+    left = [Fraction(int(c)) for c in caps]
+    rate: list[Fraction] = [Fraction(0)] * n_flows
+    active, level = set(range(n_flows)), Fraction(0)
+    while active:
+        count = [sum(ln in routes[f] for f in active) for ln in range(len(left))]
+        step = min(left[ln] / count[ln] for ln in range(len(left)) if count[ln])
+        level += step
+        left = [left[ln] - step * count[ln] for ln in range(len(left))]
+        frozen = {f for f in active if any(left[ln] == 0 for ln in routes[f])}
+        for f in frozen:
+            rate[f] = level
+        active -= frozen
+    return rate
+
+
+def solve_all(
+    flow: np.ndarray, link: np.ndarray, n_flows: int, caps: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rates and bottlenecks by refill from nothing known (as when all flows arrive)."""
+    rate, bneck = np.zeros(n_flows), np.full(n_flows, -1)
+    refill(flow, link, caps, rate, bneck, np.ones(n_flows, dtype=bool))
+    return rate, bneck
+
+
+def assert_exact(rate: np.ndarray, exact: list) -> None:
+    assert np.allclose(rate, np.array(exact, dtype=float), rtol=1e-9, atol=0)
+
+
 @st.composite
-def flow_sets(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
-    n_links = draw(st.integers(1, 6))
-    n_flows = draw(st.integers(1, 8))
+def flow_sets(
+    draw: st.DrawFn, most_links: int = 6, most_flows: int = 8
+) -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
+    n_links = draw(st.integers(1, most_links))
+    n_flows = draw(st.integers(1, most_flows))
     caps = np.array(draw(st.lists(st.integers(1, 20), min_size=n_links, max_size=n_links)))
-    edges = [
-        (f, link)
-        for f in range(n_flows)
-        for link in sorted(draw(st.sets(st.integers(0, n_links - 1), min_size=1)))
-    ]
+    route = st.sets(st.integers(0, n_links - 1), min_size=1, max_size=4)
+    edges = [(f, link) for f in range(n_flows) for link in sorted(draw(route))]
     flow, link = (np.array(x) for x in zip(*edges, strict=True))
     return flow, link, n_flows, caps.astype(float)
 
 
 @settings(max_examples=150, deadline=None)
 @given(flow_sets())
-def test_max_min_rates_are_feasible_and_every_flow_has_a_bottleneck(
+def test_max_min_rates_are_exact_feasible_and_every_flow_has_a_bottleneck(
     case: tuple[np.ndarray, np.ndarray, int, np.ndarray],
 ) -> None:
-    """The defining property: each flow crosses a saturated link on which it is the largest."""
+    """The defining property: each flow crosses a saturated link on which it is the largest.
+    Progressive filling and the guided solve from scratch both equal the exact rates."""
     flow, link, n_flows, caps = case
     rate = max_min_rates(flow, link, n_flows, caps)
+    exact = exact_rates(flow, link, n_flows, caps)
+    assert_exact(rate, exact)
+    guided, bneck = solve_all(flow, link, n_flows, caps)
+    assert_exact(guided, exact)
+    assert all(b in link[flow == f] for f, b in enumerate(bneck)), "a bottleneck is on the route"
     load = np.bincount(link, weights=rate[flow], minlength=caps.size)
     assert (rate > 0).all()
     assert (load <= caps * (1 + 1e-9)).all()
@@ -230,3 +274,125 @@ def test_uniform_all_to_all_needs_few_rate_recomputations() -> None:
     assert net.recomputations < 20, "simultaneous starts and ends are coalesced"
     # Inter-node part: each GPU sends 24 peers' shares through its 50 GB/s NIC.
     assert t >= 24 * MB / 50e9
+
+
+@settings(max_examples=100, deadline=None)
+@given(flow_sets(12, 40), st.data())
+def test_rates_after_departures_and_arrivals_equal_exact_progressive_filling(
+    case: tuple[np.ndarray, np.ndarray, int, np.ndarray], data: st.DataObject
+) -> None:
+    """Recompute only the flows at least as fast as the slowest leaver, guided by the old
+    bottlenecks; then add flows back and recompute all. Both must match from-scratch."""
+    flow, link, n_flows, caps = case
+    rate, bneck = solve_all(flow, link, n_flows, caps)
+    gone = np.array(data.draw(st.lists(st.booleans(), min_size=n_flows, max_size=n_flows)))
+    assume(gone.any() and not gone.all())
+    keep = ~gone
+    new_id = np.cumsum(keep) - 1
+    rows = keep[flow]
+    sub_flow, sub_link, n_left = new_id[flow[rows]], link[rows], int(keep.sum())
+    floor = rate[gone].min()
+    rate_left, bneck_left = rate[keep].copy(), bneck[keep].copy()
+    redo = rate_left >= floor * (1 - TIE_TOLERANCE)
+    refill(sub_flow, sub_link, caps, rate_left, bneck_left, redo)
+    assert_exact(rate_left, exact_rates(sub_flow, sub_link, n_left, caps))
+    # Arrivals: the leavers come back, as new flows after the ones that stayed.
+    order = np.concatenate([np.flatnonzero(keep), np.flatnonzero(gone)])
+    back = np.argsort(order)
+    full_flow = back[flow]
+    sort = np.argsort(full_flow, kind="stable")
+    full_flow, full_link = full_flow[sort], link[sort]
+    rate_all = np.concatenate([rate_left, np.zeros(int(gone.sum()))])
+    bneck_all = np.concatenate([bneck_left, np.full(int(gone.sum()), -1)])
+    refill(full_flow, full_link, caps, rate_all, bneck_all, np.ones(n_flows, dtype=bool))
+    assert_exact(rate_all, exact_rates(full_flow, full_link, n_flows, caps))
+
+
+def test_bottlenecks_are_saturated_links_where_no_flow_is_faster() -> None:
+    # Link 0 (cap 2) carries flows 0 and 1; link 1 (cap 10) carries flows 1 and 2.
+    flow, link, caps = np.array([0, 1, 1, 2]), np.array([0, 0, 1, 1]), np.array([2.0, 10.0])
+    rate = max_min_rates(flow, link, 3, caps)
+    assert rate.tolist() == [1.0, 1.0, 9.0]
+    assert bottleneck_links(flow, link, rate, caps).tolist() == [0, 0, 1]
+
+
+# ---------------------------------------------------------------- whole runs vs a reference
+def reference_finish_times(
+    topo: Topology, starts: list[tuple[float, int, int, float]]
+) -> np.ndarray:
+    """A plain fluid simulation: full routes, every rate from scratch at every event."""
+    net = Network(simpy.Environment(), topo)
+    paths = [net.path(src, dst) for _, src, dst, _ in starts]
+    begin = np.array([t + latency for (t, *_), (_, latency) in zip(starts, paths, strict=True)])
+    left = np.array([size for *_, size in starts], dtype=float)
+    end = np.full(left.size, np.nan)
+    net.links.refresh()
+    caps, now = net.links.capacity, 0.0
+    while np.isnan(end).any():
+        live = np.flatnonzero((begin <= now) & np.isnan(end))
+        flow = np.repeat(np.arange(live.size), [paths[i][0].size for i in live])
+        link = np.concatenate([paths[i][0] for i in live]) if live.size else flow
+        rate = max_min_rates(flow, link, live.size, caps)
+        until = left[live] / rate if live.size else np.zeros(0)
+        waiting = begin[begin > now]
+        step = min(until.min(initial=np.inf), waiting.min(initial=np.inf) - now)
+        left[live] -= rate * step
+        now += step
+        end[live[left[live] <= 1e-9 * np.array([starts[i][3] for i in live])]] = now
+    return end
+
+
+def network_finish_times(
+    topo: Topology, starts: list[tuple[float, int, int, float]]
+) -> tuple[np.ndarray, Network]:
+    env = simpy.Environment()
+    net = Network(env, topo)
+    end = np.full(len(starts), np.nan)
+
+    def launch(i: int, t: float, src: int, dst: int, size: float) -> Any:
+        yield env.timeout(t)
+        yield net.transfer(src, dst, size)
+        end[i] = env.now
+
+    for i, start in enumerate(starts):
+        env.process(launch(i, *start))
+    env.run()
+    return end, net
+
+
+def test_skewed_all_to_all_matches_a_plain_fluid_simulation() -> None:
+    """Every flow's finish time, with implied links dropped and rates recomputed only above
+    the slowest leaver (guided), equals recomputing everything on full routes each time."""
+    topo = load_topology("h200-roce-railopt", {"nodes": 2})
+    rng = np.random.default_rng(7)
+    sizes = rng.lognormal(0.0, 1.0, size=(16, 16)) * MB
+    starts = [(0.0, i, j, sizes[i, j]) for i in range(16) for j in range(16) if i != j]
+    got, net = network_finish_times(topo, starts)
+    assert np.allclose(got, reference_finish_times(topo, starts), rtol=1e-9, atol=0)
+    assert net.recomputations > 200, "every finish is its own instant"
+    assert net.fallbacks < 0.1 * net.recomputations, "the guided solve settles most updates"
+
+
+def test_a_route_that_undoes_an_implied_link_restores_its_constraint() -> None:
+    # pcie-8x: GPU 0's PCIe port (32 GB/s) first carries only traffic that leaves the node
+    # through the 25 GB/s NIC (implied), then also traffic to GPU 1 on the same switch.
+    topo = load_topology("pcie-8x", {"nodes": 2})
+    starts = [(0.0, 0, 8, 64 * MB), (0.0, 2, 9, 64 * MB), (2e-4, 0, 1, 64 * MB)]
+    got, net = network_finish_times(topo, starts)
+    port = net.links.index[("n0/gpu0", "n0/pcie0")]
+    assert net.links.binding[port]
+    assert np.allclose(got, reference_finish_times(topo, starts), rtol=1e-9, atol=0)
+    alone = Network(simpy.Environment(), topo)
+    alone.path(0, 8)
+    alone.links.refresh()
+    assert not alone.links.binding[port], "implied by the NIC while it carries only NIC traffic"
+
+
+def test_short_flows_late_in_a_run_finish_without_stalling_the_clock() -> None:
+    """Long after t=0 a flow's last bytes can need less time than the clock can represent;
+    it must finish then instead of re-arming a timer that cannot advance time."""
+    topo = load_topology(node_spec())
+    starts = [(1000.0 + k * 1e-6, 0, 1 + k % 3, 1e5 * (1 + k)) for k in range(40)]
+    got, net = network_finish_times(topo, starts)
+    assert np.allclose(got, reference_finish_times(topo, starts), rtol=1e-12, atol=0)
+    assert net.recomputations <= 2 * len(starts)

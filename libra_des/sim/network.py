@@ -11,6 +11,19 @@ Model (assumptions stated once):
   ones stale (SimPy cannot cancel a timeout, so a stale one fires and is ignored).
 - A transfer to the same GPU, or of zero bytes, moves nothing through the network.
 
+Solving (exact up to float round-off; the results are those of progressive filling):
+- A link that every route through it shares with a link no wider is dropped from the
+  problem: it can never bind (:class:`LinkTable`).
+- When flows end, only flows at least as fast as the slowest of them can change rate
+  (:func:`refill`). Those are re-solved from their old bottleneck links: with each flow's
+  bottleneck known, the fair levels follow from one triangular linear solve instead of
+  progressive filling's rounds (:func:`bottleneck_levels`), and the max-min conditions are
+  checked; flows failing them move bottleneck and the part above the lowest failure is
+  solved again (:func:`settle`). Progressive filling (:func:`max_min_rates`) is the
+  fallback. A 64-GPU all-to-all(v) whose flows all end at different instants recomputes
+  rates about 4,000 times, so each recomputation must cost little more than a few passes
+  over the flows.
+
 Collectives decompose into transfers (``nbytes`` follows nccl-tests' ``size``):
 ring all_reduce (2(n-1) steps of ``nbytes/n`` to the next rank), ring all_gather and
 reduce_scatter (n-1 steps), pipelined-chain broadcast (``chunks`` pieces forwarded rank to
@@ -26,6 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import simpy
+from scipy.linalg.lapack import dtrtrs
 
 from libra_des.errors import InputError
 from libra_des.hardware.topology import LinkId, Topology
@@ -43,6 +57,14 @@ ALGORITHMS = {
 
 #: A flow is done when fewer bytes than this share of its size are left (float round-off).
 DONE_TOLERANCE = 1e-9
+#: Relative slack of the max-min checks (saturation, feasibility, bottleneck order).
+CHECK_TOLERANCE = 1e-10
+#: Flows this close (relative) below a level that is recomputed are recomputed too (ties).
+TIE_TOLERANCE = 1e-9
+#: Guided solves per recomputation before progressive filling settles what is left.
+MAX_TRIES = 8
+#: Most bottleneck links one dense triangular solve takes (more: progressive filling).
+MAX_DENSE_LINKS = 2048
 
 
 def max_min_rates(
@@ -87,6 +109,252 @@ def max_min_rates(
     return rate
 
 
+def bottleneck_links(
+    edge_flow: np.ndarray, edge_link: np.ndarray, rate: np.ndarray, capacity: np.ndarray
+) -> np.ndarray:
+    """Each flow's bottleneck in a max-min allocation: the lowest-numbered saturated link of
+    its route on which no flow runs faster (every flow has one; -1 if round-off hid it)."""
+    flow_rate = rate[edge_flow]
+    load = np.bincount(edge_link, weights=flow_rate, minlength=capacity.size)
+    fastest = np.zeros(capacity.size)
+    np.maximum.at(fastest, edge_link, flow_rate)
+    slack = 1.0 - CHECK_TOLERANCE
+    ok = (load >= capacity * slack)[edge_link] & (flow_rate >= fastest[edge_link] * slack)
+    bneck = np.full(rate.size, capacity.size)
+    np.minimum.at(bneck, edge_flow[ok], edge_link[ok])
+    bneck[bneck == capacity.size] = -1
+    return bneck
+
+
+def bottleneck_levels(
+    edge_flow: np.ndarray,
+    edge_link: np.ndarray,
+    capacity: np.ndarray,
+    bneck: np.ndarray,
+    key: np.ndarray,
+) -> np.ndarray | None:
+    """Fair level of each bottleneck link if flow ``f`` runs at the level of ``bneck[f]``.
+
+    Each bottleneck link ``l`` gives one equation, ``sum over its flows of
+    level[bneck[f]] = capacity[l]``. Taken in level order (``key`` guesses it; ties by link
+    number), a flow's bottleneck never comes after another of its links, so the system is
+    lower triangular and one forward substitution stands in for progressive filling's
+    rounds. A flow whose bottleneck does come later moves to its earliest link first.
+    Links that are nobody's bottleneck get level inf; None if the system is too big.
+    """
+    n_links = capacity.size
+    used = np.zeros(n_links, dtype=bool)
+    used[bneck] = True
+    links = np.flatnonzero(used)
+    links = links[np.argsort(key[links], kind="stable")]
+    row, col = _positions(edge_flow, edge_link, bneck, links, n_links)
+    late = col > row
+    if late.any():
+        move = np.zeros(bneck.size, dtype=bool)
+        move[edge_flow[late]] = True
+        reassign(edge_flow, edge_link, np.where(used, key, np.inf), move, bneck)
+        used[:] = False
+        used[bneck] = True
+        links = links[used[links]]
+        row, col = _positions(edge_flow, edge_link, bneck, links, n_links)
+    k = links.size
+    if k > MAX_DENSE_LINKS:
+        return None
+    # Row k collects the edges on links that are nobody's bottleneck; it is dropped.
+    system = np.bincount(row * k + col, minlength=(k + 1) * k)[: k * k].astype(float)
+    # A C-ordered matrix is its transpose in Fortran order: solve (M^T)^T x = c.
+    solved, info = dtrtrs(system.reshape(k, k).T, capacity[links], lower=0, trans=1)
+    if info != 0:
+        return None
+    level = np.full(n_links, np.inf)
+    level[links] = solved
+    return level
+
+
+def _positions(
+    edge_flow: np.ndarray, edge_link: np.ndarray, bneck: np.ndarray, order: np.ndarray, n: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per edge, the place in ``order`` of its link (``order.size`` if absent) and of its
+    flow's bottleneck; ``n`` links in all."""
+    pos = np.full(n, order.size)
+    pos[order] = np.arange(order.size)
+    return pos[edge_link], pos[bneck][edge_flow]
+
+
+def reassign(
+    edge_flow: np.ndarray,
+    edge_link: np.ndarray,
+    level: np.ndarray,
+    move: np.ndarray,
+    bneck: np.ndarray,
+) -> None:
+    """Point each flow in ``move`` at its route's lowest-level link (ties: lowest number)."""
+    mine = move[edge_flow]
+    flow, link = edge_flow[mine], edge_link[mine]
+    order = np.lexsort((link, level[link], flow))
+    flow, link = flow[order], link[order]
+    first = np.ones(flow.size, dtype=bool)
+    first[1:] = flow[1:] != flow[:-1]
+    bneck[flow[first]] = link[first]
+
+
+def restrict(
+    edge_flow: np.ndarray,
+    edge_link: np.ndarray,
+    capacity: np.ndarray,
+    rate: np.ndarray,
+    chosen: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Edges of the ``chosen`` flows (renumbered) and what the other flows leave of each link."""
+    if chosen.all():
+        return edge_flow, edge_link, capacity
+    part = chosen[edge_flow]
+    others = np.where(chosen, 0.0, rate)[edge_flow]
+    left = np.maximum(capacity - np.bincount(edge_link, others, capacity.size), 0.0)
+    index = np.cumsum(chosen) - 1
+    return index[edge_flow[part]], edge_link[part], left
+
+
+def settle(
+    edge_flow: np.ndarray,
+    edge_link: np.ndarray,
+    capacity: np.ndarray,
+    rate: np.ndarray,
+    bneck: np.ndarray,
+    key: np.ndarray,
+    tries: int = MAX_TRIES,
+) -> bool:
+    """Max-min rates into ``rate`` from a guessed bottleneck per flow; True if it fell back.
+
+    A try solves :func:`bottleneck_levels` and checks the defining property of the (unique)
+    max-min allocation: feasible, and every flow runs at the level of a saturated link on
+    which no flow is faster. Below the lowest level at which a check fails, every flow's
+    bottleneck is saturated by flows no faster than it and every link leaves the other flows
+    at least that level: progressive filling's exact state there. Those flows are final;
+    the rest try again on what they leave, the failing ones moved to their route's
+    lowest-level link. Progressive filling settles whatever ``tries`` leave.
+    """
+    level = bottleneck_levels(edge_flow, edge_link, capacity, bneck, key) if tries else None
+    if level is None:
+        rate[:] = max_min_rates(edge_flow, edge_link, rate.size, capacity)
+        bneck[:] = bottleneck_links(edge_flow, edge_link, rate, capacity)
+        return True
+    new = level[bneck]
+    flow_rate = new[edge_flow]
+    tol = 1.0 + CHECK_TOLERANCE
+    over = np.bincount(edge_link, flow_rate, capacity.size) > capacity * tol
+    if over.any():
+        # Nobody's bottleneck yet, an overloaded link's level is at least its equal share.
+        level[over] = capacity[over] / np.bincount(edge_link, minlength=capacity.size)[over]
+    bad = flow_rate > (level * tol)[edge_link]
+    if not bad.any():
+        rate[:] = new
+        return False
+    move = np.zeros(rate.size, dtype=bool)
+    move[edge_flow[bad]] = True
+    reassign(edge_flow, edge_link, level, move, bneck)
+    final = (new < level[edge_link[bad]].min() * (1.0 - TIE_TOLERANCE)) & (new > 0)
+    rate[final] = new[final]
+    rest = ~final
+    flow, link, left = restrict(edge_flow, edge_link, capacity, new, rest)
+    part_rate, part_bneck = new[rest], bneck[rest]
+    fell_back = settle(flow, link, left, part_rate, part_bneck, level, tries - 1)
+    rate[rest], bneck[rest] = part_rate, part_bneck
+    return fell_back
+
+
+def refill(
+    edge_flow: np.ndarray,
+    edge_link: np.ndarray,
+    capacity: np.ndarray,
+    rate: np.ndarray,
+    bneck: np.ndarray,
+    redo: np.ndarray,
+) -> bool:
+    """Recompute in place the max-min rates of the flows in ``redo``; the others keep theirs.
+
+    Right for ``redo`` = every flow, and after some flows left for ``redo`` = the flows at
+    least as fast as the slowest leaver (up to TIE_TOLERANCE): progressive filling below
+    that level runs exactly as before (a leaver's links saturate no earlier than its own
+    rate), so the rest is max-min on what the slower flows leave of each link. Old
+    bottlenecks guide :func:`settle`; a new flow (``bneck`` -1) starts on its route's link
+    of smallest equal share. Returns True if progressive filling was needed.
+    """
+    if not redo.any():
+        return False
+    flow, link, left = restrict(edge_flow, edge_link, capacity, rate, redo)
+    guess, old = bneck[redo], rate[redo]
+    key = np.full(capacity.size, np.inf)
+    known = guess >= 0
+    key[guess[known]] = old[known]
+    if not known.all():
+        share = left / np.maximum(np.bincount(link, minlength=left.size), 1)
+        reassign(flow, link, share, ~known, guess)
+        fresh = guess[~known]
+        key[fresh] = np.minimum(share[fresh], key[fresh])
+    fell_back = settle(flow, link, left, old, guess, key)
+    rate[redo], bneck[redo] = old, guess
+    return fell_back
+
+
+class LinkTable:
+    """The directed links the network has routed over, numbered in order of first use.
+
+    Besides each link's capacity it tracks which links can ever limit a flow. Link ``l`` is
+    *implied* by link ``m`` when every route seen so far through ``l`` also crosses ``m``
+    and ``m`` is no wider: ``m``'s load is then at least ``l``'s, so ``l`` never binds and
+    dropping its constraint leaves the max-min allocation as it was (for equal capacities
+    and equal route sets the higher-numbered link is dropped). A GPU's PCIe hops in front of
+    its NIC are implied by the NIC port, for example. A new route can undo an implication,
+    so the set is refreshed whenever routes were added.
+    """
+
+    def __init__(self, topology: Topology, variance: VarianceModel) -> None:
+        self.topology = topology
+        self.variance = variance
+        self.index: dict[LinkId, int] = {}
+        self._capacity: list[float] = []
+        self._common: list[set[int] | None] = []  # other links on every route through l
+        self.binding = np.ones(0, dtype=bool)
+        self.capacity = np.zeros(0)
+        self.stale = False
+
+    def number(self, link_id: LinkId) -> int:
+        if link_id not in self.index:
+            bandwidth = self.topology.link(link_id).bandwidth
+            self.index[link_id] = len(self._capacity)
+            self._capacity.append(bandwidth / self.variance.link_factor(link_id))
+            self._common.append(None)
+        return self.index[link_id]
+
+    def add_route(self, links: list[int]) -> None:
+        on_route = set(links)
+        for link in links:
+            common = self._common[link]
+            if common is None:
+                self._common[link] = on_route - {link}
+            else:
+                common &= on_route
+        self.stale = True
+
+    def refresh(self) -> bool:
+        """Recompute :attr:`binding` (and :attr:`capacity`); True if it changed."""
+        self.stale = False
+        self.capacity = np.array(self._capacity)
+        pairs = [(a, b) for a, common in enumerate(self._common) for b in common or ()]
+        binding = np.ones(len(self._capacity), dtype=bool)
+        if pairs:
+            lo, hi = np.array(pairs).T
+            mutual = np.array([a in (self._common[b] or ()) for a, b in pairs])
+            cap = self.capacity
+            tie = cap[hi] == cap[lo]
+            implied = (cap[hi] < cap[lo]) | (tie & (~mutual | (hi < lo)))
+            binding[lo[implied]] = False
+        changed = binding.size != self.binding.size or bool((binding != self.binding).any())
+        self.binding = binding
+        return changed
+
+
 @dataclass
 class _Flow:
     src: int
@@ -94,6 +362,79 @@ class _Flow:
     nbytes: float
     links: np.ndarray
     done: simpy.Event
+
+
+class FlowTable:
+    """Active flows, oldest first: parallel arrays plus one (flow, link) row per binding link
+    a flow crosses, rows grouped by flow. ``bneck`` is a flow's bottleneck link (-1: not
+    known yet)."""
+
+    def __init__(self) -> None:
+        self.flows: list[_Flow] = []
+        self.remaining = np.zeros(0)
+        self.size = np.zeros(0)
+        self.rate = np.zeros(0)
+        self.bneck = np.zeros(0, dtype=np.int64)
+        self.edge_flow = np.zeros(0, dtype=np.int64)
+        self.edge_link = np.zeros(0, dtype=np.int64)
+
+    def advance(self, elapsed: float, now: float) -> tuple[list[_Flow], float]:
+        """Drain ``elapsed`` seconds, drop the flows now done; return them and the slowest
+        one's rate (inf if none)."""
+        self.remaining -= self.rate * elapsed
+        # A flow whose remaining time is below the clock's resolution at ``now`` can never be
+        # drained by advancing time (now + wait == now): retire it, or the timer spins forever.
+        resolution = 4.0 * np.spacing(max(abs(now), 1.0))
+        done = (self.remaining <= DONE_TOLERANCE * self.size) | (
+            self.remaining <= self.rate * resolution
+        )
+        if not done.any():
+            return [], np.inf
+        slowest = float(self.rate[done].min())
+        gone = np.flatnonzero(done).tolist()
+        finished = [self.flows[i] for i in gone]
+        for i in reversed(gone):
+            del self.flows[i]
+        keep = ~done
+        new_pos = np.cumsum(keep) - 1
+        edge_keep = keep[self.edge_flow]
+        self.edge_flow = new_pos[self.edge_flow[edge_keep]]
+        self.edge_link = self.edge_link[edge_keep]
+        self.remaining, self.size = self.remaining[keep], self.size[keep]
+        self.rate, self.bneck = self.rate[keep], self.bneck[keep]
+        return finished, slowest
+
+    def add(self, new: list[_Flow], binding: np.ndarray) -> None:
+        owners, links = flow_edges(new, len(self.flows), binding)
+        self.edge_flow = np.concatenate([self.edge_flow, owners])
+        self.edge_link = np.concatenate([self.edge_link, links])
+        sizes = np.array([f.nbytes for f in new])
+        self.remaining = np.concatenate([self.remaining, sizes])
+        self.size = np.concatenate([self.size, sizes])
+        self.rate = np.concatenate([self.rate, np.zeros(len(new))])
+        self.bneck = np.concatenate([self.bneck, np.full(len(new), -1)])
+        self.flows.extend(new)
+
+    def rebind(self, binding: np.ndarray) -> None:
+        """Rebuild the rows for a new set of binding links; bottlenecks are forgotten."""
+        self.edge_flow, self.edge_link = flow_edges(self.flows, 0, binding)
+        self.bneck.fill(-1)
+
+    def next_end(self) -> float:
+        """Seconds until the first flow ends at the current rates."""
+        return float((self.remaining / self.rate).min())
+
+
+def flow_edges(
+    flows: list[_Flow], first: int, binding: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(flow, link) rows of ``flows``, numbered from ``first``, on binding links only."""
+    if not flows:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    links = np.concatenate([f.links for f in flows])
+    owners = np.repeat(np.arange(first, first + len(flows)), [f.links.size for f in flows])
+    keep = binding[links]
+    return owners[keep], links[keep]
 
 
 class Network:
@@ -109,16 +450,11 @@ class Network:
         self.bytes_received = np.zeros(topology.num_gpus)
         self.flows_done = 0
         self.recomputations = 0
-        self._link_index: dict[LinkId, int] = {}
-        self._capacity: list[float] = []
+        #: Recomputations that needed progressive filling (the guided solve did not settle).
+        self.fallbacks = 0
+        self.links = LinkTable(topology, self.variance)
+        self.table = FlowTable()
         self._paths: dict[tuple[int, int], tuple[np.ndarray, float]] = {}
-        # Active flows: parallel arrays plus one (flow, link) row per link a flow crosses.
-        self._flows = np.empty(0, dtype=object)
-        self._remaining = np.zeros(0)
-        self._size = np.zeros(0)
-        self._rate = np.zeros(0)
-        self._edge_flow = np.zeros(0, dtype=np.int64)
-        self._edge_link = np.zeros(0, dtype=np.int64)
         self._arrived: list[_Flow] = []
         self._updated_at = 0.0
         self._timer = 0
@@ -142,24 +478,18 @@ class Network:
         return done
 
     def path(self, src: int, dst: int) -> tuple[np.ndarray, float]:
-        """Link indices and total latency of the route (cached)."""
+        """Link numbers and total latency of the route (cached)."""
         key = (src, dst)
         if key not in self._paths:
             route = self.topology.route(src, dst)
-            index = np.array([self._link(lid) for lid in route], dtype=np.int64)
-            self._paths[key] = (index, self.topology.latency(route))
+            numbers = [self.links.number(lid) for lid in route]
+            self.links.add_route(numbers)
+            self._paths[key] = (np.array(numbers, dtype=np.int64), self.topology.latency(route))
         return self._paths[key]
-
-    def _link(self, link_id: LinkId) -> int:
-        if link_id not in self._link_index:
-            bandwidth = self.topology.link(link_id).bandwidth
-            self._link_index[link_id] = len(self._capacity)
-            self._capacity.append(bandwidth / self.variance.link_factor(link_id))
-        return self._link_index[link_id]
 
     @property
     def active_flows(self) -> int:
-        return len(self._flows)
+        return len(self.table.flows)
 
     # ------------------------------------------------------------------ rate bookkeeping
     def _arrive(self, flow: _Flow) -> None:
@@ -175,57 +505,28 @@ class Network:
 
     def _update(self, _event: simpy.Event | None) -> None:
         self._update_pending = False
-        now = self.env.now
-        self._remaining -= self._rate * (now - self._updated_at)
+        table, now = self.table, self.env.now
+        finished, floor = table.advance(now - self._updated_at, now)
         self._updated_at = now
-        # A flow whose remaining time is below the clock's resolution at ``now`` can never be
-        # drained by advancing time (now + wait == now): retire it, or the timer spins forever.
-        resolution = 4.0 * np.spacing(max(abs(now), 1.0))
-        left = self._remaining <= DONE_TOLERANCE * self._size
-        if self._rate.size == self._remaining.size:
-            left |= self._remaining <= self._rate * resolution
-        self._retire(left)
-        self._admit()
-        self.recomputations += 1
-        capacity = np.asarray(self._capacity)
-        self._rate = max_min_rates(self._edge_flow, self._edge_link, len(self._flows), capacity)
+        if self.links.stale and self.links.refresh():
+            table.rebind(self.links.binding)
+            floor = 0.0
+        if self._arrived:
+            table.add(self._arrived, self.links.binding)
+            self._arrived = []
+            floor = 0.0
+        if floor < np.inf:
+            self.recomputations += 1
+            self.fallbacks += refill(
+                table.edge_flow, table.edge_link, self.links.capacity, table.rate, table.bneck,
+                table.rate >= floor * (1.0 - TIE_TOLERANCE),
+            )
         self._timer += 1
-        if self._flows.size:
-            wait = float((self._remaining / self._rate).min())
+        if table.flows:
             timer = self._timer
-            self.env.timeout(max(wait, 0.0)).callbacks.append(lambda _e: self._on_timer(timer))
-
-    def _retire(self, done: np.ndarray) -> None:
-        if not done.any():
-            return
-        keep = ~done
-        finished = self._flows[done]
-        new_pos = np.cumsum(keep) - 1
-        edge_keep = keep[self._edge_flow]
-        self._edge_flow = new_pos[self._edge_flow[edge_keep]]
-        self._edge_link = self._edge_link[edge_keep]
-        self._flows = self._flows[keep]
-        self._remaining, self._size = self._remaining[keep], self._size[keep]
-        self._rate = self._rate[keep]
+            self.env.timeout(table.next_end()).callbacks.append(lambda _e: self._on_timer(timer))
         for flow in finished:
             self._finish(flow)
-
-    def _admit(self) -> None:
-        if not self._arrived:
-            return
-        new, self._arrived = self._arrived, []
-        first = len(self._flows)
-        counts = [f.links.size for f in new]
-        owners = np.repeat(np.arange(first, first + len(new)), counts)
-        self._edge_flow = np.concatenate([self._edge_flow, owners])
-        self._edge_link = np.concatenate([self._edge_link, *(f.links for f in new)])
-        sizes = np.array([f.nbytes for f in new])
-        self._remaining = np.concatenate([self._remaining, sizes])
-        self._size = np.concatenate([self._size, sizes])
-        self._rate = np.concatenate([self._rate, np.zeros(len(new))])
-        added = np.empty(len(new), dtype=object)
-        added[:] = new
-        self._flows = np.concatenate([self._flows, added])
 
     def _finish(self, flow: _Flow) -> None:
         self.bytes_received[flow.dst] += flow.nbytes
