@@ -95,13 +95,9 @@ def moe_ffn(scenario: Scenario, cost: CostModel, n: int) -> tuple[float, float, 
     comm = 0.0
     if cp > 1:
         nbytes = tokens * m.hidden * m.dtype_bytes
-        gpn = min(cp, scenario_gpn(cost))
+        gpn = min(cp, int(cost.fabric.gpus_per_node))
         comm = 2 * cost.collective("all_to_all", nbytes, cp, gpus_per_node=gpn).seconds
     return gemm + router, params, comm
-
-
-def scenario_gpn(cost: CostModel) -> int:
-    return int(cost.fabric.gpus_per_node)
 
 
 @dataclass(frozen=True)
@@ -121,7 +117,7 @@ class SlotAttention:
 def slot_attention(scenario: Scenario, cost: CostModel, plan: StepPlan) -> SlotAttention:
     """Cost every slot's attention plan once; layers and stages reuse it (one plan per step)."""
     m = scenario.model
-    gpn = scenario_gpn(cost)
+    gpn = int(cost.fabric.gpus_per_node)
     flat = [p for row in plan.slots for p in row]
     shape = (plan.pipelines, plan.microbatches)
 

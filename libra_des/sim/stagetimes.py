@@ -97,7 +97,8 @@ def device_times(
     pre_w = pre_base * f[:, :, :, 0, :]
     post_w = post_base * f[:, :, :, 2, :]
     pre, post = pre_w.max(axis=-1), post_w.max(axis=-1)
-    ep = lin.ep_comm_fwd * np.where(is_f, 1.0, 1.0)[None, :, None]
+    # The backward's expert all-to-all moves the same bytes as the forward's (dispatch+combine).
+    ep = np.full((1, n, 1), lin.ep_comm_fwd)
 
     per_layer = (pre + attn + post + ep) * mask
     exposed_w = t_w - comp_l
