@@ -5,6 +5,8 @@ BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip
 STAMP_RUN := $(VENV)/.installed-run
 STAMP_DEV := $(VENV)/.installed-dev
+# run and figs need only the plotting extra (no torch): their own stamp.
+STAMP_FIGS := $(VENV)/.installed-figs
 
 .PHONY: run test lint typecheck pytest bench figs clean
 
@@ -16,15 +18,19 @@ $(STAMP_RUN): pyproject.toml constraints.txt | $(BIN)/python
 	$(PIP) install -q -c constraints.txt -e .
 	touch $@
 
-$(STAMP_DEV): pyproject.toml constraints.txt | $(BIN)/python
-	$(PIP) install -q -c constraints.txt -e ".[dev,calibrate,figs]"
+$(STAMP_FIGS): pyproject.toml constraints.txt | $(BIN)/python
+	$(PIP) install -q -c constraints.txt -e ".[figs]"
 	touch $@ $(STAMP_RUN)
 
-run: $(STAMP_RUN)
-	$(BIN)/libra-des quickstart
+$(STAMP_DEV): pyproject.toml constraints.txt | $(BIN)/python
+	$(PIP) install -q -c constraints.txt -e ".[dev,calibrate,figs,tables]"
+	touch $@ $(STAMP_RUN) $(STAMP_FIGS)
+
+run: $(STAMP_FIGS)
+	$(BIN)/libra-des quickstart --out out
 
 lint: $(STAMP_DEV)
-	$(BIN)/ruff check libra_des tests benchmarks calibration paper_figs
+	$(BIN)/ruff check libra_des tests benchmarks calibration
 
 typecheck: $(STAMP_DEV)
 	$(BIN)/mypy libra_des
@@ -38,8 +44,8 @@ bench: $(STAMP_RUN)
 	$(BIN)/python benchmarks/planners.py
 	$(BIN)/python benchmarks/scale.py
 
-figs: $(STAMP_DEV)
-	$(BIN)/python -m paper_figs.all --out figs --quick
+figs: $(STAMP_FIGS)
+	$(BIN)/libra-des figs --quick --out figs
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -564,7 +564,16 @@ def device_name(cuda: bool) -> str:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m calibration.harness", description=__doc__)
+    p = argparse.ArgumentParser(
+        prog="python -m calibration.harness",
+        description="Measure kernels and collectives with torch and write a fitted profile.",
+        epilog="examples:\n"
+        "  python -m calibration.harness --out h200.json             # all GPUs, quick sizes\n"
+        "  python -m calibration.harness --out cpu.json --device cpu --world 2\n"
+        "  python -m calibration.harness --out a.json --ops attention,gemm --sizes full\n"
+        "The measurement method is described in calibration/harness.py's docstring.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--out", required=True, help="profile JSON to write")
     p.add_argument("--device", default="auto", help="auto | cuda | cpu")
     p.add_argument("--ops", default=",".join(ALL_OPS), help=",".join(ALL_OPS))

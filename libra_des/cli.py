@@ -10,16 +10,39 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import Any
+
+from rich_argparse import RawDescriptionRichHelpFormatter
 
 from libra_des import __version__
 from libra_des.errors import EXIT_BAD_INPUT, CheckError, InputError
 
 #: Command modules, in the order ``--help`` lists them.
-COMMANDS = ("quickstart", "run", "plan", "sweep", "cost", "profile", "validate")
+COMMANDS = ("quickstart", "run", "plan", "sweep", "cost", "profile", "validate", "figs", "report")
+
+#: What ``libra-des --help`` says above and below the command list (plain text, no markup).
+DESCRIPTION = "Simulate Libra and its baselines on modelled GPU clusters."
+EXAMPLES = """examples:
+  libra-des quickstart                                  # 1,024 GPUs: Libra Full vs Ulysses
+  libra-des run scenarios/quickstart.yaml --set parallelism.dp=16 --trace
+  libra-des sweep scenarios/quickstart.yaml --grid balancer.policy=libra,ulysses
+  libra-des figs --quick --out figs                     # every paper-style figure
+  libra-des report runs/quickstart --out report.html    # one self-contained HTML page
+  libra-des COMMAND --help                              # the options of one command
+"""
+
+
+def help_formatter(prog: str) -> argparse.HelpFormatter:
+    """Rich-coloured help, descriptions kept as written, command names in one column."""
+    return RawDescriptionRichHelpFormatter(prog, max_help_position=34)
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """argparse that reports usage errors on one line with exit status 2."""
+    """argparse that reports usage errors on one line with exit status 2; rich help text."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", help_formatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         sys.stderr.write(f"error: {self.prog}: {message}\n")
@@ -27,9 +50,10 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="libra-des", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="libra-des", description=DESCRIPTION, epilog=EXAMPLES)
     parser.add_argument("--version", action="version", version=f"libra-des {__version__}")
-    subs = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+    subs = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser,
+                                 metavar="COMMAND [ARGS]", title="commands")
     for name in COMMANDS:
         try:
             module = importlib.import_module(f"libra_des.commands.{name}")

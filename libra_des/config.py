@@ -23,6 +23,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from libra_des.errors import InputError
+from libra_des.identity import portable_paths
 
 #: Repository root: shipped topologies, workloads and profiles are found relative to it.
 ROOT = Path(__file__).resolve().parent.parent
@@ -454,8 +455,12 @@ def load_workload(path: str | Path, overrides: Iterable[str] = ()) -> WorkloadSp
 
 
 def scenario_dict(scenario: Scenario) -> dict[str, Any]:
-    """The fully resolved scenario as plain JSON-able data (for result files)."""
-    return scenario.model_dump(mode="json")
+    """The fully resolved scenario as plain JSON-able data (for result files).
+
+    Absolute paths become project- or cwd-relative (:mod:`libra_des.identity`), so result
+    files do not depend on where the checkout lives.
+    """
+    return dict(portable_paths(scenario.model_dump(mode="json")))
 
 
 LengthDist.model_rebuild()

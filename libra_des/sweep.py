@@ -11,8 +11,9 @@ resolved into a validated scenario *before* any simulation starts, so bad input 
 Storage contract (``OUT``):
 
 * ``OUT/points/<id>.json``: one point's ``result.json``; ``id`` is a hash of the resolved
-  scenario and the package version, so a rerun finds finished points and skips them (resume),
-  and two grid points that resolve to the same scenario run once;
+  scenario's contents and the code fingerprint (:mod:`libra_des.identity`), so a rerun
+  finds finished points and skips them (resume), a code edit recomputes them, and two grid
+  points that resolve to the same scenario run once;
 * ``OUT/sweep.json``: the index, points in expansion order with their overrides, axis
   coordinates and headline metrics. Everything except ``wall_s`` is a function of the command.
 
@@ -38,6 +39,7 @@ from libra_des import __version__
 from libra_des.commands.run import simulate
 from libra_des.config import Scenario, load_scenario, parse_override, scenario_dict
 from libra_des.errors import InputError
+from libra_des.identity import code_fingerprint, content_key, portable_path
 from libra_des.storage import dumps, write_atomic
 
 #: Headline metrics copied into the index, as dotted paths into ``result.json``.
@@ -173,8 +175,13 @@ class SweepSpec:
 
 
 def point_id(scenario: Scenario) -> str:
-    """Stable hash of the resolved scenario (and the code version that simulates it)."""
-    blob = dumps({"scenario": scenario_dict(scenario), "libra_des": __version__})
+    """Stable hash of the resolved scenario's *contents* and of the code that simulates it.
+
+    Files the scenario names enter by content, not path, so two clones agree; the code
+    fingerprint changes with any source edit, so a resumed sweep recomputes stale points.
+    """
+    key = content_key(scenario.model_dump(mode="json"))
+    blob = dumps({"scenario": key, "libra_des": __version__, "code": code_fingerprint()})
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -327,10 +334,11 @@ class SweepResult:
 
     def index(self) -> dict[str, Any]:
         return {
-            "scenario": self.spec.scenario,
+            "scenario": portable_path(self.spec.scenario),
             "set": list(self.spec.base),
             "axes": [a.as_dict() for a in self.spec.axes],
             "libra_des": __version__,
+            "code": code_fingerprint(),
             "points": [r.index_entry() for r in self.records],
         }
 

@@ -259,8 +259,8 @@ def test_ray_backend_keeps_expansion_order(
 
 def test_paper_figure_quick_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("matplotlib")
-    from paper_figs import dp_scaling
-    from paper_figs.common import FigOptions
+    from libra_des.figures import dp_scaling
+    from libra_des.figures.common import FigOptions
 
     monkeypatch.setattr(dp_scaling, "DPS", (1, 2))  # 8 points instead of 20
     png = dp_scaling.make(FigOptions(tmp_path, quick=True, workers=2))

@@ -14,7 +14,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from libra_des.commands.common import dumps, int_list, write_atomic
-from libra_des.config import Scenario, load_scenario
+from libra_des.config import Scenario, load_scenario, scenario_dict
 
 
 def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -40,7 +40,7 @@ def simulate(
         from libra_des.sim.moe_inference import simulate_moe
 
         result = simulate_moe(scenario, rng, progress=progress)
-        result.setdefault("scenario", scenario.model_dump(mode="json"))
+        result["scenario"] = scenario_dict(scenario)
         result["wall_s"] = time.perf_counter() - t0
         return result, None
     return simulate_training_result(scenario, rng, t0, progress, want_trace, trace_ranks)

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.ticker import ScalarFormatter
 
-from paper_figs import common
+from libra_des.figures import common
 
 NAME = "dp_scaling"
 LABELS = ("Ulysses", "Libra TAP", "Libra TAP+VRSP", "Libra Full")

@@ -24,7 +24,7 @@ from matplotlib.figure import Figure
 
 from libra_des.sweep import Axis, SweepResult, SweepSpec, default_workers, timed_sweep
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "scenarios"
 DATASETS = ("256k", "1m")
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from matplotlib.colors import LogNorm, Normalize
 
-from paper_figs import common
+from libra_des.figures import common
 
 NAME = "bh_grid"
 BLOCKS = (4096, 8192, 16384, 32768, 65536)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from paper_figs import common
+from libra_des.figures import common
 
 NAME = "pool_sweep"
 POOLS = (2, 4, 8, 16, 32, 64)

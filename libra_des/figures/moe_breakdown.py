@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib import colormaps
 
-from paper_figs import common
+from libra_des.figures import common
 
 NAME = "moe_breakdown"
 SCENARIO = "paper-moe-breakdown.yaml"

@@ -1,0 +1,95 @@
+"""Reproducible identities: portable paths in result files, content hashes for sweep points.
+
+* :func:`portable_paths` rewrites every absolute path inside a scenario dump so that result
+  files never hold the checkout's location: a path inside the project becomes relative to the
+  project root (``topologies/h200-roce-railopt.yaml``), any other path relative to the working
+  directory. The loader finds project-relative paths again (``config.resolve_path`` tries
+  ``ROOT / ref``), so a dump still loads.
+* :func:`content_key` replaces each file a scenario names by the SHA-256 of its bytes, so two
+  clones (different folders, same files) agree and an edited topology file changes the key.
+* :func:`code_fingerprint` hashes the package's own sources (and the shipped calibration
+  profiles, which the cost model reads), so a code edit invalidates stale sweep points.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+#: The project root: the folder that holds the package (and topologies/, workloads/, ...).
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = Path(__file__).resolve().parent
+#: Plotting code cannot change a result, so it stays out of the fingerprint.
+FIGURES = PACKAGE / "figures"
+#: Data the simulator reads besides its code: the shipped calibration profiles.
+DATA_DIRS = (ROOT / "calibration" / "profiles",)
+
+
+def map_strings(obj: Any, fn: Callable[[str], Any]) -> Any:
+    """Apply ``fn`` to every string inside nested dicts/lists (keys stay as they are)."""
+    if isinstance(obj, dict):
+        return {k: map_strings(v, fn) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [map_strings(v, fn) for v in obj]
+    return fn(obj) if isinstance(obj, str) else obj
+
+
+def portable_path(text: str, root: Path = ROOT) -> str:
+    """An absolute path made relative (to ``root`` when inside it, else to the cwd)."""
+    if not os.path.isabs(text):
+        return text
+    path = Path(text)
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return Path(os.path.relpath(path, Path.cwd())).as_posix()
+
+
+def portable_paths(data: Any, root: Path = ROOT) -> Any:
+    """``data`` with every absolute path string made relative (see the module docstring)."""
+    return map_strings(data, lambda s: portable_path(s, root))
+
+
+def file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def content_of(text: str, root: Path = ROOT) -> Any:
+    """A string that names an existing file becomes ``{"sha256": ...}`` of its bytes."""
+    if "/" not in text and "." not in text:
+        return text  # a plain name ("libra", "1f1b"), not a file
+    for cand in (Path(text), root / text):
+        if cand.is_file():
+            return {"sha256": file_digest(cand)}
+    return text
+
+
+def content_key(data: Any, root: Path = ROOT) -> Any:
+    """``data`` with every referenced file replaced by its content hash (paths drop out)."""
+    return map_strings(data, lambda s: content_of(s, root))
+
+
+def source_files(folder: Path, suffixes: tuple[str, ...]) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in suffixes
+                  and "__pycache__" not in p.parts)
+
+
+@cache
+def code_fingerprint() -> str:
+    """SHA-256 (16 hex digits) over the package sources and shipped profiles, by relative path.
+
+    Cached per process: sources do not change under a running simulation.
+    """
+    digest = hashlib.sha256()
+    files = [p for p in source_files(PACKAGE, (".py",)) if not p.is_relative_to(FIGURES)]
+    for folder in DATA_DIRS:
+        if folder.is_dir():
+            files += source_files(folder, (".json",))
+    for path in files:
+        digest.update(path.relative_to(ROOT).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
