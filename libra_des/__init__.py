@@ -5,3 +5,7 @@ Layers (imports point downwards only): ``cli`` -> ``sim`` -> ``plan`` / ``hardwa
 """
 
 __version__ = "0.1.0"
+
+from libra_des.tables import load_sweep  # pandas is imported only when it is called
+
+__all__ = ["__version__", "load_sweep"]

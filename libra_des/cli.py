@@ -32,9 +32,16 @@ EXAMPLES = """examples:
 """
 
 
+class HelpFormatter(RawDescriptionRichHelpFormatter):
+    """Descriptions kept as written; group titles keep their case (rich-argparse title-cases
+    them, which mangles file names such as ``workloads/longctx-1m.yaml``)."""
+
+    group_name_formatter = staticmethod(lambda title: title[:1].upper() + title[1:])  # type: ignore[assignment]
+
+
 def help_formatter(prog: str) -> argparse.HelpFormatter:
-    """Rich-coloured help, descriptions kept as written, command names in one column."""
-    return RawDescriptionRichHelpFormatter(prog, max_help_position=34)
+    """Rich-coloured help with command names in one column."""
+    return HelpFormatter(prog, max_help_position=34)
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -15,7 +15,9 @@ Storage contract (``OUT``):
   finds finished points and skips them (resume), a code edit recomputes them, and two grid
   points that resolve to the same scenario run once;
 * ``OUT/sweep.json``: the index, points in expansion order with their overrides, axis
-  coordinates and headline metrics. Everything except ``wall_s`` is a function of the command.
+  coordinates and headline metrics. Everything except ``wall_s`` is a function of the command;
+* ``OUT/sweep.csv`` (and ``sweep.parquet`` with the ``tables`` extra): one row per point, every
+  override and scalar metric (:mod:`libra_des.tables`).
 
 Both are written atomically by the driver process (workers only return results), so a killed
 sweep leaves whole files only, and a Ray cluster needs no shared filesystem.
@@ -41,6 +43,7 @@ from libra_des.config import Scenario, load_scenario, parse_override, scenario_d
 from libra_des.errors import InputError
 from libra_des.identity import code_fingerprint, content_key, portable_path
 from libra_des.storage import dumps, write_atomic
+from libra_des.tables import write_sweep_table
 
 #: Headline metrics copied into the index, as dotted paths into ``result.json``.
 TRAINING_METRICS = (
@@ -390,6 +393,7 @@ def run_sweep(
         input_error=InputError(*first) if first else None,
     )
     write_atomic(out / "sweep.json", dumps(result.index()) + "\n")
+    write_sweep_table(out)  # sweep.csv (+ sweep.parquet with the tables extra)
     return result
 
 

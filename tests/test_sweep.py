@@ -1,4 +1,4 @@
-"""``libra-des sweep``: grid expansion, resume, determinism, bad input, end to end, paper_figs."""
+"""``libra-des sweep``: grid expansion, resume, determinism, bad input, end to end."""
 
 from __future__ import annotations
 
@@ -252,20 +252,3 @@ def test_ray_backend_keeps_expansion_order(
     for p in index["points"]:
         assert json.loads((tmp_path / p["file"]).read_text())["policy"] == (
             p["overrides"]["balancer.policy"])
-
-
-# ----------------------------------------------------------------------------- paper_figs
-
-
-def test_paper_figure_quick_smoke(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("matplotlib")
-    from libra_des.figures import dp_scaling
-    from libra_des.figures.common import FigOptions
-
-    monkeypatch.setattr(dp_scaling, "DPS", (1, 2))  # 8 points instead of 20
-    png = dp_scaling.make(FigOptions(tmp_path, quick=True, workers=2))
-    assert png == tmp_path / "dp_scaling.png"
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
-    index = json.loads((tmp_path / "data" / "dp_scaling" / "1m-quick" / "sweep.json").read_text())
-    assert len(index["points"]) == 4 * 2
-    assert {p["overrides"]["parallelism.dp"] for p in index["points"]} == {1, 2}

@@ -26,6 +26,8 @@ def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--trace", action="store_true", help="also write DIR/trace.json (Perfetto)")
     p.add_argument("--trace-ranks", default=None, help="rank groups to trace, e.g. 0,1,2")
     p.add_argument("--json", action="store_true", help="print result.json to stdout")
+    p.add_argument("--table", action="store_true",
+                   help="also write DIR/result.csv (and result.parquet with the tables extra)")
     p.set_defaults(handler=handle)
 
 
@@ -125,6 +127,10 @@ def handle(args: argparse.Namespace) -> int:
     write_atomic(out / "result.json", dumps(result) + "\n")
     if trace is not None:
         write_atomic(out / "trace.json", json.dumps(trace))
+    if args.table:
+        from libra_des.tables import write_run_table
+
+        write_run_table(result, out)
     if args.json:
         print(dumps(result))
     else:

@@ -7,43 +7,42 @@ Ulysses, WLB-LLM, DistCA and the Libra ladder TAP / TAP+VRSP / Full. Quick mode:
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 
 from libra_des.figures import common
 
 NAME = "attention_straggler"
-LABELS = ("Ulysses", "WLB-LLM", "DistCA", "Libra TAP", "Libra TAP+VRSP", "Libra Full")
+TITLE = "Core-attention straggler latency, mean and max, per baseline"
 
 
-def make(opts: common.FigOptions) -> Path:
-    base = ["steps=1"] if opts.quick else []
-    fig, panels = common.dataset_panels(opts, NAME, "paper-attention-microbench",
-                                        [common.variant_axis(LABELS)], base)
-    x = np.arange(len(LABELS))
-    for ax, data, res in panels:
-        stats = [res[(v,)]["attention_straggler_s"] for v in range(len(LABELS))]
-        means = np.array([s["mean"] for s in stats]) * 1e3
-        maxes = np.array([s["max"] for s in stats]) * 1e3
-        colors = [common.COLORS[lb] for lb in LABELS]
-        ax.bar(x - 0.2, means, 0.4, color=colors, edgecolor="black", label="mean")
-        ax.bar(x + 0.2, maxes, 0.4, color=colors, edgecolor="black", hatch="//", alpha=0.6,
-               label="max")
-        for xi, m in zip(x, means, strict=True):
-            ax.annotate(f"{m:.1f}", (xi - 0.2, m), ha="center", va="bottom", fontsize=7)
-        ax.set_xticks(x, LABELS, rotation=25, ha="right")
-        ax.set_ylabel("slowest worker per attention call (ms, one layer)")
-        ax.set_title(f"{data.upper()}-token sequences")
-        ax.grid(axis="y", alpha=0.3)
-        ax.set_ylim(top=maxes.max() * 1.3)  # headroom for the legend
-        ax.legend(title="over the window's calls", loc="upper left", ncols=2)
-    steps = 1 if opts.quick else 2
-    fig.suptitle(f"Core-attention straggler latency, DP 16, GBS 128 ({steps} window"
-                 f"{'s' if steps > 1 else ''})")
-    return common.save(fig, opts, NAME)
-
-
-if __name__ == "__main__":
-    sys.exit(common.script_main(make, __doc__))
+def make(opts: common.FigOptions) -> common.Drawn:
+    labels = opts.pick(common.ALL_VARIANTS, common.ALL_VARIANTS,
+                       ("Ulysses", "DistCA", "Libra Full"))
+    datasets = opts.pick(common.DATASETS, common.DATASETS, ("1m",))
+    base = opts.pick([], ["steps=1"], [*common.TINY_TRAINING, "parallelism.cp=4"])
+    fig, axes = common.new_figure(len(datasets), width=5.6, height=4.4)
+    x = np.arange(len(labels))
+    rows, scenario, fidelity = [], "", ""
+    for ax, data in zip(axes, datasets, strict=True):
+        study = common.sweep(opts, f"{NAME}/{data}", f"paper-attention-microbench-{data}.yaml",
+                             [common.variant_axis(labels)], base)
+        scenario, fidelity = study.scenario.rsplit("-", 1)[0] + "-{256k,1m}", study.fidelity
+        mean = np.array([study.stat((v,), lambda r: r["attention_straggler_s"]["mean"])
+                         for v in range(len(labels))]) * 1e3
+        peak = np.array([study.stat((v,), lambda r: r["attention_straggler_s"]["max"])
+                         for v in range(len(labels))]) * 1e3
+        colors = [common.COLORS[lb] for lb in labels]
+        ax.bar(x - 0.2, mean[:, 0], 0.4, yerr=mean[:, 1], color=colors, edgecolor="black",
+               capsize=3, label="mean over the window's calls")
+        ax.bar(x + 0.2, peak[:, 0], 0.4, yerr=peak[:, 1], color=colors, edgecolor="black",
+               hatch="//", alpha=0.6, capsize=3, label="max over the window's calls")
+        ax.set_xticks(x, labels, rotation=25, ha="right")
+        common.label_axes(ax, "policy", "slowest worker per attention call (ms, one layer)",
+                          f"{data.upper()}-token sequences")
+        ax.set_ylim(top=peak[:, 0].max() * 1.35)
+        ax.legend(loc="upper left", fontsize="small")
+        rows += [{"dataset": data, "policy": lb, "mean_ms": m[0], "mean_ms_sd": m[1],
+                  "max_ms": p[0], "max_ms_sd": p[1]}
+                 for lb, m, p in zip(labels, mean, peak, strict=True)]
+    fig.suptitle("Core-attention straggler latency per policy, GBS 128 window")
+    return common.save(fig, opts, NAME, TITLE, common.caption(scenario, opts, fidelity), rows)

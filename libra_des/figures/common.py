@@ -1,18 +1,24 @@
-"""Shared pieces of the paper-style figures: options, sweeps, ``plan --json`` runs, style.
+"""Shared pieces of the paper-style figures: options, seeded sweeps, style, PNG/PDF/CSV output.
 
-Every figure script exposes ``NAME`` and ``make(opts) -> Path`` (the PNG it wrote) and runs
-its data through :mod:`libra_des.sweep` into ``OUT/data/<name>[-quick]/`` so that a rerun
-resumes; ``python -m paper_figs.<script> --out figs/ [--quick]`` runs one figure.
+Every figure module exposes ``NAME``, ``TITLE`` and ``make(opts) -> Drawn``. Data comes from
+:mod:`libra_des.sweep` into ``OUT/data/<name>-<mode>/`` (so a rerun resumes) or, for the
+configuration-simulator figures, from ``libra-des plan --json``. Each figure is written as
+``NAME.png``, ``NAME.pdf`` and ``NAME.csv`` (exactly the plotted numbers, one row per plotted
+value), with a caption line stating scenario, seeds and fidelity.
+
+Modes: *full* (the studies, three seeds: error bars are one standard deviation over seeds),
+*quick* (one seed, fewer steps and points), *tiny* (test-only: the smallest layouts that still
+exercise every code path; the numbers mean nothing).
 """
 
 from __future__ import annotations
 
-import argparse
+import csv
 import json
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +26,12 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only; no display is needed or wanted
 import matplotlib.pyplot as plt
+import numpy as np
 from matplotlib.figure import Figure
 
-from libra_des.sweep import Axis, SweepResult, SweepSpec, default_workers, timed_sweep
+from libra_des.identity import ROOT
+from libra_des.sweep import Axis, SweepSpec, timed_sweep
 
-ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "scenarios"
 DATASETS = ("256k", "1m")
 
@@ -40,10 +47,22 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "Libra Full": {"balancer.policy": "libra", "balancer.vrsp": True,
                    "balancer.pipeliner": True},
 }
+ALL_VARIANTS = tuple(VARIANTS)
 COLORS = {
     "Ulysses": "#7f7f7f", "WLB-LLM": "#bcbd22", "DistCA": "#9467bd",
     "Libra TAP": "#aec7e8", "Libra TAP+VRSP": "#1f77b4", "Libra Full": "#d62728",
+    "SGLang": "#7f7f7f", "EPLB": "#ff7f0e", "Lina": "#2ca02c", "HarMoEny": "#9467bd",
+    "Libra": "#d62728",
 }
+#: MoE systems: balancer.policy -> name in words (PAPERS.md B).
+MOE_SYSTEMS = {"sglang": "SGLang", "eplb": "EPLB", "lina": "Lina", "harmoeny": "HarMoEny",
+               "libra": "Libra"}
+#: A training layout small enough for the test-only mode (2 GPUs, 2 layers, one step).
+TINY_TRAINING = ("parallelism.dp=2", "parallelism.pp=1", "parallelism.cp=8",
+                 "parallelism.gbs=4", "balancer.pool_size=2", "model.layers=2", "steps=1")
+#: The MoE counterpart: 2 layers, one batch of 4 short requests.
+TINY_MOE = ("model.layers=2", "workload.batches=1", "workload.batch=4",
+            "workload.seq_len=128")
 
 
 @dataclass(frozen=True)
@@ -53,10 +72,34 @@ class FigOptions:
     out: Path
     quick: bool = False
     workers: int = 2
+    tiny: bool = False
+
+    @property
+    def mode(self) -> str:
+        return "tiny" if self.tiny else "quick" if self.quick else "full"
+
+    @property
+    def seeds(self) -> tuple[int, ...]:
+        """Full mode repeats every point over three seeds (error bars); the others use one."""
+        return (0, 1, 2) if self.mode == "full" else (0,)
 
     def data(self, name: str) -> Path:
-        """Sweep folder of one figure (quick and full runs never share an index)."""
-        return self.out / "data" / (f"{name}-quick" if self.quick else name)
+        """Sweep folder of one figure (modes never share an index)."""
+        return self.out / "data" / f"{name}-{self.mode}"
+
+    def pick(self, full: Any, quick: Any, tiny: Any) -> Any:
+        """The value for this mode."""
+        return {"full": full, "quick": quick, "tiny": tiny}[self.mode]
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """One finished figure: its files and caption."""
+
+    name: str
+    title: str
+    caption: str
+    files: tuple[Path, ...]
 
 
 def yaml_text(value: Any) -> str:
@@ -82,46 +125,64 @@ def variant_axis(labels: Sequence[str]) -> Axis:
     return zipped({k: [VARIANTS[lb].get(k, defaults.get(k)) for lb in labels] for k in keys})
 
 
-def sweep(
-    opts: FigOptions, folder: str, scenario: str, axes: Sequence[Axis], base: Sequence[str] = ()
-) -> SweepResult:
-    """Run (or resume) one sweep of a shipped scenario and report its wall time."""
-    spec = SweepSpec(str(SCENARIOS / scenario), tuple(base), tuple(axes))
+@dataclass(frozen=True)
+class Study:
+    """A sweep's results keyed by axis coordinates; each key holds one result per seed."""
+
+    scenario: str
+    runs: dict[tuple[int, ...], list[dict[str, Any]]] = field(default_factory=dict)
+
+    def values(self, coords: tuple[int, ...], fn: Callable[[dict[str, Any]], float]) -> np.ndarray:
+        return np.array([float(fn(r)) for r in self.runs[coords]])
+
+    def stat(self, coords: tuple[int, ...], fn: Callable[[dict[str, Any]], float]
+             ) -> tuple[float, float]:
+        """Mean over seeds and one standard deviation (0 for a single seed)."""
+        v = self.values(coords, fn)
+        return float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else 0.0
+
+    def first(self, coords: tuple[int, ...] = ()) -> dict[str, Any]:
+        key = coords or next(iter(self.runs))
+        return self.runs[key][0]
+
+    @property
+    def fidelity(self) -> str:
+        scenario = self.first()["scenario"]
+        return str(scenario.get("fidelity", "n/a")) if scenario.get("kind") == "training" \
+            else "moe prefill"
+
+
+def sweep(opts: FigOptions, folder: str, scenario: str, axes: Sequence[Axis],
+          base: Sequence[str] = ()) -> Study:
+    """Run (or resume) one sweep of a shipped scenario over the axes and the mode's seeds."""
+    spec = SweepSpec(str(SCENARIOS / scenario), tuple(base), (*axes, grid("seed", opts.seeds)))
     result, seconds = timed_sweep(spec, opts.data(folder), opts.workers)
     print(f"  {scenario}: {len(result.records)} points ({result.ran} run, {result.reused} "
           f"reused) in {seconds:.1f} s", file=sys.stderr)
-    return result
+    study = Study(Path(scenario).stem)
+    for r in result.records:
+        study.runs.setdefault(r.point.coords[:-1], []).append(r.result())
+    return study
 
 
 def plan_json(opts: FigOptions, name: str, args: Sequence[str]) -> dict[str, Any]:
     """Run ``libra-des plan ... --json``; keep its output beside the figure's other data."""
+    path = opts.data(name) / "plan.json"
     cmd = [sys.executable, "-m", "libra_des.cli", "plan", *args, "--json"]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
     if done.returncode:
         raise RuntimeError(f"libra-des plan failed: {done.stderr.strip()}")
-    path = opts.data(name) / "plan.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(done.stdout)
     data: dict[str, Any] = json.loads(done.stdout)
     return data
 
 
-def by_coords(result: SweepResult) -> dict[tuple[int, ...], dict[str, Any]]:
-    """Full results keyed by axis coordinates."""
-    return {r.point.coords: r.result() for r in result.records}
-
-
-def dataset_panels(
-    opts: FigOptions, name: str, stem: str, axes: Sequence[Axis], base: Sequence[str] = (),
-    width: float = 5.6, height: float = 4.4,
-) -> tuple[Figure, list[tuple[Any, str, dict[tuple[int, ...], dict[str, Any]]]]]:
-    """One panel per corpus: sweep ``<stem>-<dataset>.yaml`` and pair each axes with results."""
-    fig, row = new_figure(len(DATASETS), width=width, height=height)
-    panels = []
-    for ax, data in zip(row, DATASETS, strict=True):
-        res = by_coords(sweep(opts, f"{name}/{data}", f"{stem}-{data}.yaml", axes, base))
-        panels.append((ax, data, res))
-    return fig, panels
+def caption(scenario: str, opts: FigOptions, fidelity: str, extra: str = "") -> str:
+    """The line under every figure: scenario, seeds, fidelity, mode."""
+    seeds = ",".join(map(str, opts.seeds))
+    text = f"scenario {scenario}; seeds {seeds}; fidelity {fidelity}; {opts.mode} mode"
+    return f"{text}; {extra}" if extra else text
 
 
 def new_figure(ncols: int = 1, width: float = 6.4, height: float = 4.2) -> tuple[Figure, Any]:
@@ -130,30 +191,36 @@ def new_figure(ncols: int = 1, width: float = 6.4, height: float = 4.2) -> tuple
     return fig, axes[0]
 
 
-def save(fig: Figure, opts: FigOptions, name: str) -> Path:
-    path = opts.out / f"{name}.png"
+def write_csv(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Rows of plotted values; the header is the union of the rows' keys in first-seen order."""
+    header = list(dict.fromkeys(k for row in rows for k in row))
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=130)
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=header)
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def save(fig: Figure, opts: FigOptions, name: str, title: str, text: str,
+         rows: Sequence[Mapping[str, Any]]) -> Drawn:
+    """Write ``NAME.png``, ``NAME.pdf`` and ``NAME.csv``; the caption goes under the axes."""
+    if not rows:
+        raise ValueError(f"figure {name}: no plotted values")
+    fig.text(0.5, -0.01, text, ha="center", va="top", fontsize=8, color="#444444")
+    opts.out.mkdir(parents=True, exist_ok=True)
+    files = []
+    for ext, dpi in (("png", 60 if opts.tiny else 150), ("pdf", None)):
+        path = opts.out / f"{name}.{ext}"
+        fig.savefig(path, dpi=dpi, bbox_inches="tight")
+        files.append(path)
     plt.close(fig)
-    return path
+    write_csv(opts.out / f"{name}.csv", rows)
+    return Drawn(name, title, text, (*files, opts.out / f"{name}.csv"))
 
 
-def options(argv: Sequence[str] | None, description: str) -> FigOptions:
-    p = argparse.ArgumentParser(description=description)
-    p.add_argument("--out", default="figs", help="folder for PNGs and their data (figs)")
-    p.add_argument("--quick", action="store_true", help="fewer steps/points (< 5 min total)")
-    p.add_argument("--workers", type=int, default=default_workers(),
-                   help="local worker processes per sweep")
-    args = p.parse_args(argv)
-    if args.workers < 1:
-        p.error("--workers must be >= 1")
-    return FigOptions(Path(args.out), args.quick, args.workers)
-
-
-def script_main(
-    make: Callable[[FigOptions], Path], doc: str | None, argv: Sequence[str] | None = None
-) -> int:
-    """Entry point shared by the figure scripts (``doc``: the script's docstring)."""
-    path = make(options(argv, (doc or "").splitlines()[0]))
-    print(path, flush=True)
-    return 0
+def label_axes(ax: Any, x: str, y: str, title: str = "") -> None:
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    if title:
+        ax.set_title(title)
+    ax.grid(alpha=0.3)

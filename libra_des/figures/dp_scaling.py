@@ -1,55 +1,56 @@
-"""Throughput as DP grows 1 -> 16 at a fixed GBS: Ulysses vs Libra TAP / TAP+VRSP / Full.
+"""Throughput as DP grows 1 -> 16 at a fixed GBS, every baseline and the Libra ladder.
 
-Scenario ``paper-dp-scaling-1m`` (GBS 32 packed 1M-token sequences, CP 8, Qwen3-30B-A3B);
-the pool size follows P = min(8, DP) because P must divide DP. Quick mode: one step per point
-instead of the scenario's three.
+Scenario ``paper-dp-scaling-1m`` (GBS 32 packed 1M-token sequences, CP 8, Qwen3-30B-A3B); the
+pool size follows P = min(8, DP) because P must divide DP. Left: cluster throughput with the
+ideal line (linear from the best DP = 1 point). Right: scaling efficiency, throughput over
+DP x the same variant's DP = 1 throughput (ideal = 1). Quick mode: one step per point.
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
-from matplotlib.ticker import ScalarFormatter
 
 from libra_des.figures import common
 
 NAME = "dp_scaling"
-LABELS = ("Ulysses", "Libra TAP", "Libra TAP+VRSP", "Libra Full")
-DPS = (1, 2, 4, 8, 16)
+TITLE = "DP scaling at fixed GBS with an ideal line"
 
 
-def make(opts: common.FigOptions) -> Path:
-    dp_axis = common.zipped({"parallelism.dp": DPS,
-                      "balancer.pool_size": [min(8, dp) for dp in DPS]})
-    base = ["steps=1"] if opts.quick else []
-    res = common.by_coords(common.sweep(opts, f"{NAME}/1m", "paper-dp-scaling-1m.yaml",
-                          [common.variant_axis(LABELS), dp_axis], base))
-    fig, (ax_total, ax_gpu) = common.new_figure(2, width=5.6)
-    for v, label in enumerate(LABELS):
-        tput = np.array([res[(v, d)]["tokens_per_s"] for d in range(len(DPS))])
-        gpus = np.array([res[(v, d)]["gpus"] for d in range(len(DPS))])
-        style = {"color": common.COLORS[label], "marker": "o", "label": label}
-        ax_total.plot(DPS, tput / 1e3, **style)
-        ax_gpu.plot(DPS, tput / gpus / 1e3, **style)
-    steps = res[(0, 0)]["scenario"]["steps"]
-    for ax in (ax_total, ax_gpu):
+def make(opts: common.FigOptions) -> common.Drawn:
+    dps = opts.pick((1, 2, 4, 8, 16), (1, 2, 4, 8, 16), (1, 2))
+    labels = opts.pick(common.ALL_VARIANTS, common.ALL_VARIANTS, ("Ulysses", "Libra Full"))
+    dp_axis = common.zipped({"parallelism.dp": dps,
+                             "balancer.pool_size": [min(8, dp) for dp in dps]})
+    base = opts.pick([], ["steps=1"], [*common.TINY_TRAINING, "parallelism.gbs=2"])
+    study = common.sweep(opts, NAME, "paper-dp-scaling-1m.yaml",
+                         [common.variant_axis(labels), dp_axis], base)
+    fig, (ax_total, ax_eff) = common.new_figure(2, width=5.6)
+    rows = []
+    one = max(study.stat((v, 0), lambda r: r["tokens_per_s"])[0] for v in range(len(labels)))
+    for v, label in enumerate(labels):
+        stats = [study.stat((v, d), lambda r: r["tokens_per_s"]) for d in range(len(dps))]
+        mean, err = np.array(stats).T
+        eff, eff_err = mean / (np.array(dps) * mean[0]), err / (np.array(dps) * mean[0])
+        style = {"color": common.COLORS[label], "marker": "o", "label": label, "capsize": 3}
+        ax_total.errorbar(dps, mean / 1e3, yerr=err / 1e3, **style)
+        ax_eff.errorbar(dps, eff, yerr=eff_err, **style)
+        rows += [{"variant": label, "dp": dp, "tokens_per_s": m, "tokens_per_s_sd": e,
+                  "scaling_efficiency": f, "scaling_efficiency_sd": fe}
+                 for dp, m, e, f, fe in zip(dps, mean, err, eff, eff_err, strict=True)]
+    ideal = one * np.array(dps)
+    ax_total.plot(dps, ideal / 1e3, "k--", label="ideal (linear from best DP = 1)")
+    ax_eff.axhline(1.0, color="k", ls="--", label="ideal")
+    rows += [{"variant": "ideal", "dp": dp, "tokens_per_s": i} for dp, i in zip(dps, ideal,
+                                                                                 strict=True)]
+    for ax in (ax_total, ax_eff):
         ax.set_xscale("log", base=2)
-        ax.set_xticks(DPS, [str(d) for d in DPS])
-        ax.set_xlabel("data-parallel replicas DP (CP 8 each; P = min(8, DP))")
-        ax.grid(alpha=0.3)
-    ax_total.set_yscale("log", base=2)
-    ax_total.yaxis.set_major_formatter(ScalarFormatter())
-    ax_total.set_ylabel("throughput (thousand tokens/s, log scale)")
-    ax_total.set_title("Cluster throughput")
-    ax_gpu.set_ylabel("throughput per GPU (thousand tokens/s)")
-    ax_gpu.set_title("Per-GPU throughput (scaling efficiency)")
-    ax_gpu.legend()
-    fig.suptitle(f"DP scaling at fixed GBS 32 x 1M tokens, Qwen3-30B-A3B, H200 RoCE "
-                 f"({steps} step{'s' if steps > 1 else ''} per point)")
-    return common.save(fig, opts, NAME)
-
-
-if __name__ == "__main__":
-    sys.exit(common.script_main(make, __doc__))
+        ax.set_xticks(dps, [str(d) for d in dps])
+    common.label_axes(ax_total, "data-parallel replicas DP (CP 8 each; P = min(8, DP))",
+                      "throughput (thousand tokens/s)", "Cluster throughput")
+    common.label_axes(ax_eff, "data-parallel replicas DP", "scaling efficiency (1 = ideal)",
+                      "Throughput / (DP x own DP = 1 throughput)")
+    ax_total.legend(fontsize="small")
+    fig.suptitle("DP scaling at fixed GBS 32 x 1M tokens, Qwen3-30B-A3B, H200 RoCE")
+    text = common.caption(study.scenario, opts, study.fidelity,
+                          "error bars: 1 s.d. over seeds" if len(opts.seeds) > 1 else "")
+    return common.save(fig, opts, NAME, TITLE, text, rows)

@@ -1,45 +1,48 @@
 """Per-microbatch forward-time distribution under pipeline parallelism: Ulysses vs Libra.
 
 Scenarios ``paper-pp-microbatch-{256k,1m}`` (DP 8 x PP 4, 8 microbatches per replica, 1F1B);
-the result key ``microbatch_forward_s`` holds every first-stage forward op of every step.
-The paper uses 15 iterations; quick mode runs 3.
+the result key ``microbatch_forward_s`` holds every first-stage forward op of every step (all
+seeds pooled). Bins follow numpy's ``auto`` rule (Sturges / Freedman-Diaconis), so a few dozen
+samples get a handful of bins. The paper uses 15 iterations; quick mode runs 3.
 """
 
 from __future__ import annotations
-
-import sys
-from pathlib import Path
 
 import numpy as np
 
 from libra_des.figures import common
 
 NAME = "pp_microbatch"
+TITLE = "Per-microbatch forward-time distribution under PP"
 LABELS = ("Ulysses", "Libra Full")
 
 
-def make(opts: common.FigOptions) -> Path:
-    steps = 3 if opts.quick else 15
-    fig, panels = common.dataset_panels(opts, NAME, "paper-pp-microbatch",
-                                        [common.variant_axis(LABELS)], [f"steps={steps}"])
-    for ax, data, res in panels:
-        times = [np.array(res[(v,)]["microbatch_forward_s"]) for v in range(len(LABELS))]
-        bins = np.linspace(min(t.min() for t in times), max(t.max() for t in times), 40)
+def make(opts: common.FigOptions) -> common.Drawn:
+    steps = opts.pick(15, 3, 2)
+    datasets = opts.pick(common.DATASETS, common.DATASETS, ("1m",))
+    base = opts.pick([], [], [*common.TINY_TRAINING, "parallelism.pp=2", "parallelism.gbs=8"])
+    fig, axes = common.new_figure(len(datasets), width=5.6, height=4.4)
+    rows, scenario, fidelity = [], "", ""
+    for ax, data in zip(axes, datasets, strict=True):
+        study = common.sweep(opts, f"{NAME}/{data}", f"paper-pp-microbatch-{data}.yaml",
+                             [common.variant_axis(LABELS)], [*base, f"steps={steps}"])
+        scenario, fidelity = "paper-pp-microbatch-{256k,1m}", study.fidelity
+        times = [np.concatenate([np.asarray(r["microbatch_forward_s"], dtype=float)
+                                 for r in study.runs[(v,)]]) for v in range(len(LABELS))]
+        edges = np.histogram_bin_edges(np.concatenate(times), bins="auto")
         for label, t in zip(LABELS, times, strict=True):
-            spread, cv = t.max() / np.median(t), t.std() / t.mean()
-            # Fractions, not counts: Ulysses has one op per replica, Libra one per pool.
+            counts, _ = np.histogram(t, bins=edges)
+            frac = counts / t.size
             color = common.COLORS[label]
-            ax.hist(t, bins=bins, weights=np.full(t.size, 1 / t.size), histtype="stepfilled",
-                    alpha=0.45, color=color, edgecolor=color, linewidth=1.2,
-                    label=f"{label} (n={t.size}): CV {cv:.3f}, max/median {spread:.2f}")
-        ax.set_xlabel("forward time of one microbatch on stage 0 (s)")
-        ax.set_ylabel("fraction of forward ops")
-        ax.set_title(f"{data.upper()}-token packed sequences")
+            cv = t.std() / t.mean()
+            ax.stairs(frac, edges, fill=True, alpha=0.45, color=color,
+                      label=f"{label} ({t.size} ops): CV {cv:.3f}, "
+                      f"max/median {t.max() / np.median(t):.2f}")
+            rows += [{"dataset": data, "policy": label, "bin_lo_s": lo, "bin_hi_s": hi,
+                      "fraction": f} for lo, hi, f in zip(edges[:-1], edges[1:], frac,
+                                                          strict=True)]
+        common.label_axes(ax, "forward time of one microbatch on stage 0 (s)",
+                          "fraction of forward ops", f"{data.upper()}-token packed sequences")
         ax.legend(fontsize="small")
-        ax.grid(alpha=0.3)
     fig.suptitle(f"Microbatch forward-time distribution, PP 4 x DP 8, {steps} iterations")
-    return common.save(fig, opts, NAME)
-
-
-if __name__ == "__main__":
-    sys.exit(common.script_main(make, __doc__))
+    return common.save(fig, opts, NAME, TITLE, common.caption(scenario, opts, fidelity), rows)

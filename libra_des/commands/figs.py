@@ -1,0 +1,83 @@
+"""``libra-des figs [--quick] [--only NAME] --out DIR``: draw the paper-style figures."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from libra_des.commands.common import int_list
+from libra_des.errors import InputError
+from libra_des.storage import dumps, write_atomic
+from libra_des.sweep import default_workers
+
+MISSING = "error: figs: matplotlib is not installed; allowed: pip install 'libra-des[figs]'\n"
+
+
+def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subs.add_parser(
+        "figs", help="draw every paper-style figure (PNG, PDF and CSV each)",
+        description="Draw the paper-style figures from resumable sweeps. Each figure is "
+        "written as NAME.png, NAME.pdf and NAME.csv (the plotted numbers); data goes to "
+        "OUT/data/ so a rerun only draws.",
+        epilog="examples:\n  libra-des figs --quick --out figs\n"
+        "  libra-des figs --only dp_scaling,moe_breakdown --out figs   # full mode, 3 seeds\n",
+    )
+    p.add_argument("--out", default="figs", help="output folder (figs)")
+    p.add_argument("--quick", action="store_true",
+                   help="one seed, fewer steps and points (minutes instead of hours)")
+    p.add_argument("--only", default=None, metavar="NAME[,NAME]",
+                   help="draw only these figures (see --list)")
+    p.add_argument("--list", action="store_true", help="list the figures and exit")
+    p.add_argument("--workers", default=None,
+                   help=f"local worker processes per sweep (default {default_workers()})")
+    p.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)  # tests only
+    p.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    try:
+        from libra_des.figures import catalog
+        from libra_des.figures.common import FigOptions
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.split(".")[0] == "matplotlib":
+            sys.stderr.write(MISSING)
+            return 2
+        raise
+    if args.list:
+        for entry in catalog.FIGURES:
+            print(f"{entry.name:20s} {entry.title}")
+        return 0
+    names = args.only.split(",") if args.only else list(catalog.NAMES)
+    for name in names:
+        if name not in catalog.NAMES:
+            raise InputError("--only", name, ", ".join(catalog.NAMES))
+    workers = int_list("--workers", args.workers or str(default_workers()))[0]
+    opts = FigOptions(Path(args.out), quick=args.quick, workers=workers, tiny=args.tiny)
+    entries = [e for e in catalog.FIGURES if e.name in names]
+    err = Console(stderr=True)
+    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/"
+               "{task.total}"), TimeElapsedColumn())
+    with Progress(*columns, console=err, disable=not err.is_terminal) as bar:
+        task = bar.add_task(f"figures ({opts.mode} mode)", total=len(entries))
+
+        def done(o: catalog.Outcome) -> None:
+            bar.advance(task)
+            status = "ok" if o.drawn else "FAILED"
+            bar.console.print(f"{o.name}: {status} ({o.seconds:.1f} s)", highlight=False)
+
+        outcomes = catalog.draw(entries, opts, done)
+    index = [{"name": o.name, "title": o.drawn.title, "caption": o.drawn.caption,
+              "files": [f.name for f in o.drawn.files]} for o in outcomes if o.drawn]
+    write_atomic(opts.out / "figures.json", dumps({"mode": opts.mode, "figures": index}) + "\n")
+    failed = [o for o in outcomes if not o.drawn]
+    err.print(f"figs: {len(index)}/{len(outcomes)} figures -> {opts.out}", highlight=False)
+    for o in failed:
+        sys.stderr.write(f"error: figure {o.name}: {o.error}\n")
+    return 1 if failed else 0
+
+
+

@@ -1,0 +1,276 @@
+"""One self-contained HTML report of a run, a set of runs, or a sweep (no network needed).
+
+Input folders:
+
+* a run: ``DIR/result.json``;
+* runs side by side: ``DIR/*/result.json`` (``libra-des quickstart --out DIR`` writes these);
+* a sweep: ``DIR/sweep.json`` with its ``points/``.
+
+The page holds the resolved scenario (every field, defaults included), the headline metrics
+with their definitions, figures (PNG, base64-inlined; drawn only when matplotlib is present),
+where each communication cost came from (``comm_tiers`` in ``result.json``: measured, borrowed
+or datasheet per op; "not recorded" for results that predate it), a sortable table for a
+sweep, and an optional "simulated against reference" table from a YAML file of published
+values::
+
+    - metric: tokens_per_s        # dotted path into result.json
+      value: 1.2e6
+      source: "Libra paper, Fig. 7"
+      run: libra                  # optional: which run (sub-folder) or sweep point id
+      where: {balancer.policy: libra}   # optional, sweeps: the point whose overrides match
+
+Figures come from :mod:`libra_des.report_figures` (imported lazily).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from libra_des import __version__
+from libra_des.config import read_yaml
+from libra_des.errors import InputError
+from libra_des.identity import code_fingerprint
+from libra_des.tables import cell, sweep_rows
+
+#: Headline metrics and their definitions, in words (see ``libra_des/metrics.py``).
+DEFINITIONS: dict[str, tuple[str, str]] = {
+    "step_time_s.mean": ("step time (s)", "wall time of one training step, mean over steps"),
+    "tokens_per_s": ("throughput (tokens/s)", "real (unpadded) tokens trained per second"),
+    "mfu": ("MFU", "model FLOPs per second over the GPUs' dense bf16 peak"),
+    "bubble_fraction": ("pipeline bubble", "idle time inside each stage's pipeline span, "
+                        "over the span"),
+    "dp_straggler_fraction": ("DP straggler wait", "wait at gradient sync for the slowest "
+                              "replica, over step time"),
+    "pool_wait_fraction": ("pool wait", "per-GPU wait for slower workers of its pool or CP "
+                           "group, over step time"),
+    "comm_exposed_fraction": ("exposed communication", "communication on the critical path, "
+                              "over step time"),
+    "comm_hidden_fraction": ("hidden communication", "communication overlapped with compute, "
+                             "over step time"),
+    "attention_straggler_s.mean": ("attention straggler (s)", "slowest worker per forward "
+                                   "attention call, mean over the window"),
+    "attention_straggler_s.max": ("attention straggler max (s)", "the same, worst call"),
+    "moe_layer_s": ("MoE layer time (s)", "critical-path time of one MoE layer, mean"),
+    "prefill_tokens_per_s": ("prefill throughput (tokens/s)", "prompt tokens prefilled per "
+                             "second"),
+    "ttft_s.mean": ("time to first token (s)", "mean over requests"),
+    "imbalance_ratio.mean": ("EP imbalance ratio", "max GPU expert load over mean, mean over "
+                             "layers (1 = balanced)"),
+    "replica_waste_fraction": ("replica waste", "share of expert replicas that computed "
+                               "nothing"),
+}
+STYLE = """
+body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
+h1{font-size:1.5em}h2{font-size:1.2em;border-bottom:1px solid #ccc;margin-top:2em}
+table{border-collapse:collapse;font-size:.9em;margin:.5em 0}
+td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}
+th{background:#f4f4f4;cursor:pointer}td.l,th.l{text-align:left}
+pre{background:#f8f8f8;padding:1em;overflow:auto;font-size:.8em;max-height:30em}
+figure{margin:1em 0}figure img{max-width:100%}figcaption{font-size:.85em;color:#555}
+.muted{color:#777}
+"""
+#: Sorts a table by the clicked column; marks the body once every image has decoded.
+SCRIPT = """
+function sortBy(th){const t=th.closest('table'),i=[...th.parentNode.children].indexOf(th),
+b=t.tBodies[0],d=th.dataset.dir==='asc'?-1:1;th.dataset.dir=d===1?'asc':'desc';
+const v=r=>{const x=r.children[i].textContent,n=parseFloat(x);return isNaN(n)?x:n};
+[...b.rows].sort((p,q)=>{const a=v(p),c=v(q);return (a>c?1:a<c?-1:0)*d})
+.forEach(r=>b.appendChild(r))}
+window.addEventListener('load',()=>{const im=[...document.images];
+document.body.dataset.imagesTotal=im.length;
+document.body.dataset.imagesDecoded=im.filter(x=>x.complete&&x.naturalWidth>0).length});
+"""
+
+
+@dataclass(frozen=True)
+class Source:
+    """What a report shows: named results (runs or sweep points) and, for a sweep, its rows."""
+
+    folder: Path
+    kind: str  # "run", "runs" or "sweep"
+    results: dict[str, dict[str, Any]]
+    rows: list[dict[str, Any]]
+    axes: tuple[str, ...] = ()  # a sweep's override keys
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        raise InputError("report", str(path), "a readable result JSON file") from None
+    if not isinstance(data, dict):
+        raise InputError("report", str(path), "a JSON object")
+    return data
+
+
+def load_source(folder: Path) -> Source:
+    """Recognise a run, a folder of runs, or a sweep (bad input: one line, before any work)."""
+    if (folder / "sweep.json").is_file():
+        index = read_json(folder / "sweep.json")
+        results = {p["id"]: read_json(folder / p["file"]) for p in index["points"]
+                   if not p.get("error") and (folder / p["file"]).is_file()}
+        axes = tuple(k for axis in index.get("axes", []) for k in axis["keys"])
+        return Source(folder, "sweep", results, sweep_rows(folder), axes)
+    if (folder / "result.json").is_file():
+        return Source(folder, "run", {folder.name: read_json(folder / "result.json")}, [])
+    runs = sorted(p.parent for p in folder.glob("*/result.json"))
+    if runs:
+        return Source(folder, "runs", {p.name: read_json(p / "result.json") for p in runs}, [])
+    raise InputError("RUN_OR_SWEEP_DIR", str(folder),
+                     "a folder with result.json, */result.json or sweep.json")
+
+
+def lookup(data: Mapping[str, Any], dotted: str) -> Any:
+    node: Any = data
+    for part in dotted.split("."):
+        node = node.get(part) if isinstance(node, Mapping) else None
+    return node
+
+
+def fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return html.escape(str(cell(value)))
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[Any]], sortable: bool = False,
+          left: int = 1) -> str:
+    """An HTML table; the first ``left`` columns are left-aligned (names)."""
+    click = ' onclick="sortBy(this)"' if sortable else ""
+    head = "".join(f'<th{" class=l" if i < left else ""}{click}>{html.escape(h)}</th>'
+                   for i, h in enumerate(header))
+    body = "".join("<tr>" + "".join(f'<td{" class=l" if i < left else ""}>{fmt(v)}</td>'
+                                    for i, v in enumerate(r)) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def metrics_section(src: Source) -> str:
+    names = list(src.results)
+    keys = [k for k in DEFINITIONS if any(lookup(r, k) is not None for r in src.results.values())]
+    if src.kind == "sweep":
+        return ("<p>Per point in the sweep table below; definitions:</p>"
+                + table(["metric", "definition"], [(DEFINITIONS[k][0] + f" [{k}]",
+                                                    DEFINITIONS[k][1]) for k in keys], left=2))
+    rows = [(DEFINITIONS[k][0], *(lookup(src.results[n], k) for n in names), DEFINITIONS[k][1])
+            for k in keys]
+    return table(["metric", *names, "definition"], rows, left=1)
+
+
+def scenario_section(src: Source) -> str:
+    first = next(iter(src.results.values()), {})
+    scenario = first.get("scenario", {})
+    text = yaml.safe_dump(scenario, sort_keys=True, default_flow_style=False)
+    note = "" if src.kind == "run" else (
+        " (of the first run/point; the others differ only as their names or overrides say)")
+    return (f"<p>Every field as simulated, defaults included{note}.</p>"
+            f"<pre>{html.escape(text)}</pre>")
+
+
+def costs_section(src: Source) -> str:
+    """Per op: measured / borrowed / datasheet, from ``comm_tiers`` when the result has it."""
+    parts = []
+    for name, result in src.results.items():
+        tiers = result.get("comm_tiers")
+        profile = lookup(result, "scenario.profile") or "h200-sxm (default)"
+        head = f"<p><b>{html.escape(name)}</b>: kernel costs from profile {fmt(profile)}"
+        if not isinstance(tiers, Mapping):
+            parts.append(head + "; communication cost sources: <i>not recorded</i> in this "
+                         "result.json.</p>")
+            continue
+        rows = sorted((op, tier) for op, tier in tiers.items())
+        uncal = result.get("uncalibrated_ops") or []
+        parts.append(head + f"; {len(uncal)} uncalibrated op(s).</p>"
+                     + table(["op", "cost from"], rows, left=2))
+        if src.kind == "sweep":
+            parts.append("<p class=muted>(first point shown)</p>")
+            break
+    return "".join(parts)
+
+
+def sweep_section(src: Source) -> str:
+    header = list(dict.fromkeys(k for row in src.rows for k in row))
+    body = [[row.get(k, "") for k in header] for row in src.rows]
+    return ("<p>Click a column title to sort.</p>"
+            + table(header, body, sortable=True, left=1))
+
+
+def reference_rows(src: Source, path: Path) -> list[tuple[Any, ...]]:
+    """(metric, where, simulated, reference, relative difference, source) per YAML entry."""
+    entries = read_yaml(path, "--reference")
+    if not isinstance(entries, list) or not all(isinstance(e, Mapping) for e in entries):
+        raise InputError("--reference", str(path), "a YAML list of {metric, value, source}")
+    out = []
+    for e in entries:
+        if not {"metric", "value", "source"} <= set(e):
+            raise InputError("--reference", str(e), "entries with metric, value and source")
+        name, result = pick(src, e)
+        simulated = lookup(result, str(e["metric"])) if result else None
+        ref = float(e["value"])
+        diff = (float(simulated) - ref) / ref if isinstance(simulated, int | float) and ref \
+            else None
+        out.append((e["metric"], name or "not found", simulated if simulated is not None
+                    else "not found", ref, f"{diff:+.1%}" if diff is not None else "n/a",
+                    e["source"]))
+    return out
+
+
+def pick(src: Source, entry: Mapping[str, Any]) -> tuple[str, dict[str, Any] | None]:
+    """The run or point an entry refers to (the only one when it names none)."""
+    if "run" in entry:
+        key = str(entry["run"])
+        return key, src.results.get(key)
+    if "where" in entry and src.kind == "sweep":
+        want = {k: cell(v) for k, v in dict(entry["where"]).items()}
+        for row in src.rows:
+            if all(row.get(k) == v for k, v in want.items()) and row["id"] in src.results:
+                return row["id"][:8], src.results[row["id"]]
+        return "", None
+    if len(src.results) == 1:
+        return next(iter(src.results.items()))
+    return "", None
+
+
+def figures_section(src: Source) -> str:
+    try:
+        from libra_des import report_figures
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.split(".")[0] == "matplotlib":
+            return ("<p class=muted>Figures need matplotlib: pip install "
+                    "'libra-des[figs]'.</p>")
+        raise
+    figs = report_figures.draw(src.kind, src.results, src.rows, src.axes)
+    if not figs:
+        return "<p class=muted>No figure applies to these results.</p>"
+    return "".join(f'<figure><img alt="{html.escape(f.caption)}" src="data:image/png;base64,'
+                   f'{f.png_base64}"><figcaption>{html.escape(f.caption)}</figcaption></figure>'
+                   for f in figs)
+
+
+def render(folder: Path, reference: Path | None = None) -> str:
+    """The whole page as one string."""
+    src = load_source(folder)
+    refs = reference_rows(src, reference) if reference is not None else None
+    sections = [("Headline metrics", metrics_section(src)), ("Figures", figures_section(src))]
+    if src.kind == "sweep":
+        sections.append((f"Sweep points ({len(src.rows)})", sweep_section(src)))
+    if refs is not None:
+        sections.append(("Simulated against reference", table(
+            ["metric", "run / point", "simulated", "reference", "relative difference",
+             "source"], refs, left=2)))
+    sections += [("Where each cost came from", costs_section(src)),
+                 ("Scenario (resolved)", scenario_section(src))]
+    title = f"libra-des report: {folder.name} ({src.kind}, {len(src.results)} result(s))"
+    body = "".join(f"<h2>{html.escape(h)}</h2>{s}" for h, s in sections)
+    meta = (f"<p class=muted>libra-des {__version__}, code {code_fingerprint()}; "
+            f"source folder {html.escape(folder.name)}</p>")
+    return (f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>"
+            f"{html.escape(title)}</title><style>{STYLE}</style><script>{SCRIPT}</script>"
+            f"</head><body><h1>{html.escape(title)}</h1>{meta}{body}</body></html>\n")
+

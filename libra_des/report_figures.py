@@ -1,0 +1,137 @@
+"""Figures of the HTML report (matplotlib, the ``figs`` extra; imported lazily by the report).
+
+Each figure is drawn from result files alone and returned as base64 PNG with a caption:
+
+* training runs: where the step goes (bubble, waits, exposed communication), core attention
+  per GPU (computation, exposed and hidden exchange), the per-microbatch forward times;
+* MoE runs: the layer breakdown (exposed stages) and the imbalance ratio per layer;
+* sweeps: each headline metric per point.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.figure import Figure
+
+from libra_des.figures.moe_breakdown import STAGES
+
+Results = Mapping[str, Mapping[str, Any]]
+FRACTIONS = {"bubble_fraction": "pipeline bubble", "dp_straggler_fraction": "DP straggler wait",
+             "pool_wait_fraction": "pool wait", "comm_exposed_fraction": "exposed comm"}
+
+
+@dataclass(frozen=True)
+class Png:
+    caption: str
+    png_base64: str
+
+
+def encode(fig: Figure, caption: str) -> Png:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return Png(caption, base64.b64encode(buf.getvalue()).decode())
+
+
+def bars(names: Sequence[str], series: Mapping[str, Sequence[float]], ylabel: str,
+         title: str, stacked: bool) -> Figure:
+    fig, ax = plt.subplots(figsize=(7, 3.6), layout="constrained")
+    x = np.arange(len(names))
+    bottom = np.zeros(len(names))
+    width = 0.6 if stacked else 0.8 / max(len(series), 1)
+    for k, (label, values) in enumerate(series.items()):
+        v = np.asarray(values, dtype=float)
+        offset = 0.0 if stacked else (k - (len(series) - 1) / 2) * width
+        ax.bar(x + offset, v, width, bottom=bottom if stacked else None, label=label)
+        if stacked:
+            bottom += v
+    ax.set_xticks(x, names, rotation=20 if len(names) > 4 else 0, ha="right")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize="small")
+    return fig
+
+
+def training(results: Results) -> list[Png]:
+    names = list(results)
+    out = [encode(bars(names, {w: [r[k] * 100 for r in results.values()]
+                               for k, w in FRACTIONS.items()}, "share of the step (%)",
+                       "Step time not spent computing", stacked=True),
+                  "Where the step goes: pipeline bubble, DP straggler wait, pool wait and "
+                  "exposed communication, as % of step time.")]
+    out.append(encode(bars(names, {
+        "computation": [r["attention_compute_s"] for r in results.values()],
+        "exposed exchange": [r["attention_comm_exposed_s"] for r in results.values()],
+        "hidden exchange": [r["attention_comm_hidden_s"] for r in results.values()],
+    }, "seconds per GPU per step", "Core attention per GPU", stacked=False),
+        "Core attention per GPU per step: computation, and exchange on (exposed) and off "
+        "(hidden) the critical path."))
+    fig, ax = plt.subplots(figsize=(7, 3.6), layout="constrained")
+    samples = [np.asarray(r["microbatch_forward_s"], dtype=float) for r in results.values()]
+    edges = np.histogram_bin_edges(np.concatenate(samples), bins="auto")
+    for name, t in zip(names, samples, strict=True):
+        counts, _ = np.histogram(t, bins=edges)
+        ax.stairs(counts, edges, fill=True, alpha=0.5, label=f"{name} ({t.size} ops)")
+    ax.set_xlabel("forward time of one microbatch on stage 0 (s)")
+    ax.set_ylabel("forward ops")
+    ax.legend(fontsize="small")
+    out.append(encode(fig, "Per-microbatch forward times on the first pipeline stage."))
+    return out
+
+
+def moe(results: Results) -> list[Png]:
+    names = list(results)
+    stages = [s for s in STAGES if any(s in r["layer_breakdown_s"] for r in results.values())]
+    series = {STAGES[s]: [r["layer_breakdown_s"].get(s, {}).get("exposed", 0.0) * 1e3
+                          for r in results.values()] for s in stages}
+    out = [encode(bars(names, series, "ms per layer", "MoE layer: exposed stages",
+                       stacked=True), "Critical-path time per MoE layer, by stage.")]
+    fig, ax = plt.subplots(figsize=(7, 3.6), layout="constrained")
+    for name, r in results.items():
+        ax.plot(r["imbalance_ratio"]["per_layer"], label=name)
+    ax.set_xlabel("MoE layer")
+    ax.set_ylabel("imbalance ratio (max / mean GPU load)")
+    ax.legend(fontsize="small")
+    out.append(encode(fig, "Expert-parallel load imbalance per layer (1 = balanced)."))
+    return out
+
+
+def sweep(rows: Sequence[Mapping[str, Any]], axes: Sequence[str], metrics: Sequence[str]
+          ) -> list[Png]:
+    labels = [", ".join(str(r.get(k, "")) for k in axes if k in r)[:40] or r["id"][:8]
+              for r in rows]
+    out = []
+    for metric in metrics:
+        values = [v for r in rows if isinstance(v := r.get(metric), int | float)]
+        if len(values) != len(rows):
+            continue
+        fig = bars(labels, {metric: values}, metric, metric, stacked=False)
+        out.append(encode(fig, f"{metric} per sweep point."))
+    return out
+
+
+def draw(kind: str, results: Results, rows: Sequence[Mapping[str, Any]],
+         axes: Sequence[str] = ()) -> list[Png]:
+    """Every figure that applies to these results (none for an empty input)."""
+    if not results:
+        return []
+    if kind == "sweep":
+        first = next(iter(results.values()))
+        from libra_des.sweep import MOE_METRICS, TRAINING_METRICS
+
+        metrics = TRAINING_METRICS if first.get("kind") == "training" else MOE_METRICS
+        return sweep(rows, axes, [m for m in metrics if m in rows[0]][:4])
+    kinds = {r.get("kind") for r in results.values()}
+    make: Callable[[Results], list[Png]] = training if kinds == {"training"} else moe
+    return make(results)
