@@ -158,9 +158,9 @@ def metrics_section(src: Source) -> str:
         return ("<p>Per point in the sweep table below; definitions:</p>"
                 + table(["metric", "definition"], [(DEFINITIONS[k][0] + f" [{k}]",
                                                     DEFINITIONS[k][1]) for k in keys], left=2))
-    rows = [(DEFINITIONS[k][0], *(lookup(src.results[n], k) for n in names), DEFINITIONS[k][1])
+    rows = [(DEFINITIONS[k][0], DEFINITIONS[k][1], *(lookup(src.results[n], k) for n in names))
             for k in keys]
-    return table(["metric", *names, "definition"], rows, left=1)
+    return table(["metric", "definition", *names], rows, left=2)
 
 
 def scenario_section(src: Source) -> str:

@@ -82,9 +82,9 @@ def training(results: Results) -> list[Png]:
     edges = np.histogram_bin_edges(np.concatenate(samples), bins="auto")
     for name, t in zip(names, samples, strict=True):
         counts, _ = np.histogram(t, bins=edges)
-        ax.stairs(counts, edges, fill=True, alpha=0.5, label=f"{name} ({t.size} ops)")
+        ax.stairs(counts / t.size, edges, fill=True, alpha=0.5, label=f"{name} ({t.size} ops)")
     ax.set_xlabel("forward time of one microbatch on stage 0 (s)")
-    ax.set_ylabel("forward ops")
+    ax.set_ylabel("fraction of forward ops")
     ax.legend(fontsize="small")
     out.append(encode(fig, "Per-microbatch forward times on the first pipeline stage."))
     return out

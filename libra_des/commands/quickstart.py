@@ -7,6 +7,7 @@ with Ulysses, and prints both summaries side by side with Libra's speed-up.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -14,6 +15,7 @@ from rich.table import Table
 
 from libra_des.commands.run import simulate, summary_rows
 from libra_des.config import ROOT, load_scenario
+from libra_des.storage import dumps, write_atomic
 
 DEFAULT = ROOT / "scenarios" / "quickstart.yaml"
 
@@ -21,7 +23,10 @@ DEFAULT = ROOT / "scenarios" / "quickstart.yaml"
 def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subs.add_parser("quickstart", help="run the quickstart scenario: Libra Full vs Ulysses")
     p.add_argument("--scenario", default=str(DEFAULT), help="scenario to compare policies on")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a scenario field (repeatable)")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="also write DIR/<policy>/result.json and DIR/report.html")
     p.set_defaults(handler=handle)
 
 
@@ -42,4 +47,17 @@ def handle(args: argparse.Namespace) -> int:
     console.print(table)
     speedup = results["ulysses"]["step_time_s"]["mean"] / results["libra"]["step_time_s"]["mean"]
     console.print(f"Libra Full step-time speed-up over Ulysses: {speedup:.3f}x")
+    if args.out:
+        write_outputs(Path(args.out), results, console)
     return 0
+
+
+def write_outputs(out: Path, results: dict[str, dict[str, Any]], console: Console) -> None:
+    """Each policy's result.json and one HTML report of both."""
+    from libra_des.report import render
+
+    for policy, result in results.items():
+        write_atomic(out / policy / "result.json", dumps(result) + "\n")
+    with console.status("writing the report ..."):
+        write_atomic(out / "report.html", render(out))
+    console.print(f"report: {out / 'report.html'}", highlight=False)
