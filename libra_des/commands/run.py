@@ -41,10 +41,11 @@ def simulate(
     if scenario.kind == "moe_inference":
         from libra_des.sim.moe_inference import simulate_moe
 
-        result = simulate_moe(scenario, rng, progress=progress)
+        timeline: list[Any] | None = [] if want_trace else None
+        result = simulate_moe(scenario, rng, progress=progress, timeline=timeline)
         result["scenario"] = scenario_dict(scenario)
         result["wall_s"] = time.perf_counter() - t0
-        return result, None
+        return result, moe_trace_of(scenario, timeline)
     return simulate_training_result(scenario, rng, t0, progress, want_trace, trace_ranks)
 
 
@@ -70,8 +71,18 @@ def simulate_training_result(
     peak = elaborate_peak(scenario)
     result = training_result(scenario, records, masks, peak)
     result["wall_s"] = time.perf_counter() - t0
-    trace = chrome_trace(records, schedule, trace_ranks) if want_trace else None
+    trace = chrome_trace(records, schedule, trace_ranks, scenario) if want_trace else None
     return result, trace
+
+
+def moe_trace_of(scenario: Scenario, timeline: list[Any] | None) -> dict[str, Any] | None:
+    """The MoE prefill trace (stages per GPU per layer), when one was asked for."""
+    if timeline is None:
+        return None
+    from libra_des.trace_moe import moe_trace
+
+    gpus = 1 + max((t[3] for t in timeline if t[3] is not None), default=0)
+    return moe_trace(timeline, scenario, gpus)
 
 
 def elaborate_peak(scenario: Scenario) -> float:

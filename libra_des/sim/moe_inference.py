@@ -81,8 +81,13 @@ class RunTotals:
     bytes: dict[str, float] = field(default_factory=dict)
     tokens: int = 0
     requests: list[int] = field(default_factory=list)
+    #: When not None, every stage as (batch, layer, name, gpu, start, end), for the trace.
+    timeline: list[tuple[int, int, str, int | None, float, float]] | None = None
 
     def add(self, rec: LayerRecord) -> None:
+        if self.timeline is not None:
+            batch, layer = len(self.imbalance) - 1, len(self.imbalance[-1])
+            self.timeline += [(batch, layer, *stage) for stage in rec.stages]
         self.layer_s.append(rec.seconds)
         for name, value in rec.exposed.items():
             self.exposed[name] = self.exposed.get(name, 0.0) + value
@@ -147,11 +152,13 @@ def simulate_moe(
     rng: np.random.Generator,
     progress: bool = False,
     traces: Sequence[RoutingTrace] | None = None,
+    timeline: list[tuple[int, int, str, int | None, float, float]] | None = None,
 ) -> dict[str, Any]:
     """Simulate MoE prefill for ``scenario``; returns the result dict (see module doc).
 
     ``traces`` (optional) replaces the routing source with ready batches (benchmarks reuse
-    one generated trace across policies and accuracies).
+    one generated trace across policies and accuracies). ``timeline`` (optional) is filled
+    with every stage's (batch, layer, name, GPU, start, end) for a trace.
     """
     topo = load_topology(scenario.topology, scenario.topology_params)
     group = ep_group(scenario, topo)
@@ -165,7 +172,7 @@ def simulate_moe(
         Flow.of(scenario), VarianceModel.build(scenario.variance, group.gpus, var_rng),
         (pred_rng, noise_rng),
     )
-    totals = RunTotals()
+    totals = RunTotals(timeline=timeline)
     with Progress(transient=True, disable=not progress) as bar:
         task = bar.add_task("prefill batches", total=run.planner.batches)
         for b in range(run.planner.batches):

@@ -218,6 +218,8 @@ class LayerRecord:
     iterations: int
     cpu_wall: float
     bytes: dict[str, float]
+    #: (stage name, GPU or None for group-wide, start, end) of every stage (for traces)
+    stages: tuple[tuple[str, int | None, float, float], ...] = ()
 
 
 def with_noise(c: LayerCosts, f: np.ndarray) -> LayerCosts:
@@ -350,4 +352,5 @@ def layer_record(
         bytes={"dispatch": c.dispatch_bytes, "combine": c.combine_bytes,
                "replica_copy": c.copy_bytes, "metadata": c.metadata_bytes,
                "routing_d2h": c.routing_bytes},
+        stages=tuple((s.name, s.gpu, s.start, s.end) for s in stages),
     )
