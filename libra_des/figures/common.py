@@ -182,6 +182,8 @@ def caption(scenario: str, opts: FigOptions, fidelity: str, extra: str = "") -> 
     """The line under every figure: scenario, seeds, fidelity, mode."""
     seeds = ",".join(map(str, opts.seeds))
     text = f"scenario {scenario}; seeds {seeds}; fidelity {fidelity}; {opts.mode} mode"
+    if len(opts.seeds) > 1:
+        text += "; error bars: 1 s.d. over seeds"
     return f"{text}; {extra}" if extra else text
 
 

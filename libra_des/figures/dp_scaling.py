@@ -51,6 +51,5 @@ def make(opts: common.FigOptions) -> common.Drawn:
                       "Throughput / (DP x own DP = 1 throughput)")
     ax_total.legend(fontsize="small")
     fig.suptitle("DP scaling at fixed GBS 32 x 1M tokens, Qwen3-30B-A3B, H200 RoCE")
-    text = common.caption(study.scenario, opts, study.fidelity,
-                          "error bars: 1 s.d. over seeds" if len(opts.seeds) > 1 else "")
+    text = common.caption(study.scenario, opts, study.fidelity)
     return common.save(fig, opts, NAME, TITLE, text, rows)
