@@ -35,10 +35,25 @@ class Entry:
 
 
 FIGURES: tuple[Entry, ...] = tuple(
-    Entry(m.NAME, m.TITLE, m.make) for m in (
-        noise_spread, pool_imbalance, bh_grid, dp_scaling, pp_microbatch, attention_straggler,
-        pool_sweep, step_breakdown, comm_overlap, throughput, moe_breakdown, Throughput, Ttft,
-        Imbalance, moe_accuracy, moe_dispatch, moe_short_input,
+    Entry(m.NAME, m.TITLE, m.make)
+    for m in (
+        noise_spread,
+        pool_imbalance,
+        bh_grid,
+        dp_scaling,
+        pp_microbatch,
+        attention_straggler,
+        pool_sweep,
+        step_breakdown,
+        comm_overlap,
+        throughput,
+        moe_breakdown,
+        Throughput,
+        Ttft,
+        Imbalance,
+        moe_accuracy,
+        moe_dispatch,
+        moe_short_input,
     )
 )
 NAMES = tuple(e.name for e in FIGURES)
@@ -52,8 +67,9 @@ class Outcome:
     error: str = ""
 
 
-def draw(entries: Sequence[Entry], opts: FigOptions,
-         done: Callable[[Outcome], None] = lambda _o: None) -> list[Outcome]:
+def draw(
+    entries: Sequence[Entry], opts: FigOptions, done: Callable[[Outcome], None] = lambda _o: None
+) -> list[Outcome]:
     """Draw each figure; one broken figure is reported and does not stop the others."""
     out = []
     for entry in entries:
@@ -61,8 +77,9 @@ def draw(entries: Sequence[Entry], opts: FigOptions,
         try:
             outcome = Outcome(entry.name, entry.make(opts), time.perf_counter() - began)
         except Exception as exc:
-            outcome = Outcome(entry.name, None, time.perf_counter() - began,
-                              f"{type(exc).__name__}: {exc}")
+            outcome = Outcome(
+                entry.name, None, time.perf_counter() - began, f"{type(exc).__name__}: {exc}"
+            )
             print(f"  {entry.name} failed: {outcome.error}", file=sys.stderr)
         done(outcome)
         out.append(outcome)

@@ -33,16 +33,32 @@ def make(opts: common.FigOptions) -> common.Drawn:
     fig, (ax,) = common.new_figure(1, width=7.0, height=4.2)
     x = np.arange(len(labels))
     rows = []
-    for offset, key, words, color in ((-0.2, "comm_exposed_fraction", "exposed", "#d62728"),
-                                      (0.2, "comm_hidden_fraction", "hidden", "#2ca02c")):
+    for offset, key, words, color in (
+        (-0.2, "comm_exposed_fraction", "exposed", "#d62728"),
+        (0.2, "comm_hidden_fraction", "hidden", "#2ca02c"),
+    ):
         stats = np.array([study.stat((v,), seconds(key)) for v in range(len(labels))])
-        ax.bar(x + offset, stats[:, 0], 0.4, yerr=stats[:, 1], color=color, capsize=3,
-               label=f"{words} communication")
-        rows += [{"policy": lb, "kind": words, "seconds_per_step": m, "seconds_per_step_sd": s}
-                 for lb, (m, s) in zip(labels, stats, strict=True)]
+        ax.bar(
+            x + offset,
+            stats[:, 0],
+            0.4,
+            yerr=common.spread(stats[:, 1]),
+            color=color,
+            capsize=3,
+            label=f"{words} communication",
+        )
+        rows += [
+            {"policy": lb, "kind": words, "seconds_per_step": m, "seconds_per_step_sd": s}
+            for lb, (m, s) in zip(labels, stats, strict=True)
+        ]
     ax.set_xticks(x, labels, rotation=20, ha="right")
-    common.label_axes(ax, "policy", "communication per GPU per step (s)",
-                      "Communication on and off the critical path")
+    common.label_axes(
+        ax,
+        "policy",
+        "communication per GPU per step (s)",
+        "Communication on and off the critical path",
+    )
     ax.legend(fontsize="small")
-    return common.save(fig, opts, NAME, TITLE,
-                       common.caption(study.scenario, opts, study.fidelity), rows)
+    return common.save(
+        fig, opts, NAME, TITLE, common.caption(study.scenario, opts, study.fidelity), rows
+    )

@@ -40,29 +40,48 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "Ulysses": {"balancer.policy": "ulysses"},
     "WLB-LLM": {"balancer.policy": "wlb_llm"},
     "DistCA": {"balancer.policy": "distca"},
-    "Libra TAP": {"balancer.policy": "libra", "balancer.vrsp": False,
-                  "balancer.pipeliner": False},
-    "Libra TAP+VRSP": {"balancer.policy": "libra", "balancer.vrsp": True,
-                       "balancer.pipeliner": False},
-    "Libra Full": {"balancer.policy": "libra", "balancer.vrsp": True,
-                   "balancer.pipeliner": True},
+    "Libra TAP": {"balancer.policy": "libra", "balancer.vrsp": False, "balancer.pipeliner": False},
+    "Libra TAP+VRSP": {
+        "balancer.policy": "libra",
+        "balancer.vrsp": True,
+        "balancer.pipeliner": False,
+    },
+    "Libra Full": {"balancer.policy": "libra", "balancer.vrsp": True, "balancer.pipeliner": True},
 }
 ALL_VARIANTS = tuple(VARIANTS)
 COLORS = {
-    "Ulysses": "#7f7f7f", "WLB-LLM": "#bcbd22", "DistCA": "#9467bd",
-    "Libra TAP": "#aec7e8", "Libra TAP+VRSP": "#1f77b4", "Libra Full": "#d62728",
-    "SGLang": "#7f7f7f", "EPLB": "#ff7f0e", "Lina": "#2ca02c", "HarMoEny": "#9467bd",
+    "Ulysses": "#7f7f7f",
+    "WLB-LLM": "#bcbd22",
+    "DistCA": "#9467bd",
+    "Libra TAP": "#aec7e8",
+    "Libra TAP+VRSP": "#1f77b4",
+    "Libra Full": "#d62728",
+    "SGLang": "#7f7f7f",
+    "EPLB": "#ff7f0e",
+    "Lina": "#2ca02c",
+    "HarMoEny": "#9467bd",
     "Libra": "#d62728",
 }
 #: MoE systems: balancer.policy -> name in words (PAPERS.md B).
-MOE_SYSTEMS = {"sglang": "SGLang", "eplb": "EPLB", "lina": "Lina", "harmoeny": "HarMoEny",
-               "libra": "Libra"}
+MOE_SYSTEMS = {
+    "sglang": "SGLang",
+    "eplb": "EPLB",
+    "lina": "Lina",
+    "harmoeny": "HarMoEny",
+    "libra": "Libra",
+}
 #: A training layout small enough for the test-only mode (2 GPUs, 2 layers, one step).
-TINY_TRAINING = ("parallelism.dp=2", "parallelism.pp=1", "parallelism.cp=8",
-                 "parallelism.gbs=4", "balancer.pool_size=2", "model.layers=2", "steps=1")
+TINY_TRAINING = (
+    "parallelism.dp=2",
+    "parallelism.pp=1",
+    "parallelism.cp=8",
+    "parallelism.gbs=4",
+    "balancer.pool_size=2",
+    "model.layers=2",
+    "steps=1",
+)
 #: The MoE counterpart: 2 layers, one batch of 4 short requests.
-TINY_MOE = ("model.layers=2", "workload.batches=1", "workload.batch=4",
-            "workload.seq_len=128")
+TINY_MOE = ("model.layers=2", "workload.batches=1", "workload.batch=4", "workload.seq_len=128")
 
 
 @dataclass(frozen=True)
@@ -135,8 +154,9 @@ class Study:
     def values(self, coords: tuple[int, ...], fn: Callable[[dict[str, Any]], float]) -> np.ndarray:
         return np.array([float(fn(r)) for r in self.runs[coords]])
 
-    def stat(self, coords: tuple[int, ...], fn: Callable[[dict[str, Any]], float]
-             ) -> tuple[float, float]:
+    def stat(
+        self, coords: tuple[int, ...], fn: Callable[[dict[str, Any]], float]
+    ) -> tuple[float, float]:
         """Mean over seeds and one standard deviation (0 for a single seed)."""
         v = self.values(coords, fn)
         return float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else 0.0
@@ -148,17 +168,24 @@ class Study:
     @property
     def fidelity(self) -> str:
         scenario = self.first()["scenario"]
-        return str(scenario.get("fidelity", "n/a")) if scenario.get("kind") == "training" \
+        return (
+            str(scenario.get("fidelity", "n/a"))
+            if scenario.get("kind") == "training"
             else "moe prefill"
+        )
 
 
-def sweep(opts: FigOptions, folder: str, scenario: str, axes: Sequence[Axis],
-          base: Sequence[str] = ()) -> Study:
+def sweep(
+    opts: FigOptions, folder: str, scenario: str, axes: Sequence[Axis], base: Sequence[str] = ()
+) -> Study:
     """Run (or resume) one sweep of a shipped scenario over the axes and the mode's seeds."""
     spec = SweepSpec(str(SCENARIOS / scenario), tuple(base), (*axes, grid("seed", opts.seeds)))
     result, seconds = timed_sweep(spec, opts.data(folder), opts.workers)
-    print(f"  {scenario}: {len(result.records)} points ({result.ran} run, {result.reused} "
-          f"reused) in {seconds:.1f} s", file=sys.stderr)
+    print(
+        f"  {scenario}: {len(result.records)} points ({result.ran} run, {result.reused} "
+        f"reused) in {seconds:.1f} s",
+        file=sys.stderr,
+    )
     study = Study(Path(scenario).stem)
     for r in result.records:
         study.runs.setdefault(r.point.coords[:-1], []).append(r.result())
@@ -178,6 +205,12 @@ def plan_json(opts: FigOptions, name: str, args: Sequence[str]) -> dict[str, Any
     return data
 
 
+def spread(sd: Any) -> Any:
+    """Error bars for matplotlib: None when every deviation is zero (one seed), so a quick
+    figure shows no zero-height whiskers."""
+    return sd if np.any(np.asarray(sd) != 0) else None
+
+
 def caption(scenario: str, opts: FigOptions, fidelity: str, extra: str = "") -> str:
     """The line under every figure: scenario, seeds, fidelity, mode."""
     seeds = ",".join(map(str, opts.seeds))
@@ -188,8 +221,9 @@ def caption(scenario: str, opts: FigOptions, fidelity: str, extra: str = "") -> 
 
 
 def new_figure(ncols: int = 1, width: float = 6.4, height: float = 4.2) -> tuple[Figure, Any]:
-    fig, axes = plt.subplots(1, ncols, figsize=(width * ncols, height), squeeze=False,
-                             layout="constrained")
+    fig, axes = plt.subplots(
+        1, ncols, figsize=(width * ncols, height), squeeze=False, layout="constrained"
+    )
     return fig, axes[0]
 
 
@@ -203,8 +237,14 @@ def write_csv(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
         writer.writerows(rows)
 
 
-def save(fig: Figure, opts: FigOptions, name: str, title: str, text: str,
-         rows: Sequence[Mapping[str, Any]]) -> Drawn:
+def save(
+    fig: Figure,
+    opts: FigOptions,
+    name: str,
+    title: str,
+    text: str,
+    rows: Sequence[Mapping[str, Any]],
+) -> Drawn:
     """Write ``NAME.png``, ``NAME.pdf`` and ``NAME.csv``; the caption goes under the axes."""
     if not rows:
         raise ValueError(f"figure {name}: no plotted values")

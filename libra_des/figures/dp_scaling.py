@@ -19,11 +19,13 @@ TITLE = "DP scaling at fixed GBS with an ideal line"
 def make(opts: common.FigOptions) -> common.Drawn:
     dps = opts.pick((1, 2, 4, 8, 16), (1, 2, 4, 8, 16), (1, 2))
     labels = opts.pick(common.ALL_VARIANTS, common.ALL_VARIANTS, ("Ulysses", "Libra Full"))
-    dp_axis = common.zipped({"parallelism.dp": dps,
-                             "balancer.pool_size": [min(8, dp) for dp in dps]})
+    dp_axis = common.zipped(
+        {"parallelism.dp": dps, "balancer.pool_size": [min(8, dp) for dp in dps]}
+    )
     base = opts.pick([], ["steps=1"], [*common.TINY_TRAINING, "parallelism.gbs=2"])
-    study = common.sweep(opts, NAME, "paper-dp-scaling-1m.yaml",
-                         [common.variant_axis(labels), dp_axis], base)
+    study = common.sweep(
+        opts, NAME, "paper-dp-scaling-1m.yaml", [common.variant_axis(labels), dp_axis], base
+    )
     fig, (ax_total, ax_eff) = common.new_figure(2, width=5.6)
     rows = []
     one = max(study.stat((v, 0), lambda r: r["tokens_per_s"])[0] for v in range(len(labels)))
@@ -32,23 +34,40 @@ def make(opts: common.FigOptions) -> common.Drawn:
         mean, err = np.array(stats).T
         eff, eff_err = mean / (np.array(dps) * mean[0]), err / (np.array(dps) * mean[0])
         style = {"color": common.COLORS[label], "marker": "o", "label": label, "capsize": 3}
-        ax_total.errorbar(dps, mean / 1e3, yerr=err / 1e3, **style)
-        ax_eff.errorbar(dps, eff, yerr=eff_err, **style)
-        rows += [{"variant": label, "dp": dp, "tokens_per_s": m, "tokens_per_s_sd": e,
-                  "scaling_efficiency": f, "scaling_efficiency_sd": fe}
-                 for dp, m, e, f, fe in zip(dps, mean, err, eff, eff_err, strict=True)]
+        ax_total.errorbar(dps, mean / 1e3, yerr=common.spread(err / 1e3), **style)
+        ax_eff.errorbar(dps, eff, yerr=common.spread(eff_err), **style)
+        rows += [
+            {
+                "variant": label,
+                "dp": dp,
+                "tokens_per_s": m,
+                "tokens_per_s_sd": e,
+                "scaling_efficiency": f,
+                "scaling_efficiency_sd": fe,
+            }
+            for dp, m, e, f, fe in zip(dps, mean, err, eff, eff_err, strict=True)
+        ]
     ideal = one * np.array(dps)
     ax_total.plot(dps, ideal / 1e3, "k--", label="ideal (linear from best DP = 1)")
     ax_eff.axhline(1.0, color="k", ls="--", label="ideal")
-    rows += [{"variant": "ideal", "dp": dp, "tokens_per_s": i} for dp, i in zip(dps, ideal,
-                                                                                 strict=True)]
+    rows += [
+        {"variant": "ideal", "dp": dp, "tokens_per_s": i} for dp, i in zip(dps, ideal, strict=True)
+    ]
     for ax in (ax_total, ax_eff):
         ax.set_xscale("log", base=2)
         ax.set_xticks(dps, [str(d) for d in dps])
-    common.label_axes(ax_total, "data-parallel replicas DP (CP 8 each; P = min(8, DP))",
-                      "throughput (thousand tokens/s)", "Cluster throughput")
-    common.label_axes(ax_eff, "data-parallel replicas DP", "scaling efficiency (1 = ideal)",
-                      "Throughput / (DP x own DP = 1 throughput)")
+    common.label_axes(
+        ax_total,
+        "data-parallel replicas DP (CP 8 each; P = min(8, DP))",
+        "throughput (thousand tokens/s)",
+        "Cluster throughput",
+    )
+    common.label_axes(
+        ax_eff,
+        "data-parallel replicas DP",
+        "scaling efficiency (1 = ideal)",
+        "Throughput / (DP x own DP = 1 throughput)",
+    )
     ax_total.legend(fontsize="small")
     fig.suptitle("DP scaling at fixed GBS 32 x 1M tokens, Qwen3-30B-A3B, H200 RoCE")
     text = common.caption(study.scenario, opts, study.fidelity)

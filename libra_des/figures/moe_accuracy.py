@@ -18,37 +18,90 @@ TITLE = "Libra gain vs predictor accuracy"
 
 
 def make(opts: common.FigOptions) -> common.Drawn:
-    accuracies = opts.pick((1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1),
-                           (1.0, 0.7, 0.4, 0.1), (1.0, 0.5))
-    base = opts.pick(["model.layers=8", "workload.batches=2"],
-                     ["model.layers=8", "workload.batches=1"], list(common.TINY_MOE))
-    sglang = common.sweep(opts, f"{NAME}/sglang", SCENARIO,
-                          [common.grid("balancer.policy", ["sglang"])], base)
-    libra = common.sweep(opts, f"{NAME}/libra", SCENARIO,
-                         [common.grid("balancer.accuracy", accuracies)],
-                         [*base, "balancer.policy=libra"])
+    accuracies = opts.pick(
+        (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1), (1.0, 0.7, 0.4, 0.1), (1.0, 0.5)
+    )
+    base = opts.pick(
+        ["model.layers=8", "workload.batches=2"],
+        ["model.layers=8", "workload.batches=1"],
+        list(common.TINY_MOE),
+    )
+    sglang = common.sweep(
+        opts, f"{NAME}/sglang", SCENARIO, [common.grid("balancer.policy", ["sglang"])], base
+    )
+    libra = common.sweep(
+        opts,
+        f"{NAME}/libra",
+        SCENARIO,
+        [common.grid("balancer.accuracy", accuracies)],
+        [*base, "balancer.policy=libra"],
+    )
     ref = sglang.values((0,), lambda r: r["prefill_tokens_per_s"])
-    gain = np.array([libra.values((i,), lambda r: r["prefill_tokens_per_s"]) / ref - 1
-                     for i in range(len(accuracies))]) * 100
-    waste = np.array([libra.values((i,), lambda r: r["replica_waste_fraction"])
-                      for i in range(len(accuracies))]) * 100
+    gain = (
+        np.array(
+            [
+                libra.values((i,), lambda r: r["prefill_tokens_per_s"]) / ref - 1
+                for i in range(len(accuracies))
+            ]
+        )
+        * 100
+    )
+    waste = (
+        np.array(
+            [
+                libra.values((i,), lambda r: r["replica_waste_fraction"])
+                for i in range(len(accuracies))
+            ]
+        )
+        * 100
+    )
     sd = (lambda a: a.std(axis=1, ddof=1)) if gain.shape[1] > 1 else (lambda a: 0 * a[:, 0])
     fig, (ax_g, ax_w) = common.new_figure(2, width=5.2, height=4.0)
-    ax_g.errorbar(accuracies, gain.mean(axis=1), yerr=sd(gain), marker="o", capsize=3,
-                  color=common.COLORS["Libra"], label="Libra over SGLang")
+    ax_g.errorbar(
+        accuracies,
+        gain.mean(axis=1),
+        yerr=common.spread(sd(gain)),
+        marker="o",
+        capsize=3,
+        color=common.COLORS["Libra"],
+        label="Libra over SGLang",
+    )
     ax_g.axhline(0, color="k", lw=0.8, label="no gain")
-    ax_w.errorbar(accuracies, waste.mean(axis=1), yerr=sd(waste), marker="s", capsize=3,
-                  color="#8c564b", label="replicas that computed nothing")
+    ax_w.errorbar(
+        accuracies,
+        waste.mean(axis=1),
+        yerr=common.spread(sd(waste)),
+        marker="s",
+        capsize=3,
+        color="#8c564b",
+        label="replicas that computed nothing",
+    )
     for ax in (ax_g, ax_w):
         ax.invert_xaxis()
         ax.legend(fontsize="small")
-    common.label_axes(ax_g, "predictor accuracy (top-k agreement, forced)",
-                      "prefill throughput gain (%)", "Gain over SGLang")
-    common.label_axes(ax_w, "predictor accuracy (top-k agreement, forced)",
-                      "replica waste (% of replicas)", "Wasted replicas")
-    rows = [{"accuracy": a, "gain_percent": g.mean(), "gain_percent_sd": s,
-             "replica_waste_percent": w.mean(), "replica_waste_percent_sd": ws}
-            for a, g, s, w, ws in zip(accuracies, gain, sd(gain), waste, sd(waste),
-                                      strict=True)]
-    return common.save(fig, opts, NAME, TITLE,
-                       common.caption(libra.scenario, opts, libra.fidelity), rows)
+    common.label_axes(
+        ax_g,
+        "predictor accuracy (top-k agreement, forced)",
+        "prefill throughput gain (%)",
+        "Gain over SGLang",
+    )
+    common.label_axes(
+        ax_w,
+        "predictor accuracy (top-k agreement, forced)",
+        "replica waste (% of replicas)",
+        "Wasted replicas",
+    )
+    fig.suptitle("Libra with a forced predictor accuracy, Qwen3-235B-A22B, 8x H200, 32 x 1024")
+    rows = [
+        {
+            "accuracy": a,
+            "gain_percent": g.mean(),
+            "gain_percent_sd": s,
+            "replica_waste_percent": w.mean(),
+            "replica_waste_percent_sd": ws,
+        }
+        for a, g, s, w, ws in zip(accuracies, gain, sd(gain), waste, sd(waste), strict=True)
+    ]
+    return common.save(
+        fig, opts, NAME, TITLE, common.caption(libra.scenario, opts, libra.fidelity), rows
+    )

@@ -17,10 +17,16 @@ NAME = "moe_breakdown"
 TITLE = "MoE layer breakdown per system"
 #: Stages in execution order, in words (result files use identifiers); unknown ones go last.
 STAGES = {
-    "attention": "attention", "gate": "gate (router)", "prediction": "expert prediction",
-    "replica_copy": "replica copies", "dispatch": "token dispatch",
-    "moe_local": "local experts", "sharding_cpu": "token sharding (CPU)",
-    "metadata": "sharding metadata", "moe_remote": "remote experts", "combine": "combine",
+    "attention": "attention",
+    "gate": "gate (router)",
+    "prediction": "expert prediction",
+    "replica_copy": "replica copies",
+    "dispatch": "token dispatch",
+    "moe_local": "local experts",
+    "sharding_cpu": "token sharding (CPU)",
+    "metadata": "sharding metadata",
+    "moe_remote": "remote experts",
+    "combine": "combine",
 }
 
 
@@ -37,12 +43,21 @@ def make(opts: common.FigOptions) -> common.Drawn:
     for kind, ax in (("exposed", ax_e), ("hidden", ax_h)):
         left = np.zeros(len(names))
         for k, stage in enumerate(stages):
-            ms = np.array([np.mean([b.get(stage, {}).get(kind, 0.0) for b in runs])
-                           for runs in breakdowns]) * 1e3
+            ms = (
+                np.array(
+                    [
+                        np.mean([b.get(stage, {}).get(kind, 0.0) for b in runs])
+                        for runs in breakdowns
+                    ]
+                )
+                * 1e3
+            )
             ax.barh(y, ms, left=left, color=colors[k % 10], label=STAGES.get(stage, stage))
             left += ms
-            rows += [{"system": n, "kind": kind, "stage": STAGES.get(stage, stage), "ms": v}
-                     for n, v in zip(names, ms, strict=True)]
+            rows += [
+                {"system": n, "kind": kind, "stage": STAGES.get(stage, stage), "ms": v}
+                for n, v in zip(names, ms, strict=True)
+            ]
         for yi, total in zip(y, left, strict=True):
             ax.annotate(f" {total:.2f}", (total, yi), va="center", fontsize=8)
         ax.set_yticks(y, names)
@@ -55,7 +70,10 @@ def make(opts: common.FigOptions) -> common.Drawn:
     ax_h.set_title("Hidden work (off the critical path)")
     ax_h.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.0, 0.5), title="stage")
     layers = study.first()["scenario"]["model"]["layers"]
-    fig.suptitle(f"MoE prefill layer breakdown, Qwen3-235B-A22B, 8x H200, seq 1024 x batch 32 "
-                 f"({layers} layers; mean over seeds)")
-    return common.save(fig, opts, NAME, TITLE,
-                       common.caption(study.scenario, opts, study.fidelity), rows)
+    fig.suptitle(
+        f"MoE prefill layer breakdown, Qwen3-235B-A22B, 8x H200, seq 1024 x batch 32 "
+        f"({layers} layers; mean over seeds)"
+    )
+    return common.save(
+        fig, opts, NAME, TITLE, common.caption(study.scenario, opts, study.fidelity), rows
+    )

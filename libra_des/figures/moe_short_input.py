@@ -19,38 +19,72 @@ TITLE = "Libra gain vs input length (short-input loss)"
 
 def make(opts: common.FigOptions) -> common.Drawn:
     seqs = opts.pick((128, 256, 512, 1024, 2048, 4096), (256, 1024, 4096), (64, 128))
-    base = opts.pick(["model.layers=8", "workload.batches=1"],
-                     ["model.layers=8", "workload.batches=1"], list(common.TINY_MOE))
-    study = common.sweep(opts, NAME, SCENARIO, [common.grid("workload.seq_len", seqs),
-                                                common.grid("balancer.policy",
-                                                            ["sglang", "libra"])], base)
+    base = opts.pick(
+        ["model.layers=8", "workload.batches=1"],
+        ["model.layers=8", "workload.batches=1"],
+        list(common.TINY_MOE),
+    )
+    study = common.sweep(
+        opts,
+        NAME,
+        SCENARIO,
+        [
+            common.grid("workload.seq_len", seqs),
+            common.grid("balancer.policy", ["sglang", "libra"]),
+        ],
+        base,
+    )
 
     def ratio(key: str, sub: str | None) -> np.ndarray:
         def get(r: dict[str, object]) -> float:
             v = r[key]
             return float(v[sub] if isinstance(v, dict) and sub else v)  # type: ignore[arg-type]
-        return np.array([study.values((i, 1), get) / study.values((i, 0), get)
-                         for i in range(len(seqs))])
+
+        return np.array(
+            [study.values((i, 1), get) / study.values((i, 0), get) for i in range(len(seqs))]
+        )
 
     gain = (ratio("prefill_tokens_per_s", None) - 1) * 100
     ttft = (1 - ratio("ttft_s", "mean")) * 100
     sd = (lambda a: a.std(axis=1, ddof=1)) if gain.shape[1] > 1 else (lambda a: 0 * a[:, 0])
     fig, (ax_g, ax_t) = common.new_figure(2, width=5.2, height=4.0)
     color = common.COLORS["Libra"]
-    ax_g.errorbar(seqs, gain.mean(axis=1), yerr=sd(gain), marker="o", capsize=3, color=color,
-                  label="Libra over SGLang")
-    ax_t.errorbar(seqs, ttft.mean(axis=1), yerr=sd(ttft), marker="o", capsize=3, color=color,
-                  label="Libra vs SGLang")
+    ax_g.errorbar(
+        seqs,
+        gain.mean(axis=1),
+        yerr=common.spread(sd(gain)),
+        marker="o",
+        capsize=3,
+        color=color,
+        label="Libra over SGLang",
+    )
+    ax_t.errorbar(
+        seqs,
+        ttft.mean(axis=1),
+        yerr=common.spread(sd(ttft)),
+        marker="o",
+        capsize=3,
+        color=color,
+        label="Libra vs SGLang",
+    )
     for ax in (ax_g, ax_t):
         ax.set_xscale("log", base=2)
         ax.set_xticks(seqs, [str(s) for s in seqs])
         ax.axhline(0, color="k", lw=0.8)
         ax.legend(fontsize="small")
-    common.label_axes(ax_g, "tokens per request", "prefill throughput gain (%)",
-                      "Throughput gain")
+    fig.suptitle("Libra against SGLang over input length, Qwen3-235B-A22B, 8x H200, batch 32")
+    common.label_axes(ax_g, "tokens per request", "prefill throughput gain (%)", "Throughput gain")
     common.label_axes(ax_t, "tokens per request", "TTFT reduction (%)", "Time to first token")
-    rows = [{"seq_len": s, "gain_percent": g.mean(), "gain_percent_sd": gs,
-             "ttft_reduction_percent": t.mean(), "ttft_reduction_percent_sd": ts}
-            for s, g, gs, t, ts in zip(seqs, gain, sd(gain), ttft, sd(ttft), strict=True)]
-    return common.save(fig, opts, NAME, TITLE,
-                       common.caption(study.scenario, opts, study.fidelity), rows)
+    rows = [
+        {
+            "seq_len": s,
+            "gain_percent": g.mean(),
+            "gain_percent_sd": gs,
+            "ttft_reduction_percent": t.mean(),
+            "ttft_reduction_percent_sd": ts,
+        }
+        for s, g, gs, t, ts in zip(seqs, gain, sd(gain), ttft, sd(ttft), strict=True)
+    ]
+    return common.save(
+        fig, opts, NAME, TITLE, common.caption(study.scenario, opts, study.fidelity), rows
+    )

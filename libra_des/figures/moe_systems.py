@@ -23,26 +23,37 @@ def systems_study(opts: common.FigOptions) -> common.Study:
     return common.sweep(opts, "moe-systems", SCENARIO, [axis], base)
 
 
-def bar_figure(opts: common.FigOptions, name: str, title: str, ylabel: str,
-               fn: Callable[[dict[str, Any]], float], key: str) -> common.Drawn:
+def bar_figure(
+    opts: common.FigOptions,
+    name: str,
+    title: str,
+    ylabel: str,
+    fn: Callable[[dict[str, Any]], float],
+    key: str,
+) -> common.Drawn:
     """One bar per system with seed error bars."""
     study = systems_study(opts)
     names = list(common.MOE_SYSTEMS.values())
     stats = np.array([study.stat((i,), fn) for i in range(len(names))])
     fig, (ax,) = common.new_figure(1, width=6.0, height=4.0)
     x = np.arange(len(names))
-    ax.bar(x, stats[:, 0], yerr=stats[:, 1], capsize=3,
-           color=[common.COLORS[n] for n in names])
+    ax.bar(
+        x,
+        stats[:, 0],
+        yerr=common.spread(stats[:, 1]),
+        capsize=3,
+        color=[common.COLORS[n] for n in names],
+    )
     for xi, v in zip(x, stats[:, 0], strict=True):
         ax.annotate(f"{v:.3g}", (xi, v), ha="center", va="bottom", fontsize=8)
     ax.set_xticks(x, names)
     common.label_axes(ax, "system", ylabel, title)
     layers = study.first()["scenario"]["model"]["layers"]
     fig.suptitle(f"Qwen3-235B-A22B prefill, 8x H200, seq 1024 x batch 32 ({layers} layers)")
-    rows = [{"system": n, key: m, f"{key}_sd": s} for n, (m, s) in zip(names, stats,
-                                                                       strict=True)]
-    return common.save(fig, opts, name, title,
-                       common.caption(study.scenario, opts, study.fidelity), rows)
+    rows = [{"system": n, key: m, f"{key}_sd": s} for n, (m, s) in zip(names, stats, strict=True)]
+    return common.save(
+        fig, opts, name, title, common.caption(study.scenario, opts, study.fidelity), rows
+    )
 
 
 class Throughput:
@@ -51,9 +62,14 @@ class Throughput:
 
     @staticmethod
     def make(opts: common.FigOptions) -> common.Drawn:
-        return bar_figure(opts, Throughput.NAME, Throughput.TITLE,
-                          "prefill throughput (thousand tokens/s)",
-                          lambda r: r["prefill_tokens_per_s"] / 1e3, "thousand_tokens_per_s")
+        return bar_figure(
+            opts,
+            Throughput.NAME,
+            Throughput.TITLE,
+            "prefill throughput (thousand tokens/s)",
+            lambda r: r["prefill_tokens_per_s"] / 1e3,
+            "thousand_tokens_per_s",
+        )
 
 
 class Ttft:
@@ -62,8 +78,14 @@ class Ttft:
 
     @staticmethod
     def make(opts: common.FigOptions) -> common.Drawn:
-        return bar_figure(opts, Ttft.NAME, Ttft.TITLE, "mean time to first token (s)",
-                          lambda r: r["ttft_s"]["mean"], "ttft_mean_s")
+        return bar_figure(
+            opts,
+            Ttft.NAME,
+            Ttft.TITLE,
+            "mean time to first token (s)",
+            lambda r: r["ttft_s"]["mean"],
+            "ttft_mean_s",
+        )
 
 
 class Imbalance:
@@ -72,6 +94,11 @@ class Imbalance:
 
     @staticmethod
     def make(opts: common.FigOptions) -> common.Drawn:
-        return bar_figure(opts, Imbalance.NAME, Imbalance.TITLE,
-                          "imbalance ratio (max GPU load / mean, mean over layers)",
-                          lambda r: r["imbalance_ratio"]["mean"], "imbalance_ratio_mean")
+        return bar_figure(
+            opts,
+            Imbalance.NAME,
+            Imbalance.TITLE,
+            "imbalance ratio (max GPU load / mean, mean over layers)",
+            lambda r: r["imbalance_ratio"]["mean"],
+            "imbalance_ratio_mean",
+        )

@@ -39,24 +39,39 @@ def make(opts: common.FigOptions) -> common.Drawn:
     fig, (ax,) = common.new_figure(1, width=6.4, height=4.2)
     counts, _ = np.histogram(pooled, bins=edges)
     frac = counts / pooled.size
-    ax.stairs(frac, edges, fill=True, alpha=0.6, color="#1f77b4",
-              label=f"simulated ({len(seeds)} seed(s) x {steps} steps)")
+    ax.stairs(
+        frac,
+        edges,
+        fill=True,
+        alpha=0.6,
+        color="#1f77b4",
+        label=f"simulated ({len(seeds)} seed(s) x {steps} steps)",
+    )
     means = np.array([v.mean() for v in values])
     maxes = np.array([v.max() for v in values])
     ax.axvline(means.mean(), color="#1f77b4", ls="-", label=f"simulated mean {means.mean():.2f}%")
     ax.axvline(maxes.mean(), color="#1f77b4", ls=":", label=f"simulated max {maxes.mean():.2f}%")
     ax.axvline(PAPER_MEAN * 100, color="k", ls="-", lw=0.8, label="paper mean 7.01%")
     ax.axvline(PAPER_MAX * 100, color="k", ls=":", lw=0.8, label="paper max 15.07%")
-    common.label_axes(ax, "(slowest - fastest) / fastest per step (%)", "fraction of steps",
-                      f"Noise spread, {gpus} GPUs, identical 32K attention call")
+    common.label_axes(
+        ax,
+        "(slowest - fastest) / fastest per step (%)",
+        "fraction of steps",
+        f"Noise spread, {gpus} GPUs, identical 32K attention call",
+    )
     ax.legend(fontsize="small")
     rows: list[dict[str, object]] = [
         {"series": "histogram", "bin_lo_percent": lo, "bin_hi_percent": hi, "fraction": f}
-        for lo, hi, f in zip(edges[:-1], edges[1:], frac, strict=True)]
-    rows += [{"series": "simulated mean", "percent": means.mean()},
-             {"series": "simulated max", "percent": maxes.mean()},
-             {"series": "paper mean", "percent": PAPER_MEAN * 100},
-             {"series": "paper max", "percent": PAPER_MAX * 100}]
-    text = (f"variance model only (calibrated defaults); seeds {','.join(map(str, seeds))}; "
-            f"fidelity n/a; {opts.mode} mode")
+        for lo, hi, f in zip(edges[:-1], edges[1:], frac, strict=True)
+    ]
+    rows += [
+        {"series": "simulated mean", "percent": means.mean()},
+        {"series": "simulated max", "percent": maxes.mean()},
+        {"series": "paper mean", "percent": PAPER_MEAN * 100},
+        {"series": "paper max", "percent": PAPER_MAX * 100},
+    ]
+    text = (
+        f"variance model only (calibrated defaults); seeds {','.join(map(str, seeds))}; "
+        f"fidelity n/a; {opts.mode} mode"
+    )
     return common.save(fig, opts, NAME, TITLE, text, rows)

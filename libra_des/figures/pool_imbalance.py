@@ -13,8 +13,11 @@ from libra_des.figures import common
 
 NAME = "pool_imbalance"
 TITLE = "Inter-pool imbalance per grouping policy"
-POLICIES = {"random": ("#7f7f7f", "Random"), "zigzag_swap": ("#ff7f0e", "Zigzag + Swap"),
-            "vrsp": ("#1f77b4", "VRSP")}
+POLICIES = {
+    "random": ("#7f7f7f", "Random"),
+    "zigzag_swap": ("#ff7f0e", "Zigzag + Swap"),
+    "vrsp": ("#1f77b4", "VRSP"),
+}
 
 
 def make(opts: common.FigOptions) -> common.Drawn:
@@ -25,29 +28,61 @@ def make(opts: common.FigOptions) -> common.Drawn:
     fig, axes = common.new_figure(len(datasets), width=5.4)
     rows = []
     for ax, data in zip(axes, datasets, strict=True):
-        out = common.plan_json(opts, f"{NAME}/{data}", [
-            "--workload", f"longctx-{data}", "--gbs", str(gbs), "--windows", str(windows),
-            "--pool-size", ",".join(map(str, pools)), "--policy", ",".join(POLICIES),
-        ])
+        out = common.plan_json(
+            opts,
+            f"{NAME}/{data}",
+            [
+                "--workload",
+                f"longctx-{data}",
+                "--gbs",
+                str(gbs),
+                "--windows",
+                str(windows),
+                "--pool-size",
+                ",".join(map(str, pools)),
+                "--policy",
+                ",".join(POLICIES),
+            ],
+        )
         by = {(r["policy"], r["pool_size"]): r for r in out["results"]}
         for policy, (color, words) in POLICIES.items():
             mean = np.array([by[(policy, p)]["inter_pool_imbalance"] for p in pools])
             worst = np.array([by[(policy, p)]["inter_pool_imbalance_max"] for p in pools])
-            ax.errorbar(pools, mean, yerr=[np.zeros_like(mean), worst - mean], color=color,
-                        marker="o", capsize=3, label=f"{words} (mean; bar to worst window)")
-            rows += [{"dataset": data, "policy": words, "pool_size": p, "mean": m, "worst": w}
-                     for p, m, w in zip(pools, mean, worst, strict=True)]
+            ax.errorbar(
+                pools,
+                mean,
+                yerr=[np.zeros_like(mean), worst - mean],
+                color=color,
+                marker="o",
+                capsize=3,
+                label=f"{words} (mean; bar to worst window)",
+            )
+            rows += [
+                {"dataset": data, "policy": words, "pool_size": p, "mean": m, "worst": w}
+                for p, m, w in zip(pools, mean, worst, strict=True)
+            ]
         lln = [by[("random", p)]["lln_estimate"] for p in pools]
         ax.plot(pools, lln, "k--", label="law-of-large-numbers estimate for Random")
-        rows += [{"dataset": data, "policy": "LLN estimate", "pool_size": p, "mean": v}
-                 for p, v in zip(pools, lln, strict=True)]
+        rows += [
+            {"dataset": data, "policy": "LLN estimate", "pool_size": p, "mean": v}
+            for p, v in zip(pools, lln, strict=True)
+        ]
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xticks(pools, [str(p) for p in pools])
-        common.label_axes(ax, "pool size P (packed sequences per pool)",
-                          "inter-pool imbalance R - 1 (dimensionless, log)",
-                          f"{data.upper()} corpus")
+        common.label_axes(
+            ax,
+            "pool size P (packed sequences per pool)",
+            "inter-pool imbalance R - 1 (dimensionless, log)",
+            f"{data.upper()} corpus",
+        )
         ax.legend(fontsize="small")
     fig.suptitle(f"Pool groupings, GBS {gbs}, {windows} windows")
-    return common.save(fig, opts, NAME, TITLE, common.caption(
-        "plan --workload longctx-{256k,1m}", opts, "planner only"), rows)
+    return common.save(
+        fig,
+        opts,
+        NAME,
+        TITLE,
+        common.caption("plan --workload longctx-{256k,1m}", opts, "planner only"),
+        rows,
+    )

@@ -30,8 +30,13 @@ def make(opts: common.FigOptions) -> common.Drawn:
     x = np.arange(len(pools))
     rows, fidelity = [], ""
     for ax, data in zip(axes, datasets, strict=True):
-        study = common.sweep(opts, f"{NAME}/{data}", f"paper-pool-sweep-{data}.yaml",
-                             [common.grid("balancer.pool_size", pools)], [*base, *LAYOUT[data]])
+        study = common.sweep(
+            opts,
+            f"{NAME}/{data}",
+            f"paper-pool-sweep-{data}.yaml",
+            [common.grid("balancer.pool_size", pools)],
+            [*base, *LAYOUT[data]],
+        )
         fidelity = study.fidelity
 
         def stat(key: str, s: common.Study = study) -> np.ndarray:
@@ -40,23 +45,55 @@ def make(opts: common.FigOptions) -> common.Drawn:
         compute, exposed = stat("attention_compute_s"), stat("attention_comm_exposed_s")
         hidden = stat("attention_comm_hidden_s")
         ax.bar(x - 0.2, compute[:, 0], 0.4, color="#1f77b4", label="computation")
-        ax.bar(x - 0.2, exposed[:, 0], 0.4, bottom=compute[:, 0], yerr=exposed[:, 1],
-               color="#d62728", capsize=3, label="exposed communication")
-        ax.bar(x + 0.2, hidden[:, 0], 0.4, yerr=hidden[:, 1], color="white",
-               edgecolor="#2ca02c", hatch="///", capsize=3,
-               label="hidden communication (overlapped)")
+        ax.bar(
+            x - 0.2,
+            exposed[:, 0],
+            0.4,
+            bottom=compute[:, 0],
+            yerr=common.spread(exposed[:, 1]),
+            color="#d62728",
+            capsize=3,
+            label="exposed communication",
+        )
+        ax.bar(
+            x + 0.2,
+            hidden[:, 0],
+            0.4,
+            yerr=common.spread(hidden[:, 1]),
+            color="white",
+            edgecolor="#2ca02c",
+            hatch="///",
+            capsize=3,
+            label="hidden communication (overlapped)",
+        )
         ax.set_xticks(x, [str(p) for p in pools])
-        common.label_axes(ax, "pool size P (DP replicas per pool)",
-                          "core attention per GPU per step (s)",
-                          f"{data.upper()} corpus{' (CP 8)' if LAYOUT[data] else ''}")
+        common.label_axes(
+            ax,
+            "pool size P (DP replicas per pool)",
+            "core attention per GPU per step (s)",
+            f"{data.upper()} corpus{' (CP 8)' if LAYOUT[data] else ''}",
+        )
         top = max((compute[:, 0] + exposed[:, 0]).max(), hidden[:, 0].max())
         ax.set_ylim(top=top * 1.35 if top > 0 else 1.0)
         ax.legend(loc="upper left", fontsize="small")
-        rows += [{"dataset": data, "pool_size": p, "compute_s": c[0], "compute_s_sd": c[1],
-                  "exposed_comm_s": e[0], "exposed_comm_s_sd": e[1], "hidden_comm_s": h[0],
-                  "hidden_comm_s_sd": h[1]}
-                 for p, c, e, h in zip(pools, compute, exposed, hidden, strict=True)]
+        rows += [
+            {
+                "dataset": data,
+                "pool_size": p,
+                "compute_s": c[0],
+                "compute_s_sd": c[1],
+                "exposed_comm_s": e[0],
+                "exposed_comm_s_sd": e[1],
+                "hidden_comm_s": h[0],
+                "hidden_comm_s_sd": h[1],
+            }
+            for p, c, e, h in zip(pools, compute, exposed, hidden, strict=True)
+        ]
     fig.suptitle("Pool-size sweep, Libra Full (VRSP + TAP + Pipeliner), GBS 128")
-    text = common.caption("paper-pool-sweep-{256k,1m}", opts, fidelity,
-                          "256K corpus at CP 8 (the shipped CP 4 layout does not fit)")
+    text = common.caption(
+        "paper-pool-sweep-{256k,1m}",
+        opts,
+        fidelity,
+        "256K corpus at CP 8 (the shipped CP 4 layout does not fit)",
+    )
     return common.save(fig, opts, NAME, TITLE, text, rows)

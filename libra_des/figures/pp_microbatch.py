@@ -24,25 +24,45 @@ def make(opts: common.FigOptions) -> common.Drawn:
     fig, axes = common.new_figure(len(datasets), width=5.6, height=4.4)
     rows, scenario, fidelity = [], "", ""
     for ax, data in zip(axes, datasets, strict=True):
-        study = common.sweep(opts, f"{NAME}/{data}", f"paper-pp-microbatch-{data}.yaml",
-                             [common.variant_axis(LABELS)], [*base, f"steps={steps}"])
+        study = common.sweep(
+            opts,
+            f"{NAME}/{data}",
+            f"paper-pp-microbatch-{data}.yaml",
+            [common.variant_axis(LABELS)],
+            [*base, f"steps={steps}"],
+        )
         scenario, fidelity = "paper-pp-microbatch-{256k,1m}", study.fidelity
-        times = [np.concatenate([np.asarray(r["microbatch_forward_s"], dtype=float)
-                                 for r in study.runs[(v,)]]) for v in range(len(LABELS))]
+        times = [
+            np.concatenate(
+                [np.asarray(r["microbatch_forward_s"], dtype=float) for r in study.runs[(v,)]]
+            )
+            for v in range(len(LABELS))
+        ]
         edges = np.histogram_bin_edges(np.concatenate(times), bins="auto")
         for label, t in zip(LABELS, times, strict=True):
             counts, _ = np.histogram(t, bins=edges)
             frac = counts / t.size
             color = common.COLORS[label]
             cv = t.std() / t.mean()
-            ax.stairs(frac, edges, fill=True, alpha=0.45, color=color,
-                      label=f"{label} ({t.size} ops): CV {cv:.3f}, "
-                      f"max/median {t.max() / np.median(t):.2f}")
-            rows += [{"dataset": data, "policy": label, "bin_lo_s": lo, "bin_hi_s": hi,
-                      "fraction": f} for lo, hi, f in zip(edges[:-1], edges[1:], frac,
-                                                          strict=True)]
-        common.label_axes(ax, "forward time of one microbatch on stage 0 (s)",
-                          "fraction of forward ops", f"{data.upper()}-token packed sequences")
+            ax.stairs(
+                frac,
+                edges,
+                fill=True,
+                alpha=0.45,
+                color=color,
+                label=f"{label} ({t.size} ops): CV {cv:.3f}, "
+                f"max/median {t.max() / np.median(t):.2f}",
+            )
+            rows += [
+                {"dataset": data, "policy": label, "bin_lo_s": lo, "bin_hi_s": hi, "fraction": f}
+                for lo, hi, f in zip(edges[:-1], edges[1:], frac, strict=True)
+            ]
+        common.label_axes(
+            ax,
+            "forward time of one microbatch on stage 0 (s)",
+            "fraction of forward ops",
+            f"{data.upper()}-token packed sequences",
+        )
         ax.legend(fontsize="small")
     fig.suptitle(f"Microbatch forward-time distribution, PP 4 x DP 8, {steps} iterations")
     return common.save(fig, opts, NAME, TITLE, common.caption(scenario, opts, fidelity), rows)

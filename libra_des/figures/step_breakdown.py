@@ -17,9 +17,12 @@ from libra_des.figures import common
 
 NAME = "step_breakdown"
 TITLE = "Step-time breakdown per policy"
-PARTS = {"bubble_fraction": "pipeline bubble", "dp_straggler_fraction": "DP straggler wait",
-         "pool_wait_fraction": "pool / CP-group wait",
-         "comm_exposed_fraction": "exposed communication"}
+PARTS = {
+    "bubble_fraction": "pipeline bubble",
+    "dp_straggler_fraction": "DP straggler wait",
+    "pool_wait_fraction": "pool / CP-group wait",
+    "comm_exposed_fraction": "exposed communication",
+}
 PART_COLORS = ("#9edae5", "#ff9896", "#c5b0d5", "#d62728")
 
 
@@ -34,8 +37,7 @@ def policy_study(opts: common.FigOptions) -> tuple[tuple[str, ...], common.Study
     """The quickstart under each policy (shared by three figures; the sweep resumes)."""
     labels = opts.pick(common.ALL_VARIANTS, common.ALL_VARIANTS, ("Ulysses", "Libra Full"))
     base = opts.pick([], [], list(common.TINY_TRAINING))
-    study = common.sweep(opts, "policies", "quickstart.yaml", [common.variant_axis(labels)],
-                         base)
+    study = common.sweep(opts, "policies", "quickstart.yaml", [common.variant_axis(labels)], base)
     return labels, study
 
 
@@ -47,16 +49,27 @@ def make(opts: common.FigOptions) -> common.Drawn:
     rows = []
     for (key, words), color in zip(PARTS.items(), PART_COLORS, strict=True):
         stats = np.array([study.stat((v,), fraction(key)) for v in range(len(labels))])
-        ax.bar(x, stats[:, 0] * 100, 0.6, bottom=bottom * 100, yerr=stats[:, 1] * 100,
-               color=color, capsize=3, label=words)
+        ax.bar(
+            x,
+            stats[:, 0] * 100,
+            0.6,
+            bottom=bottom * 100,
+            yerr=common.spread(stats[:, 1] * 100),
+            color=color,
+            capsize=3,
+            label=words,
+        )
         bottom += stats[:, 0]
-        rows += [{"policy": lb, "part": words, "percent_of_step": m * 100,
-                  "percent_of_step_sd": s * 100} for lb, (m, s) in zip(labels, stats,
-                                                                      strict=True)]
+        rows += [
+            {"policy": lb, "part": words, "percent_of_step": m * 100, "percent_of_step_sd": s * 100}
+            for lb, (m, s) in zip(labels, stats, strict=True)
+        ]
     ax.set_xticks(x, labels, rotation=20, ha="right")
-    common.label_axes(ax, "policy", "share of the step time (%)",
-                      "Step time not spent computing, per policy")
+    common.label_axes(
+        ax, "policy", "share of the step time (%)", "Step time not spent computing, per policy"
+    )
     ax.legend(fontsize="small")
     fig.suptitle("Quickstart: 1,024 H200 GPUs, DP 32 x CP 8 x PP 4, 1M corpus")
-    return common.save(fig, opts, NAME, TITLE,
-                       common.caption(study.scenario, opts, study.fidelity), rows)
+    return common.save(
+        fig, opts, NAME, TITLE, common.caption(study.scenario, opts, study.fidelity), rows
+    )
