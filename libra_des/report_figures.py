@@ -24,6 +24,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from libra_des.figures.moe_breakdown import STAGES
+from libra_des.report import DEFINITIONS
 
 Results = Mapping[str, Mapping[str, Any]]
 FRACTIONS = {"bubble_fraction": "pipeline bubble", "dp_straggler_fraction": "DP straggler wait",
@@ -59,7 +60,8 @@ def bars(names: Sequence[str], series: Mapping[str, Sequence[float]], ylabel: st
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(axis="y", alpha=0.3)
-    ax.legend(fontsize="small")
+    if len(series) > 1:
+        ax.legend(fontsize="small")
     return fig
 
 
@@ -116,8 +118,10 @@ def sweep(rows: Sequence[Mapping[str, Any]], axes: Sequence[str], metrics: Seque
         values = [v for r in rows if isinstance(v := r.get(metric), int | float)]
         if len(values) != len(rows):
             continue
-        fig = bars(labels, {metric: values}, metric, metric, stacked=False)
-        out.append(encode(fig, f"{metric} per sweep point."))
+        words = DEFINITIONS.get(metric, (metric, ""))[0]
+        fig = bars(labels, {words: values}, words, f"{words} per point", stacked=False)
+        fig.axes[0].set_xlabel("point (" + ", ".join(axes) + ")")
+        out.append(encode(fig, f"{words} [{metric}] per sweep point."))
     return out
 
 

@@ -13,9 +13,10 @@ exercise every code path; the numbers mean nothing).
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import json
-import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -193,15 +194,18 @@ def sweep(
 
 
 def plan_json(opts: FigOptions, name: str, args: Sequence[str]) -> dict[str, Any]:
-    """Run ``libra-des plan ... --json``; keep its output beside the figure's other data."""
+    """Run ``libra-des plan ... --json`` in-process; keep its output beside the figure's data."""
+    from libra_des.cli import main
+
     path = opts.data(name) / "plan.json"
-    cmd = [sys.executable, "-m", "libra_des.cli", "plan", *args, "--json"]
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False)
-    if done.returncode:
-        raise RuntimeError(f"libra-des plan failed: {done.stderr.strip()}")
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):
+        code = main(["plan", *args, "--json"])
+    if code:
+        raise RuntimeError(f"libra-des plan {' '.join(args)} exited {code}")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(done.stdout)
-    data: dict[str, Any] = json.loads(done.stdout)
+    path.write_text(text.getvalue())
+    data: dict[str, Any] = json.loads(text.getvalue())
     return data
 
 
