@@ -173,6 +173,27 @@ def scenario_section(src: Source) -> str:
             f"<pre>{html.escape(text)}</pre>")
 
 
+def profile_rows(ref: Any) -> list[tuple[str, Any, str]]:
+    """The profile's kernel and fabric constants and collective fits, each with its source."""
+    from libra_des.hardware.profile import DEFAULT_PROFILE, resolve_profile
+
+    try:
+        data = read_json(resolve_profile(ref or DEFAULT_PROFILE))
+    except InputError:
+        return []
+    rows = []
+    for section in ("peaks", "kernels", "interconnect"):
+        for key, entry in sorted((data.get(section) or {}).items()):
+            if isinstance(entry, Mapping) and "value" in entry:
+                rows.append((f"{section}.{key}", entry["value"],
+                             str(entry.get("source", "not recorded"))))
+    for fit in data.get("fits") or []:
+        rows.append((f"fit {fit.get('op')} x{fit.get('group')}", str(fit.get("model", "")),
+                     f"fitted to {fit.get('n', '?')} measured sizes "
+                     f"({data.get('software', {}).get('collectives', 'source not recorded')})"))
+    return rows
+
+
 def costs_section(src: Source) -> str:
     """Per op: measured / borrowed / datasheet, from ``comm_tiers`` when the result has it."""
     parts = []
@@ -191,6 +212,11 @@ def costs_section(src: Source) -> str:
         if src.kind == "sweep":
             parts.append("<p class=muted>(first point shown)</p>")
             break
+    first = next(iter(src.results.values()), {})
+    constants = profile_rows(lookup(first, "scenario.profile"))
+    if constants:
+        parts.append("<p>Profile constants and fits, with their sources:</p>"
+                     + table(["parameter", "value", "source"], constants, left=3))
     return "".join(parts)
 
 

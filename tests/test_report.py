@@ -47,7 +47,8 @@ def test_run_report_is_self_contained(run_dir: Path, tmp_path: Path) -> None:
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", text)  # nothing fetched
     assert text.count('src="data:image/png;base64,') >= 3
     for words in ("Headline metrics", "wall time of one training step", "Scenario (resolved)",
-                  "Where each cost came from", "not recorded", "pool_size: 2"):
+                  "Where each cost came from", "not recorded", "pool_size: 2",
+                  "peaks.bf16_flops", "datasheet"):
         assert words in text, words
 
 
