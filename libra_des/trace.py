@@ -34,9 +34,10 @@ from libra_des.sim.schedules import Schedule
 from libra_des.sim.training import StepRecord
 
 US = 1e6
-#: Per-GPU tracks up to this many traced GPUs (our choice: Perfetto stays responsive and a
+#: Per-GPU tracks up to this many traced GPUs (our choice: one Libra pool group of the
+#: quickstart, 8 replicas x CP 8 x PP 4; Perfetto stays responsive and a
 #: trace stays within tens of MB); above it, one track per rank group.
-GPU_TRACK_LIMIT = 64
+GPU_TRACK_LIMIT = 256
 #: How far before the end of a producing op a flow arrow starts (so it binds to that op).
 FLOW_LEAD_US = 1e-3
 
