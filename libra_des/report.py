@@ -265,12 +265,11 @@ def pick(src: Source, entry: Mapping[str, Any]) -> tuple[str, dict[str, Any] | N
 
 def figures_section(src: Source) -> str:
     try:
-        from libra_des import report_figures
-    except ModuleNotFoundError as exc:
-        if exc.name and exc.name.split(".")[0] == "matplotlib":
-            return ("<p class=muted>Figures need matplotlib: pip install "
-                    "'libra-des[figs]'.</p>")
-        raise
+        import matplotlib  # noqa: F401  (the optional figs extra)
+    except ImportError:
+        return "<p class=muted>Figures need matplotlib: pip install 'libra-des[figs]'.</p>"
+    from libra_des import report_figures
+
     figs = report_figures.draw(src.kind, src.results, src.rows, src.axes)
     if not figs:
         return "<p class=muted>No figure applies to these results.</p>"

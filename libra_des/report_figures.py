@@ -14,17 +14,15 @@ import base64
 import io
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.figure import Figure
 
 from libra_des.figures.moe_breakdown import STAGES
 from libra_des.report import DEFINITIONS
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 Results = Mapping[str, Mapping[str, Any]]
 FRACTIONS = {"bubble_fraction": "pipeline bubble", "dp_straggler_fraction": "DP straggler wait",
@@ -37,16 +35,23 @@ class Png:
     png_base64: str
 
 
+def panel() -> tuple[Figure, Any]:
+    """One 7 x 3.6 inch panel (matplotlib imported here: the ``figs`` extra is optional)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7, 3.6), layout="constrained")
+    return fig, fig.subplots()
+
+
 def encode(fig: Figure, caption: str) -> Png:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
     return Png(caption, base64.b64encode(buf.getvalue()).decode())
 
 
 def bars(names: Sequence[str], series: Mapping[str, Sequence[float]], ylabel: str,
          title: str, stacked: bool) -> Figure:
-    fig, ax = plt.subplots(figsize=(7, 3.6), layout="constrained")
+    fig, ax = panel()
     x = np.arange(len(names))
     bottom = np.zeros(len(names))
     width = 0.6 if stacked else 0.8 / max(len(series), 1)
@@ -79,7 +84,7 @@ def training(results: Results) -> list[Png]:
     }, "seconds per GPU per step", "Core attention per GPU", stacked=False),
         "Core attention per GPU per step: computation, and exchange on (exposed) and off "
         "(hidden) the critical path."))
-    fig, ax = plt.subplots(figsize=(7, 3.6), layout="constrained")
+    fig, ax = panel()
     samples = [np.asarray(r["microbatch_forward_s"], dtype=float) for r in results.values()]
     edges = np.histogram_bin_edges(np.concatenate(samples), bins="auto")
     for name, t in zip(names, samples, strict=True):
@@ -99,7 +104,7 @@ def moe(results: Results) -> list[Png]:
                           for r in results.values()] for s in stages}
     out = [encode(bars(names, series, "ms per layer", "MoE layer: exposed stages",
                        stacked=True), "Critical-path time per MoE layer, by stage.")]
-    fig, ax = plt.subplots(figsize=(7, 3.6), layout="constrained")
+    fig, ax = panel()
     for name, r in results.items():
         ax.plot(r["imbalance_ratio"]["per_layer"], label=name)
     ax.set_xlabel("MoE layer")

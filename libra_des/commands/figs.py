@@ -40,13 +40,13 @@ def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     try:
-        from libra_des.figures import catalog
-        from libra_des.figures.common import FigOptions
-    except ModuleNotFoundError as exc:
-        if exc.name and exc.name.split(".")[0] == "matplotlib":
-            sys.stderr.write(MISSING)
-            return 2
-        raise
+        import matplotlib  # noqa: F401  (the optional extra: checked before any work)
+    except ImportError:
+        sys.stderr.write(MISSING)
+        return 2
+    from libra_des.figures import catalog
+    from libra_des.figures.common import FigOptions
+
     if args.list:
         for entry in catalog.FIGURES:
             print(f"{entry.name:20s} {entry.title}")

@@ -9,13 +9,15 @@ B x H choice; they are marked with a dot. Quick mode replays 3 windows instead o
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from matplotlib.colors import LogNorm, Normalize
 
 from libra_des.config import Balancer
 from libra_des.figures import common
+
+if TYPE_CHECKING:
+    from matplotlib.colors import Normalize
 
 NAME = "bh_grid"
 TITLE = "TAP block size x head split grid"
@@ -51,6 +53,8 @@ def heatmap(
 
 
 def make(opts: common.FigOptions) -> common.Drawn:
+    from matplotlib.colors import LogNorm, Normalize
+
     windows = opts.pick(20, 3, 1)
     blocks = opts.pick(
         (4096, 8192, 16384, 32768, 65536), (4096, 8192, 16384, 32768, 65536), (16384, 65536)

@@ -21,17 +21,15 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import matplotlib
-
-matplotlib.use("Agg")  # files only; no display is needed or wanted
-import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.figure import Figure
 
 from libra_des.identity import ROOT
 from libra_des.sweep import Axis, SweepSpec, timed_sweep
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 SCENARIOS = ROOT / "scenarios"
 DATASETS = ("256k", "1m")
@@ -225,9 +223,12 @@ def caption(scenario: str, opts: FigOptions, fidelity: str, extra: str = "") -> 
 
 
 def new_figure(ncols: int = 1, width: float = 6.4, height: float = 4.2) -> tuple[Figure, Any]:
-    fig, axes = plt.subplots(
-        1, ncols, figsize=(width * ncols, height), squeeze=False, layout="constrained"
-    )
+    """A figure of ``ncols`` panels. matplotlib is imported here, not at module level (the
+    ``figs`` extra is optional), and through its object API: no pyplot state, no display."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width * ncols, height), layout="constrained")
+    axes = fig.subplots(1, ncols, squeeze=False)
     return fig, axes[0]
 
 
@@ -259,7 +260,6 @@ def save(
         path = opts.out / f"{name}.{ext}"
         fig.savefig(path, dpi=dpi, bbox_inches="tight")
         files.append(path)
-    plt.close(fig)
     write_csv(opts.out / f"{name}.csv", rows)
     return Drawn(name, title, text, (*files, opts.out / f"{name}.csv"))
 

@@ -8,7 +8,6 @@ the critical path (exposed) and the time overlapped with other work (hidden), pe
 from __future__ import annotations
 
 import numpy as np
-from matplotlib import colormaps
 
 from libra_des.figures import common
 from libra_des.figures.moe_systems import systems_study
@@ -31,6 +30,8 @@ STAGES = {
 
 
 def make(opts: common.FigOptions) -> common.Drawn:
+    from matplotlib import colormaps
+
     study = systems_study(opts)
     names = list(common.MOE_SYSTEMS.values())
     breakdowns = [[r["layer_breakdown_s"] for r in study.runs[(i,)]] for i in range(len(names))]
