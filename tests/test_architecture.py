@@ -8,6 +8,7 @@ or any layer ranked below it. torch and matplotlib may be imported only inside a
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -140,3 +141,15 @@ def test_checker_catches_breaches(module: str, text: str, expected: str) -> None
 )
 def test_checker_allows_downward_and_lazy_imports(module: str, text: str) -> None:
     assert violations({module: text}) == []
+
+
+def test_citations_resolve_inside_the_repository() -> None:
+    """Docstrings cite ``docs/model.md`` (and its parts A / B), never a file outside the repo."""
+    model = (PACKAGE.parent / "docs" / "model.md").read_text()
+    parts = set(re.findall(r"^## ([A-Z])\. ", model, flags=re.MULTILINE))
+    assert parts == {"A", "B"}
+    sources = package_sources()
+    assert [m for m, text in sources.items() if "PAPERS.md" in text] == []
+    cited = {p for text in sources.values()
+             for p in re.findall(r"docs/model\.md(?: part)? ([A-Z])\b", text)}
+    assert cited and cited <= parts

@@ -1,4 +1,4 @@
-"""MoE prefill under expert parallelism: SGLang, EPLB, Lina, HarMoEny and Libra (PAPERS.md B).
+"""MoE prefill under expert parallelism: SGLang, EPLB, Lina, HarMoEny and Libra (docs/model.md B).
 
 ``simulate_moe`` runs ``workload.batches`` prefill batches of ``workload.batch`` requests
 through every layer of the model on an EP group. Per MoE layer it builds the system's plan

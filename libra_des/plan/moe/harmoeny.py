@@ -1,4 +1,4 @@
-"""HarMoEny: greedy token moves on the exact routing, on the critical path (PAPERS.md B).
+"""HarMoEny: greedy token moves on the exact routing, on the critical path (docs/model.md B).
 
 After the gate, every pair sits on its expert's home GPU; the planner moves pairs from the
 most- to the least-loaded GPU (any pair, any GPU) with the same greedy engine as Libra's

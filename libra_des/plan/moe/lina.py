@@ -1,4 +1,4 @@
-"""Lina's inference-time replication, driven by its path-table prediction (PAPERS.md B).
+"""Lina's inference-time replication, driven by its path-table prediction (docs/model.md B).
 
 From the predicted pairs per expert, repeatedly give one more replica to the expert with the
 largest predicted load per copy, on the GPU with the least predicted load that has a free slot

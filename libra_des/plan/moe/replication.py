@@ -1,4 +1,4 @@
-"""Libra's locality-aware replication (PAPERS.md B): N extra slots per GPU, split by alpha.
+"""Libra's locality-aware replication (docs/model.md B): N extra slots per GPU, split by alpha.
 
 Phase 1 fills ``round(N * alpha)`` slots on each GPU with the remote experts its own tokens
 are predicted to request most (this enlarges MoE_local). Phase 2 repeatedly takes the hottest

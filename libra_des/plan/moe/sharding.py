@@ -1,4 +1,4 @@
-"""Libra's token sharding: iterative greedy over remote tokens only (PAPERS.md B).
+"""Libra's token sharding: iterative greedy over remote tokens only (docs/model.md B).
 
 Model: a GPU's load is the number of (token, expert) pairs it computes. Local pairs (the
 token's own GPU holds the expert, as home or replica) never move. Every remote pair starts on
