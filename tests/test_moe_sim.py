@@ -17,7 +17,8 @@ from libra_des.plan.moe import static_home
 from libra_des.plan.moe.assignment import origin_counts
 from libra_des.plan.moe.replication import libra_replicas
 from libra_des.plan.moe.sharding import shard_remote_tokens
-from libra_des.sim.moe_costs import batch_shape, cpu_plan_seconds
+from libra_des.sim.moe_costs import batch_shape
+from libra_des.sim.moe_cpu import sharding_seconds
 from libra_des.sim.moe_inference import WALL_CLOCK_FIELDS, simulate_moe
 from libra_des.sim.moe_layer import SharedLink, Stage, critical_exposure, launch
 from libra_des.sim.moe_policy import BatchPlanner
@@ -114,7 +115,7 @@ def test_degradation_small(traces: list[RoutingTrace]) -> None:
 
 def exposed_cpu(r: dict[str, Any]) -> float:
     b = r["layer_breakdown_s"]
-    return float(b["sharding_cpu"]["exposed"] + b["metadata"]["exposed"])
+    return float(sum(b[s]["exposed"] for s in ("sharding_cpu", "metadata", "replication_cpu")))
 
 
 def test_short_inputs_expose_cpu_work() -> None:
@@ -143,7 +144,7 @@ def test_modelled_cpu_time_tracks_our_sharding_code(traces: list[RoutingTrace]) 
             start = time.perf_counter()
             iterations = shard_remote_tokens(counts, holders, home, 0.01).iterations
             best = min(best, time.perf_counter() - start)
-        modelled = cpu_plan_seconds(iterations)
+        modelled = sharding_seconds(iterations)
         assert modelled / 10 < best < modelled * 10
 
 

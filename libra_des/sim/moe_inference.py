@@ -48,6 +48,7 @@ from libra_des.sim.moe_costs import (
     batch_shape,
     layer_costs,
 )
+from libra_des.sim.moe_cpu import cost_sources
 from libra_des.sim.moe_layer import CountingEnvironment, SharedLink
 from libra_des.sim.moe_policy import BatchPlanner, Flow, LayerRecord, run_batch
 from libra_des.sim.moe_setup import check_memory, ep_group
@@ -57,7 +58,7 @@ from libra_des.workload.routing import RoutingTrace
 WALL_CLOCK_FIELDS = ("wall_s", "cpu_sharding_wall_s")
 STAGES = (
     "attention", "gate", "prediction", "replica_copy", "dispatch", "moe_local",
-    "sharding_cpu", "metadata", "moe_remote", "combine",
+    "sharding_cpu", "metadata", "moe_remote", "combine", "replication_cpu",
 )
 
 
@@ -161,7 +162,8 @@ def simulate_moe(
     coster = StageCoster(cost, fabric, scenario.model, group.gpus)
     trace_rng, pred_rng, noise_rng, var_rng = rng.spawn(4)
     run = MoeRun(
-        scenario, coster, BatchPlanner.build(scenario, group.gpus, trace_rng, traces),
+        scenario, coster,
+        BatchPlanner.build(scenario, group.gpus, trace_rng, traces, group.gpus_per_node),
         Flow.of(scenario), VarianceModel.build(scenario.variance, group.gpus, var_rng),
         (pred_rng, noise_rng),
     )
@@ -171,7 +173,11 @@ def simulate_moe(
         for b in range(run.planner.batches):
             run.batch(b, totals)
             bar.advance(task)
-    return assemble(scenario, run.flow, totals, run.env.processed)
+    result = assemble(scenario, run.flow, totals, run.env.processed)
+    result["cost_sources"] = cost_sources(cost, group.gpus, group.gpus_per_node,
+                                          run.flow.allgather, run.flow.fetch,
+                                          scenario.balancer.cpu_time == "measured")
+    return result
 
 
 def percentiles(batch_s: Sequence[float], requests: Sequence[int]) -> dict[str, float]:
