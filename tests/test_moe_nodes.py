@@ -66,3 +66,21 @@ def test_cpu_costs_and_provenance() -> None:
     assert collective_provenance(fits, "all_gather", 8, 8) == "measured"
     assert collective_provenance(fits, "all_gather", 16, 8) == "borrowed"
     assert collective_provenance(fits, "all_to_all", 8, 8) == "assumed"
+
+
+def test_multinode_scenarios_elaborate() -> None:
+    """Every multi-node EP scenario loads, spans its nodes and fits in device memory."""
+    from pathlib import Path
+
+    from libra_des.config import load_scenario
+    from libra_des.hardware.topology import load_topology
+    from libra_des.sim.moe_setup import check_memory, ep_group
+
+    found = sorted((Path(__file__).resolve().parents[1] / "scenarios").glob("moe-ep-*node-*.yaml"))
+    assert len(found) == 4
+    for path in found:
+        sc = load_scenario(path)
+        topo = load_topology(sc.topology, sc.topology_params)
+        group = ep_group(sc, topo)
+        assert group.gpus == sc.parallelism.ep > group.gpus_per_node == 8
+        check_memory(sc, group.gpus, topo.spec.gpu)
