@@ -11,13 +11,19 @@ System designs (what runs where, what waits for what):
 * SGLang: static placement; All2All dispatch after the gate; one grouped GEMM; combine.
 * EPLB: SGLang plus ``redundant_experts`` static replicas per layer placed by DeepSeek's
   algorithm from a profiling sample of the same data; pairs split evenly over copies.
-* Lina: path-table prediction on the CPU (hidden); replicas of predicted-hot experts copied
-  one layer ahead on the copy engine; pairs split evenly over copies.
-* HarMoEny: routing to the CPU, greedy moves, metadata back, then All2All dispatch and weight
-  fetches for moved experts: all on the critical path.
-* Libra: lookahead prediction (one extra gate GEMM), locality-aware replicas copied one layer
-  ahead (double-buffered), two-stage execution: MoE_local starts right after the gate while
-  AllGather dispatch and CPU sharding run; MoE_remote waits for all three.
+* Lina: path-table prediction and replica planning on the CPU (hidden while the layer
+  lasts); replicas of predicted-hot experts copied one layer ahead on the copy engine; pairs
+  split evenly over copies.
+* HarMoEny: routing to the CPU, greedy moves, metadata back, then All2All dispatch; the
+  experts a GPU lacks stream from host memory over its PCIe link while its resident experts
+  compute (``moe_local``), and their GEMMs (``moe_remote``) wait for the fetch.
+* Libra: lookahead prediction (one extra gate GEMM), locality-aware replicas planned on the
+  CPU and copied one layer ahead (double-buffered), two-stage execution: MoE_local starts
+  right after the gate while AllGather dispatch and CPU sharding run; MoE_remote waits for all
+  three. Across nodes, replica placement and sharding prefer GPUs of the same node.
+
+Every stage's cost provenance (measured / borrowed / assumed) is listed in the result under
+``cost_sources`` (``sim/moe_cpu.py``); CPU stage defaults and their sources are there too.
 
 Batches are served closed-loop (a batch's requests arrive as the previous batch ends), so a
 request's TTFT is its batch's prefill time. Embedding and LM head are not modelled.
