@@ -34,6 +34,16 @@ def test_phase_two_replicas_stay_on_the_home_node() -> None:
     assert min(gain) > 0 and np.mean(gain) > 0.1
 
 
+def test_phase_one_copies_stay_inside_the_node() -> None:
+    rng = np.random.default_rng(4)
+    home = static_home(128, 16)
+    counts = skewed_counts(rng)
+    phase1 = libra_replicas(counts, home, 4, 1.0, NODE)
+    gpu, expert = np.nonzero(phase1)
+    assert gpu.size > 0
+    assert (NODE[gpu] == NODE[home.argmax(axis=0)][expert]).all()
+
+
 def test_single_node_results_do_not_change() -> None:
     rng = np.random.default_rng(2)
     home = static_home(128, 8)
