@@ -8,8 +8,9 @@ Input folders:
 
 The page holds the resolved scenario (every field, defaults included), the headline metrics
 with their definitions, figures (PNG, base64-inlined; drawn only when matplotlib is present),
-where each communication cost came from (``comm_tiers`` in ``result.json``: measured, borrowed
-or datasheet per op; "not recorded" for results that predate it), a sortable table for a
+where each cost came from (``comm_tiers`` per collective or ``cost_sources`` per MoE stage in
+``result.json``: measured, borrowed, datasheet or assumed; "not recorded" when a result has
+neither; plus the profile's constants with their sources), a sortable table for a
 sweep, and an optional "simulated against reference" table from a YAML file of published
 values::
 
@@ -198,14 +199,15 @@ def costs_section(src: Source) -> str:
     """Per op: measured / borrowed / datasheet, from ``comm_tiers`` when the result has it."""
     parts = []
     for name, result in src.results.items():
-        tiers = result.get("comm_tiers")
+        # comm_tiers: per collective (training); cost_sources: per MoE stage.
+        tiers = {**(result.get("comm_tiers") or {}), **(result.get("cost_sources") or {})}
         profile = lookup(result, "scenario.profile") or "h200-sxm (default)"
         head = f"<p><b>{html.escape(name)}</b>: kernel costs from profile {fmt(profile)}"
-        if not isinstance(tiers, Mapping):
+        if not tiers:
             parts.append(head + "; communication cost sources: <i>not recorded</i> in this "
                          "result.json.</p>")
             continue
-        rows = sorted((op, tier) for op, tier in tiers.items())
+        rows = sorted((op, str(tier)) for op, tier in tiers.items())
         uncal = result.get("uncalibrated_ops") or []
         parts.append(head + f"; {len(uncal)} uncalibrated op(s).</p>"
                      + table(["op", "cost from"], rows, left=2))

@@ -38,10 +38,10 @@ from pathlib import Path
 from typing import Any
 
 from libra_des import __version__
-from libra_des.commands.run import simulate
 from libra_des.config import Scenario, load_scenario, parse_override, scenario_dict
 from libra_des.errors import InputError
 from libra_des.identity import code_fingerprint, content_key, portable_path
+from libra_des.simulation import simulate
 from libra_des.storage import dumps, write_atomic
 from libra_des.tables import write_sweep_table
 

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 SCENARIOS = ROOT / "scenarios"
 DATASETS = ("256k", "1m")
 
-#: The Libra ablation ladder and the baselines, as balancer overrides (PAPERS.md A).
+#: The Libra ablation ladder and the baselines, as balancer overrides (docs/model.md part A).
 VARIANTS: dict[str, dict[str, Any]] = {
     "Ulysses": {"balancer.policy": "ulysses"},
     "WLB-LLM": {"balancer.policy": "wlb_llm"},
@@ -61,7 +61,7 @@ COLORS = {
     "HarMoEny": "#9467bd",
     "Libra": "#d62728",
 }
-#: MoE systems: balancer.policy -> name in words (PAPERS.md B).
+#: MoE systems: balancer.policy -> name in words (docs/model.md part B).
 MOE_SYSTEMS = {
     "sglang": "SGLang",
     "eplb": "EPLB",

@@ -1,7 +1,7 @@
 """Short-input loss: Libra's gain over SGLang against tokens per request.
 
 With short inputs MoE_local is too short to hide the CPU sharding and the replica copies, so
-the gain shrinks (PAPERS.md B: it vanishes at 1K tokens); longer inputs cut TTFT more.
+the gain shrinks (docs/model.md part B: it vanishes at 1K tokens); longer inputs cut TTFT more.
 Scenario ``paper-moe-breakdown`` over ``workload.seq_len`` at batch 32 for SGLang and Libra.
 Quick mode: 8 layers, 1 batch, three lengths.
 """

@@ -1,6 +1,6 @@
 """Hardware noise with identical work: the per-step trimmed spread the variance model draws.
 
-The paper's measurement (PAPERS.md A): 32K causal attention on 256 identical GPUs for 500
+The paper's measurement (docs/model.md part A): 32K causal attention on 256 identical GPUs for 500
 steps, fastest and slowest GPU dropped per step, (slowest - fastest) / fastest averaged 7.01%
 and peaked at 15.07%. The work is identical, so a GPU's call time is a base time times its
 noise factor and the base cancels: the figure draws the calibrated :class:`VarianceModel`
