@@ -46,8 +46,10 @@ def mean_sample_tokens(sc: Scenario) -> float:
     dist = sc.workload.lengths
     if dist is None:
         return 1.0
-    guess = dist.value or dist.median or 256.0
-    return max(float(guess), float(dist.min), 1.0)
+    guess = float(dist.value or dist.median or 256.0)
+    if dist.max is not None:
+        guess = min(guess, float(dist.max))  # a cap below the median shortens every sample
+    return max(guess, float(dist.min), 1.0)
 
 
 def training_estimate(sc: Scenario) -> Estimate:
@@ -55,8 +57,13 @@ def training_estimate(sc: Scenario) -> Estimate:
     workers = pool_size_of(sc) * par.cp  # W: one pool's lockstep workers
     samples = par.gbs * sc.workload.packed_length / mean_sample_tokens(sc)
     ops = (par.dp // pool_size_of(sc)) * par.pp * 2 * par.microbatches * par.virtual_stages
-    per_step_bytes = 150.0 * workers**2 + 200.0 * samples + 10e3 * par.gpus + 2e3 * ops
-    per_step_s = 2e-6 * workers**2 + 5e-6 * samples + 5e-4 * par.gpus + 2e-4 * ops
+    # TAP blocks of the window (the quickstart's 16K blocks: 16,384 per step, a few MB).
+    blocks = par.gbs * sc.workload.packed_length / min(sc.balancer.block_size,
+                                                       sc.workload.packed_length)
+    per_step_bytes = (150.0 * workers**2 + 200.0 * samples + 10e3 * par.gpus + 2e3 * ops
+                      + 200.0 * blocks)
+    per_step_s = (2e-6 * workers**2 + 5e-6 * samples + 5e-4 * par.gpus + 2e-4 * ops
+                  + 2e-5 * blocks)
     per_step_s *= 8 if sc.fidelity == "detailed" else 1
     # Steps run one after another; each keeps its records (about a tenth of its peak).
     memory = BASE_BYTES + per_step_bytes * (1 + 0.1 * (sc.steps - 1))
@@ -152,7 +159,7 @@ MAX_PLAN_ROWS = 10_000
 
 
 def check_plan_sizes(gbs: int, cp: int, pool_sizes: tuple[int, ...], rows: int,
-                     windows: int, packed_length: int) -> None:
+                     windows: int, packed_length: int, block: int = 16_384) -> None:
     """Bounds of the configuration simulator's flags and a memory estimate of its largest pool."""
     for flag, value, hi, why in (
         ("--gbs", gbs, 1 << 16, "packed sequences per window"),
@@ -169,6 +176,10 @@ def check_plan_sizes(gbs: int, cp: int, pool_sizes: tuple[int, ...], rows: int,
     workers = max(pool_sizes) * cp
     need = BASE_BYTES + 150.0 * workers**2
     have = available_bytes()
+    blocks = max(pool_sizes) * packed_length / min(block, packed_length)
+    if 200.0 * blocks > 0.8 * have or 2e-5 * blocks * windows * rows > MAX_SECONDS:
+        raise InputError("--block-size", block, f"blocks of at least {packed_length // 4096:,} "
+                         "tokens (smaller ones make too many TAP tiles to plan)")
     if need > 0.8 * have:
         raise InputError("--cp", cp, f"P x cp workers whose W^2 exchange plan fits in memory "
                          f"(P {max(pool_sizes)} x cp {cp} needs about {need / 1e9:.3g} GB, "

@@ -421,6 +421,15 @@ def check_output_dir(out: Path, flag: str, files: tuple[str, ...] = ()) -> None:
         raise InputError(flag, where, f"a usable output path ({why})") from None
 
 
+def check_output_file(path: Path, flag: str) -> None:
+    """Refuse an output file path that cannot be written (see :func:`check_output_dir`)."""
+    check_output_dir(path.parent, flag)
+    if len(os.fsencode(path.name)) > name_max(path.parent if path.parent.is_dir() else Path(".")):
+        raise InputError(flag, str(path), "a file name the file system allows (too long)")
+    if path.is_dir():
+        raise InputError(flag, str(path), "a file path (this is a folder)")
+
+
 def is_file(path: Path) -> bool:
     """``Path.is_file`` that says False (instead of raising) for names the OS refuses."""
     try:

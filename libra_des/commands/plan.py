@@ -180,7 +180,8 @@ def settings_from_args(args: argparse.Namespace) -> PlanSettings:
 def check_settings(s: PlanSettings) -> None:
     """Cross-flag rules: P | GBS and H | heads_q; sizes this machine can replay."""
     rows = len(s.pool_sizes) * len(s.heads_splits) * len(s.block_sizes) * len(s.policies)
-    check_plan_sizes(s.gbs, s.cp, s.pool_sizes, rows, s.windows, s.workload.packed_length)
+    check_plan_sizes(s.gbs, s.cp, s.pool_sizes, rows, s.windows, s.workload.packed_length,
+                     min(s.block_sizes))
     for p in s.pool_sizes:
         if s.gbs % p:
             raise InputError("--pool-size", p, f"a divisor of --gbs={s.gbs}")

@@ -31,7 +31,7 @@ from libra_des.hardware.profile import (
     resolve_profile,
     save_profile,
 )
-from libra_des.validation import check_output_dir
+from libra_des.validation import check_output_file
 
 
 def register(subs: argparse._SubParsersAction) -> None:
@@ -80,7 +80,7 @@ def handle_import(args: argparse.Namespace) -> int:
     paths = [Path(f) for f in args.files]
     imported = import_files(args.format, paths)
     out = Path(args.out)
-    check_output_dir(out.parent, "--out")
+    check_output_file(out, "--out")
     if imported.skipped:
         sys.stderr.write(f"note: skipped {imported.skipped} rows without a measurement "
                          "(size 0)\n")
