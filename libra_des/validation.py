@@ -293,16 +293,42 @@ LIMITS: dict[str, dict[str, tuple[float, str]]] = {
         "nodes": (MAX_GPUS, "nodes of the largest supported cluster"),
         "gpus_per_node": (1024, "GPUs per node"),
     },
+    "LinkSpec": {
+        "bandwidth": (1e15, "bytes/s per link (1 PB/s)"),
+        "latency": (1.0, "seconds per hop"),
+    },
+    "PcieSpec": {"switches": (1024, "PCIe switches per node")},
+    "NicSpec": {"count": (1024, "NICs per node")},
+    "NetworkSpec": {
+        "nodes_per_leaf": (MAX_GPUS, "nodes per leaf switch"),
+        "spines": (65_536, "spine switches"),
+        "oversubscription": (1024.0, "an oversubscription ratio"),
+        "bandwidth": (1e15, "bytes/s per link (1 PB/s)"),
+        "latency": (1.0, "seconds per hop"),
+    },
 }
+#: Products of fields with a joint bound: class -> (fields, maximum, what).
+PRODUCTS = {"TopologySpec": (("nodes", "gpus_per_node"), MAX_GPUS, "GPUs in the topology")}
 
 
 def check_limits(obj: Any) -> None:
-    """After-validation hook: every bounded field of ``obj`` within its :data:`LIMITS`."""
-    for name, (hi, why) in LIMITS.get(type(obj).__name__, {}).items():
+    """After-validation hook: finite floats (also those converted from text such as
+    ``'1e999GB/s'``) and every bounded field of ``obj`` within its :data:`LIMITS`."""
+    for name in type(obj).model_fields:
+        value = getattr(obj, name, None)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise InputError(name, value, "a finite number")
+    names = [cls.__name__ for cls in type(obj).__mro__]
+    for name, (hi, why) in ((k, v) for n in names for k, v in LIMITS.get(n, {}).items()):
         value = getattr(obj, name, None)
         if isinstance(value, int | float) and not isinstance(value, bool) and value > hi:
             shown = f"{hi:,}" if isinstance(hi, int) else f"{hi:g}"
             raise InputError(name, value, f"<= {shown} ({why})")
+    if type(obj).__name__ in PRODUCTS:
+        fields, top, what = PRODUCTS[type(obj).__name__]
+        total = math.prod(getattr(obj, f) for f in fields)
+        if total > top:
+            raise InputError(" x ".join(fields), total, f"<= {top:,} {what}")
 
 
 # ----------------------------------------------------------------------------- scenarios

@@ -84,6 +84,11 @@ def tiny(tmp_path: Path) -> Path:
         ("balancer.slots=4", "only the other kind"),
         ("variance={enabled: true, enabled: false}", "each key once"),
         ("a=" + "[" * 40 + "]" * 40, "nesting"),
+        ("topology_params={nodes: 131072, gpus_per_node: 1024}", "GPUs in the topology"),
+        ("topology_params={network: {spines: 1000000000}}", "spine"),
+        ("topology_params={nic: {bandwidth: 1e999GB/s}}", "finite"),
+        ("balancer.block_size=1", "--no-preflight"),
+        ("workload.lengths.max=1", "--no-preflight"),
     ],
 )
 def test_bad_scenario_values_are_one_line(
