@@ -25,6 +25,8 @@ TOLERANCE = 1e-6
 
 #: Keys whose values are signed by definition (none today; kept explicit for readers).
 SIGNED: frozenset[str] = frozenset()
+#: Shares that do not end in ``fraction`` but must lie in [0, 1] all the same.
+SHARES = frozenset({"mfu", "predictor_accuracy"})
 
 
 def leaves(node: Any, where: str = "") -> Iterator[tuple[str, Any]]:
@@ -48,7 +50,7 @@ def check_numbers(result: Mapping[str, Any]) -> None:
             raise CheckError("finite outputs", f"{path} = {value}")
         name = path.split(".")[-1].split("[")[0]
         top = path.split(".")[0]
-        if (name.endswith("fraction") or name == "mfu") and not (
+        if (name.endswith("fraction") or name in SHARES) and not (
             -TOLERANCE <= value <= 1 + TOLERANCE
         ):
             raise CheckError("fractions in [0, 1]", f"{path} = {value:.6g}")

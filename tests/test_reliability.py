@@ -92,8 +92,11 @@ def tiny(tmp_path: Path) -> Path:
     ],
 )
 def test_bad_scenario_values_are_one_line(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, setting: str, needle: str
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    setting: str, needle: str,
 ) -> None:
+    # The preflight compares with this machine's free memory: pin it to a CI-sized 8 GB.
+    monkeypatch.setattr("libra_des.preflight.available_bytes", lambda: 8e9)
     out = tmp_path / "out"
     err = one_line_error(capsys, ["run", QUICK, "--set", setting, "--out", str(out)])
     assert needle in err
@@ -201,6 +204,9 @@ def test_results_default_folders_and_stale_trace(
 
 def test_trace_ranks(capsys: pytest.CaptureFixture[str], tiny: Path, tmp_path: Path) -> None:
     out = tmp_path / "o"
+    err = one_line_error(capsys, ["run", QUICK, "--trace", "--set", "steps=5000",
+                                  "--out", str(out)])
+    assert "--trace-ranks" in err  # too many events: pick rank groups
     err = one_line_error(capsys, ["run", str(tiny), *SMALL, "--trace", "--trace-ranks", "999",
                                   "--out", str(out)])
     assert "0..0" in err and not out.exists()
@@ -281,6 +287,7 @@ def test_plausibility_checks() -> None:
         ["cost", "--op", "attention", "--doc-lengths", "4096", "--heads", "8", "--kv-heads", "3"],
         ["cost", "--op", "attention", "--doc-lengths", "9" * 30, "--heads", "8"],
         ["cost", "--op", "gemm", "--m", "0", "--n", "1", "--k", "1"],
+        ["cost", "--op", "send_recv", "--bytes", "1e-300", "--group", "2"],
         ["plan", "--cp", "100000"],
         ["plan", "--gbs", "1000000000000"],
         ["sweep", QUICK, "--grid", "seed=" + ",".join(map(str, range(20_000)))],

@@ -24,6 +24,7 @@ from libra_des.hardware.costs import CostModel
 from libra_des.hardware.fabric import Fabric
 from libra_des.hardware.kernels import cp_shard, shard_pairs
 from libra_des.hardware.profile import COLLECTIVE_OPS, DTYPE_BYTES, Profile, load_profile
+from libra_des.plausibility import check_numbers
 from libra_des.validation import MAX_GPUS, MAX_TOKENS
 
 OPS = (*COLLECTIVE_OPS, "attention", "gemm")
@@ -98,8 +99,8 @@ def check_flags(args: argparse.Namespace) -> None:
         value = getattr(args, name)
         if value is not None and not 1 <= value <= hi:
             raise InputError(f"--{name.replace('_', '-')}", value, f"1..{hi:,} ({why})")
-    if args.bytes is not None and not (math.isfinite(args.bytes) and 0 < args.bytes <= MAX_BYTES):
-        raise InputError("--bytes", args.bytes, "a finite size in bytes, > 0 and <= 2^40")
+    if args.bytes is not None and not (math.isfinite(args.bytes) and 1 <= args.bytes <= MAX_BYTES):
+        raise InputError("--bytes", args.bytes, "a finite size in bytes, >= 1 and <= 2^40")
     if args.gpus_per_node is not None and args.group is not None and (
         args.gpus_per_node > args.group
     ):
@@ -122,6 +123,7 @@ def handle(args: argparse.Namespace) -> int:
         result, text = gemm(model, args)
     else:
         result, text = collective(model, args)
+    check_numbers(result)  # a non-finite or negative answer is a bug, never printed
     print(dumps(result) if args.json else text)
     return 0
 
