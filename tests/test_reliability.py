@@ -362,3 +362,13 @@ def test_workers_die_with_their_driver(tmp_path: Path) -> None:
         time.sleep(0.1)
     os.kill(pid, 9)
     pytest.fail("worker outlived its driver by 5 s")
+
+
+@pytest.mark.parametrize("cp", [1, 2])
+def test_layouts_smaller_than_a_node_run(tiny: Path, tmp_path: Path, cp: int) -> None:
+    """2 or 4 GPUs in one node: the expert-gradient all-reduce stays inside the node."""
+    out = tmp_path / "o"
+    argv = ["run", str(tiny), *SMALL, "--set", f"parallelism.cp={cp}", "--out", str(out), "--json"]
+    assert main(argv) == 0
+    result = json.loads((out / "result.json").read_text())
+    assert result["gpus"] == 2 * cp and 0 < result["mfu"] <= 1
