@@ -28,6 +28,7 @@ from libra_des.validation import (
     is_file,
     parse_value,
     parse_yaml,
+    read_bounded,
     strict_fields,
 )
 
@@ -315,7 +316,7 @@ def read_yaml(path: str | Path, field: str = "scenario") -> Any:
     """Read one YAML file; missing, unreadable or malformed files are input errors."""
     p = Path(path)
     try:
-        text = p.read_text()
+        text = read_bounded(p)
     except FileNotFoundError:
         raise InputError(field, str(path), "an existing YAML file") from None
     except (OSError, UnicodeDecodeError) as exc:

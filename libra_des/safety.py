@@ -14,9 +14,10 @@
 * anything else -> one line naming the command and asking for a bug report with the input,
   exit 3. No traceback is ever printed.
 
-numpy's ``RuntimeWarning`` lines (overflow, invalid value) are silenced inside commands: a
+Library warnings (numpy's overflow or invalid-value ``RuntimeWarning``, scipy's fit warnings,
+``loadtxt`` on an empty file) are silenced inside commands so that stderr stays one line: a
 non-finite number that reaches a result is caught by the plausibility checks instead
-(:mod:`libra_des.plausibility`), so stderr stays one line.
+(:mod:`libra_des.plausibility`), and bad input by the validation layer.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def guarded(handler: Callable[[T], int], args: T, command: str) -> int:
     """Run ``handler(args)`` under the one-line contract (see the module docstring)."""
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
+            warnings.simplefilter("ignore")
             return handler(args)
     except InputError as exc:
         say(exc.line())

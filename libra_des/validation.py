@@ -27,6 +27,7 @@ import json
 import math
 import os
 import re
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
@@ -454,6 +455,24 @@ def check_output_file(path: Path, flag: str) -> None:
         raise InputError(flag, str(path), "a file name the file system allows (too long)")
     if path.is_dir():
         raise InputError(flag, str(path), "a file path (this is a folder)")
+
+
+#: Largest input text file read (scenarios, topologies, profiles, measurement logs): 256 MB,
+#: far above any real one; guards against /dev/zero and runaway files (our choice).
+MAX_INPUT_BYTES = 256 << 20
+
+
+def read_bounded(path: Path) -> str:
+    """A text file's content, refusing more than :data:`MAX_INPUT_BYTES` (so ``/dev/zero``
+    or a FIFO that never ends is an error, not a hang). OSError/UnicodeDecodeError pass on."""
+    if stat.S_ISFIFO(path.stat().st_mode) or stat.S_ISSOCK(path.stat().st_mode):
+        raise InputError(str(path), "a pipe or socket", "a regular file (opening would wait)")
+    with path.open("rb") as fh:
+        data = fh.read(MAX_INPUT_BYTES + 1)
+    if len(data) > MAX_INPUT_BYTES:
+        raise InputError(str(path), f"more than {MAX_INPUT_BYTES >> 20} MB",
+                         f"an input file of at most {MAX_INPUT_BYTES >> 20} MB")
+    return data.decode()
 
 
 def is_file(path: Path) -> bool:

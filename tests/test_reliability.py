@@ -149,6 +149,16 @@ def test_hostile_yaml_files(capsys: pytest.CaptureFixture[str], tmp_path: Path, 
     one_line_error(capsys, ["run", str(path), "--out", str(tmp_path / "o")])
 
 
+def test_endless_and_special_input_files(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)
+    assert "regular file" in one_line_error(capsys, ["run", str(fifo)])
+    if Path("/dev/zero").exists():
+        assert "256 MB" in one_line_error(capsys, ["run", "/dev/zero"])
+
+
 def test_file_names_longer_than_the_os_allows(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

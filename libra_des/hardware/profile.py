@@ -21,7 +21,7 @@ from libra_des.config import ROOT, Frozen, pydantic_line
 from libra_des.errors import InputError
 from libra_des.hardware.fabric import Fabric
 from libra_des.storage import dumps, write_atomic
-from libra_des.validation import is_file, parse_json
+from libra_des.validation import is_file, parse_json, read_bounded
 
 SCHEMA_VERSION = 1
 PROFILE_DIR = ROOT / "calibration" / "profiles"
@@ -294,7 +294,7 @@ def resolve_profile(ref: str | Path) -> Path:
 def read_text(path: Path, field: str, what: str) -> str:
     """A file's text; a missing or unreadable file is an input error naming ``what``."""
     try:
-        return path.read_text()
+        return read_bounded(path)
     except FileNotFoundError:
         raise InputError(field, str(path), f"an existing {what}") from None
     except (OSError, UnicodeDecodeError) as exc:
