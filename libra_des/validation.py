@@ -27,6 +27,7 @@ import json
 import math
 import os
 import re
+import shutil
 import stat
 from collections.abc import Mapping
 from pathlib import Path
@@ -307,6 +308,24 @@ LIMITS: dict[str, dict[str, tuple[float, str]]] = {
         "bandwidth": (1e15, "bytes/s per link (1 PB/s)"),
         "latency": (1.0, "seconds per hop"),
     },
+    "Sample": {
+        "nbytes": (float(1 << 40), "bytes (1 TiB)"),
+        "group": (MAX_GPUS, "GPUs of the largest supported cluster"),
+        "gpus_per_node": (1024, "GPUs per node"),
+    },
+    "Fit": {
+        "group": (MAX_GPUS, "GPUs of the largest supported cluster"),
+        "gpus_per_node": (1024, "GPUs per node"),
+    },
+    "TimeStats": {name: (3600.0, "seconds (one hour)") for name in
+                  ("median", "mean", "min", "max", "std")},
+    "AttentionShape": {
+        "heads_q": (4096, "attention heads"),
+        "heads_kv": (4096, "attention heads"),
+        "head_dim": (4096, "head dimension"),
+        "cp": (4096, "context-parallel workers"),
+    },
+    "GemmShape": {"m": (1 << 24, "rows"), "n": (1 << 24, "columns"), "k": (1 << 24, "depth")},
 }
 #: Products of fields with a joint bound: class -> (fields, maximum, what).
 PRODUCTS = {"TopologySpec": (("nodes", "gpus_per_node"), MAX_GPUS, "GPUs in the topology")}
@@ -408,6 +427,11 @@ def check_other_kind(sc: Any, other: Mapping[str, tuple[str, ...]]) -> None:
 # ----------------------------------------------------------------------------- paths
 
 
+#: Free disk space an output folder needs before a run starts: 16 MB, several result files
+#: (a trace is bounded separately by the preflight); our choice.
+MIN_FREE_BYTES = 16 << 20
+
+
 def name_max(folder: Path) -> int:
     """Longest file name the file system of ``folder`` allows (255 if it cannot say)."""
     try:
@@ -440,6 +464,9 @@ def check_output_dir(out: Path, flag: str, files: tuple[str, ...] = ()) -> None:
             raise InputError(flag, where, f"a path inside a folder ({probe} is a file)")
         if not os.access(probe, os.W_OK | os.X_OK):
             raise InputError(flag, where, f"a writable folder ({probe} is read-only)")
+        if shutil.disk_usage(probe).free < MIN_FREE_BYTES:
+            raise InputError(flag, where, f"a folder on a disk with at least "
+                             f"{MIN_FREE_BYTES >> 20} MB free")
         for name in files:
             if (out / name).is_dir():
                 raise InputError(flag, str(out / name), "a file path (this is a folder)")
