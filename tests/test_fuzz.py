@@ -86,7 +86,10 @@ def fake_simulate(scenario: Any, **_kw: Any) -> tuple[dict[str, Any], None]:
 
 def outcome(capsys: pytest.CaptureFixture[str], argv: list[str]) -> int:
     """Run the CLI; assert the contract (0, or 2 with one line); return the code."""
-    code = main(argv)
+    try:
+        code = main(argv)
+    except SystemExit as stop:  # argparse usage errors exit from inside the parser
+        code = int(stop.code or 0)
     err = capsys.readouterr().err
     assert code in (0, 2), (argv, code, err)
     if code == 2:
@@ -212,3 +215,42 @@ def test_fuzz_tiny_runs(
     if outcome(capsys, argv) == 0:
         result = json.loads((folder / "result.json").read_text())
         assert 0 <= result["mfu"] <= 1 and result["step_time_s"]["mean"] > 0
+
+
+MOE = yaml.safe_load((ROOT / "scenarios/moe-glm45.yaml").read_text())
+MOE_KEYS = [*paths(MOE), "workload.routing.profile_requests", "workload.routing.trace",
+            "model.top_k", "model.experts", "balancer.accuracy", "parallelism.pp"]
+
+
+@FUZZ
+@given(key=st.sampled_from(MOE_KEYS), value=HOSTILE)
+def test_fuzz_moe_scenarios(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    key: str, value: Any,
+) -> None:
+    monkeypatch.setattr(run_cmd, "simulate", fake_simulate)
+    folder = scratch(tmp_path)
+    path = folder / "m.yaml"
+    try:
+        path.write_text(yaml.safe_dump(put(MOE, key, value)))
+    except (yaml.YAMLError, RecursionError):
+        return
+    outcome(capsys, ["run", str(path), "--out", str(folder / "out"), "--json"])
+
+
+COST_FLAGS = ["--bytes", "--group", "--gpus-per-node", "--heads", "--kv-heads", "--head-dim",
+              "--cp", "--m", "--n", "--k", "--doc-lengths", "--dtype", "--algorithm"]
+
+
+@FUZZ
+@given(op=st.sampled_from(["all_reduce", "all_to_all", "send_recv", "attention", "gemm"]),
+       flag=st.sampled_from(COST_FLAGS), text=SET_TEXT)
+def test_fuzz_cost_flags(
+    capsys: pytest.CaptureFixture[str], op: str, flag: str, text: str
+) -> None:
+    base = {"all_reduce": ["--bytes", "4096", "--group", "8"],
+            "all_to_all": ["--bytes", "4096", "--group", "16"],
+            "send_recv": ["--bytes", "4096", "--group", "2"],
+            "attention": ["--doc-lengths", "4096,1024", "--heads", "8", "--kv-heads", "2"],
+            "gemm": ["--m", "64", "--n", "64", "--k", "64"]}[op]
+    outcome(capsys, ["cost", "--op", op, *base, f"{flag}={text}", "--json"])
