@@ -319,6 +319,8 @@ def test_sweep_lock_refuses_a_second_writer(
                                       "--out", str(out), "--workers", "1"])
     assert "no other running sweep" in err
     assert not (out / "points").exists()
+    (out / "points").write_text("not a folder")
+    one_line_error(capsys, ["sweep", str(tiny), *SMALL, "--grid", "seed=0,1", "--out", str(out)])
 
 
 def test_sweep_interrupt_keeps_points_and_says_how_to_resume(

@@ -142,6 +142,9 @@ def handle(args: argparse.Namespace) -> int:
             check_feasible(point.scenario)
     out = Path(args.out) if args.out else default_folder(args.scenario, "sweep-")
     check_output_dir(out, "--out", ("sweep.json",))
+    for sub in ("points", "indexes"):
+        if (out / sub).exists() and not (out / sub).is_dir():
+            raise InputError("--out", str(out / sub), "a folder (this path is a file)")
     err = Console(stderr=True)
     try:
         with Progress(console=err, transient=True, disable=not err.is_terminal) as bar:
