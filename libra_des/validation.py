@@ -77,8 +77,27 @@ _FLOAT_12 = re.compile(r"^[-+]?(?:[0-9][0-9_]*)?(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
 StrictLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_12, list("-+0123456789."))
 
 
+def bracket_depth(text: str) -> int:
+    """Deepest nesting of ``[``/``{`` outside quotes: a cheap upper view of flow nesting."""
+    depth = deepest = 0
+    quote = ""
+    for ch in text:
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
 def parse_yaml(text: str, field: str, where: str) -> Any:
     """Parse YAML text strictly; any problem is one :class:`InputError` on ``field``."""
+    if bracket_depth(text) > 4 * MAX_DEPTH:  # refuse at once, before the parser recurses
+        raise InputError(field, where, f"nesting at most {MAX_DEPTH} levels deep")
     try:
         data = yaml.load(text, Loader=StrictLoader)
     except _Duplicate as dup:
