@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,10 @@ from rich.table import Table
 
 from libra_des.commands.common import dumps, int_list, write_atomic
 from libra_des.config import load_scenario
+from libra_des.outputs import claim, default_folder, remove_stale
+from libra_des.preflight import check_feasible, trace_ranks
 from libra_des.simulation import simulate
+from libra_des.validation import check_output_dir
 
 
 def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -24,6 +28,8 @@ def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--trace", action="store_true", help="also write DIR/trace.json (Perfetto)")
     p.add_argument("--trace-ranks", default=None, help="rank groups to trace, e.g. 0,1,2")
     p.add_argument("--json", action="store_true", help="print result.json to stdout")
+    p.add_argument("--no-preflight", action="store_true",
+                   help="run even when the memory/time estimate exceeds this machine")
     p.set_defaults(handler=handle)
 
 
@@ -66,13 +72,23 @@ def summary_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
 
 def handle(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, args.set)
-    ranks = int_list("--trace-ranks", args.trace_ranks, minimum=0) if args.trace_ranks else None
+    parsed = None if args.trace_ranks is None else int_list("--trace-ranks", args.trace_ranks, 0)
+    ranks = trace_ranks(scenario, args.trace, args.trace_ranks, parsed)
+    if not args.no_preflight:
+        check_feasible(scenario)
+    out = Path(args.out) if args.out else default_folder(args.scenario)
+    check_output_dir(out, "--out", ("result.json", "trace.json"))
+    if not args.out and out.name != Path(args.scenario).stem:
+        sys.stderr.write(f"note: runs/{Path(args.scenario).stem} holds another scenario's "
+                         f"results; writing to {out}\n")
     result, trace = simulate(scenario, progress=not args.json, trace_ranks=ranks,
                              want_trace=args.trace)
-    out = Path(args.out) if args.out else Path("runs") / Path(args.scenario).stem
     write_atomic(out / "result.json", dumps(result) + "\n")
+    if not args.out:
+        claim(out, args.scenario)
     if trace is not None:
         write_atomic(out / "trace.json", json.dumps(trace))
+    remove_stale(out, {"trace.json"} if trace is not None else set())
     if args.json:
         print(dumps(result))
     else:
