@@ -200,8 +200,10 @@ class Balancer(Frozen):
 
     policy: str = "libra"
     pool_size: int = Field(default=8, gt=0)
-    heads_split: int = Field(default=1, gt=0)
-    block_size: int = Field(default=16_384, gt=0)
+    # TAP's head split H and block size B; ``auto`` lets the configuration simulator choose
+    # them per run (libra_des.plan.tap_autotune).
+    heads_split: int | str = "auto"
+    block_size: int | str = "auto"
     slack: float = Field(default=0.03, ge=0)
     chunks: int = Field(default=4, gt=0)
     vrsp: bool = True
@@ -219,6 +221,21 @@ class Balancer(Frozen):
     # the token-sharding stop rule: max GPU load <= mean * (1 + shard_tolerance).
     redundant_experts: int = Field(default=8, ge=0)
     shard_tolerance: float = Field(default=0.01, ge=0)
+
+    @model_validator(mode="after")
+    def _check_tap_knobs(self) -> Balancer:
+        for name in ("heads_split", "block_size"):
+            value = getattr(self, name)
+            if value != "auto" and (isinstance(value, str) or value <= 0):
+                raise InputError(name, value, "a positive integer or auto")
+        return self
+
+    def tap_knobs(self) -> tuple[int, int]:
+        """(H, B) once resolved (``auto`` is replaced before planning)."""
+        h, b = self.heads_split, self.block_size
+        if not isinstance(h, int) or not isinstance(b, int):
+            raise InputError("balancer.heads_split", h, "resolved before planning (internal)")
+        return h, b
 
 
 class VarianceSpec(Frozen):
@@ -241,6 +258,25 @@ class VarianceSpec(Frozen):
     degraded_link_factor: float = Field(default=1.0, ge=1)
 
 
+class MemorySpec(Frozen):
+    """Training memory policy (see :mod:`libra_des.hardware.memory` and ``docs/memory.md``).
+
+    ``recompute``: what a layer's backward recomputes instead of keeping (none | selective |
+    full). ``keep_remote_kv``: keep the remote K/V groups, remote Q and computed O of TAP /
+    Ulysses until the backward (memory), or free them and fetch again (time). ``check``:
+    ``error`` refuses a run whose peak exceeds the usable HBM (exit 2), ``warn`` simulates it
+    and reports ``oom: true``. ``usable_fraction``: share of HBM a training job can fill
+    (assumption: CUDA context, NCCL buffers and allocator fragmentation take about 10%).
+    ``distributed_optimizer``: shard optimizer states over the reduction group (ZeRO-1).
+    """
+
+    recompute: Literal["none", "selective", "full"] = "none"
+    keep_remote_kv: bool = True
+    check: Literal["error", "warn"] = "error"
+    usable_fraction: float = Field(default=0.9, gt=0, le=1)
+    distributed_optimizer: bool = True
+
+
 class Scenario(Frozen):
     """One fully resolved scenario (the contract of the top-level keys)."""
 
@@ -255,6 +291,7 @@ class Scenario(Frozen):
     parallelism: Parallelism = Parallelism()
     balancer: Balancer = Balancer()
     variance: VarianceSpec = VarianceSpec()
+    memory: MemorySpec = MemorySpec()
     fidelity: Literal["fast", "detailed"] = "fast"
     comm_free: bool = False
     attention_only: bool = False
@@ -279,6 +316,11 @@ def check_balancer(kind: str, bal: Balancer, par: Parallelism, model: ModelSpec)
         return
     if bal.policy == "libra" and par.dp % bal.pool_size:
         raise InputError("balancer.pool_size", bal.pool_size, f"a divisor of dp={par.dp}")
+    if not isinstance(bal.heads_split, int):
+        if not any(model.heads_q % h == 0 and (model.heads_q // h) % bal.chunks == 0
+                   for h in range(1, model.heads_q + 1)):
+            raise InputError("balancer.chunks", bal.chunks, f"a divisor of heads_q={model.heads_q}")
+        return
     if model.heads_q % bal.heads_split:
         raise InputError(
             "balancer.heads_split", bal.heads_split, f"a divisor of heads_q={model.heads_q}"
