@@ -162,6 +162,9 @@ class WorkloadSpec(Frozen):
     seq_len: int = Field(default=1024, gt=0)
     batches: int = Field(default=4, gt=0)
     routing: RoutingSpec | None = None
+    # Training MoE layers: expert loads from the routing model (``routing`` or its defaults),
+    # so the slowest EP rank sets each layer's time; false runs perfectly balanced experts.
+    expert_skew: bool = True
     source: str | None = None
 
 

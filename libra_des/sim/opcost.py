@@ -22,8 +22,11 @@ Assumptions (the model's, stated once):
   tensors are computed); WLB-LLM's variable-length microbatches run on their real tokens
   (``token_share`` = tokens / L per slot; GEMM time taken as linear in tokens, which holds at
   these sizes where GEMMs are compute-bound).
-* MoE FFNs use expert parallelism over the replica's CP group with balanced routing; their
-  all-to-all dispatch and combine are exposed communication.
+* MoE FFNs use expert parallelism over the replica's CP group; their all-to-all dispatch and
+  combine are exposed communication. Expert loads per layer follow the routing model
+  (``workload.expert_skew``, default on): the layer lasts as long as its hottest EP rank's
+  experts (backward 2x, plus once more under full recomputation) and its all-to-all scales
+  with the hottest rank's share; ``expert_skew: false`` routes perfectly evenly.
 """
 
 from __future__ import annotations
@@ -32,9 +35,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from libra_des.config import Scenario
+from libra_des.config import ModelSpec, RoutingSpec, Scenario
 from libra_des.hardware.costs import CostModel
 from libra_des.plan.step import StepPlan
+from libra_des.workload.expert_load import expected_loads, rank_loads
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,11 @@ class LinearCosts:
     recompute_post: float = 0.0
     recompute_ep: float = 0.0  # expert all-to-all re-run by a full recomputation
     token_share: np.ndarray | None = None  # [E, m] real tokens / padded tokens per slot
+    # Expert skew per model layer: extra forward seconds of the hottest EP rank, and the
+    # factor on the expert all-to-all (None: balanced routing).
+    expert_extra: np.ndarray | None = None
+    ep_factor: np.ndarray | None = None
+    backward_passes: float = 2.0  # expert work of a backward in forwards (3 with full recompute)
 
     @property
     def pre_bwd(self) -> float:
@@ -102,7 +111,13 @@ def linear_costs(scenario: Scenario, cost: CostModel) -> LinearCosts:
         again = (norms / 2, norms / 2 + act, 0.0)
     else:
         again = (0.0, 0.0, 0.0)
+    skew: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
+    if m.is_moe and scenario.workload.expert_skew and par.cp > 1 and m.experts % par.cp == 0:
+        skew = expert_skew(scenario, cost, n)
     return LinearCosts(
+        expert_extra=skew[0],
+        ep_factor=skew[1],
+        backward_passes=3.0 if redo == "full" else 2.0,
         pre_fwd=pre,
         post_fwd=post,
         ep_comm_fwd=ep_comm,
@@ -115,15 +130,42 @@ def linear_costs(scenario: Scenario, cost: CostModel) -> LinearCosts:
     )
 
 
+def expert_skew(scenario: Scenario, cost: CostModel, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per layer: (extra forward expert seconds of the hottest EP rank, all-to-all factor).
+
+    Expert loads come from the routing model (:mod:`libra_des.workload.expert_load`); the
+    layer waits for its hottest rank (the combine all-to-all is a barrier), whose grouped GEMM
+    runs its experts' expected tokens. Its all-to-all time scales with the bytes it receives
+    (hottest rank / mean rank), the receiver being the bottleneck.
+    """
+    m, cp = scenario.model, scenario.parallelism.cp
+    assert m.expert_ffn is not None
+    spec = scenario.workload.routing or RoutingSpec()
+    ranks = rank_loads(expected_loads(m, spec), cp) * n  # [layers, ep, local] tokens
+    per_rank = ranks.sum(axis=-1)
+    hot = per_rank.argmax(axis=-1)
+    base = np.full(ranks.shape[-1], n * m.top_k / ranks.shape[-1])
+    balanced = expert_gemm(cost, m, base)
+    extra = np.array([expert_gemm(cost, m, ranks[layer, r]) - balanced
+                      for layer, r in enumerate(hot)])
+    factor = per_rank.max(axis=-1) / per_rank.mean(axis=-1)
+    return np.maximum(extra, 0.0), factor
+
+
+def expert_gemm(cost: CostModel, m: ModelSpec, tokens_per_expert: np.ndarray) -> float:
+    """Seconds of one rank's grouped expert GEMMs (gate+up, then down)."""
+    assert m.expert_ffn is not None
+    gemm = float(cost.grouped_gemm(tokens_per_expert, 2 * m.expert_ffn, m.hidden))
+    return gemm + float(cost.grouped_gemm(tokens_per_expert, m.hidden, m.expert_ffn))
+
+
 def moe_ffn(scenario: Scenario, cost: CostModel, n: int) -> tuple[float, float, float]:
     """(compute s, expert parameters per worker, all-to-all s) of a balanced EP=cp MoE layer."""
     m, cp = scenario.model, scenario.parallelism.cp
     assert m.expert_ffn is not None
     local_experts = max(m.experts // cp, 1)
     tokens = n * m.top_k
-    tpe = np.full(local_experts, tokens / local_experts)
-    gemm = float(cost.grouped_gemm(tpe, 2 * m.expert_ffn, m.hidden))
-    gemm += float(cost.grouped_gemm(tpe, m.hidden, m.expert_ffn))
+    gemm = expert_gemm(cost, m, np.full(local_experts, tokens / local_experts))
     router = float(cost.gemm(n, m.experts, m.hidden))
     params = 3.0 * m.hidden * m.expert_ffn * local_experts
     comm = 0.0

@@ -100,11 +100,18 @@ def device_times(
     share = np.ones((e_count, n)) if lin.token_share is None else lin.token_share[:, mb]
     pre_base = np.where(is_f, lin.pre_fwd, lin.pre_bwd)[None, :] * share
     post_base = np.where(is_f, lin.post_fwd, lin.post_bwd)[None, :] * share
-    pre_w = pre_base[:, :, None, None] * f[:, :, :, 0, :]
-    post_w = post_base[:, :, None, None] * f[:, :, :, 2, :]
-    pre, post = pre_w.max(axis=-1), post_w.max(axis=-1)
+    post_l = post_base[:, :, None] * np.ones(lmax)  # [E, n, L]
     # The backward's expert all-to-all moves the same bytes as the forward's (dispatch+combine).
     ep = (np.where(is_f, lin.ep_comm_fwd, lin.ep_comm_bwd)[None, :] * share)[:, :, None]
+    if lin.expert_extra is not None and lin.ep_factor is not None:
+        # Routing skew: the hottest EP rank's extra expert work and all-to-all, per layer.
+        g = global_layers(schedule, device, layout, lmax)
+        passes = np.where(is_f, 1.0, lin.backward_passes)[:, None]
+        post_l = post_l + lin.expert_extra[g] * passes * share[:, :, None]
+        ep = ep * lin.ep_factor[g]
+    pre_w = pre_base[:, :, None, None] * f[:, :, :, 0, :]
+    post_w = post_l[..., None] * f[:, :, :, 2, :]
+    pre, post = pre_w.max(axis=-1), post_w.max(axis=-1)
 
     per_layer = (pre + attn + post + ep) * mask
     exposed_w = t_w - comp_l
@@ -147,3 +154,13 @@ def with_recompute(
     ret = att.recompute_return[:, mb] * is_b
     t_r = np.asarray(pipelined_time(comp_r / m, disp[:, :, None, None], ret[:, :, None, None], m))
     return comp_l + comp_r, t_w + t_r, comm_total + (disp + ret)[:, :, None, None] * m
+
+
+def global_layers(schedule: Schedule, device: int, layout: Layout, lmax: int) -> np.ndarray:
+    """[n, L] model-layer index of every (op, local layer) of ``device`` (clipped past the end)."""
+    counts = [layout.layers_of(schedule, *schedule.device_of(v))
+              for v in range(schedule.stages * schedule.virtual)]
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    first = np.array([starts[schedule.virtual_stage(device, op)]
+                      for op in schedule.orders[device]])
+    return np.minimum(first[:, None] + np.arange(lmax), layout.layers - 1)
