@@ -184,3 +184,17 @@ def test_freed_remote_tiles_are_fetched_again() -> None:
     assert comm(freed) > comm(kept)
     assert freed["memory"]["per_stage"][0]["breakdown_gib"]["remote_buffers"] == 0.0
     assert kept["memory"]["per_stage"][0]["breakdown_gib"]["remote_buffers"] > 0.0
+
+
+def test_memory_is_refused_before_any_step_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    from libra_des.sim import training
+
+    def never(*_a: Any, **_k: Any) -> Any:
+        raise AssertionError("a step was simulated before the memory check")
+
+    monkeypatch.setattr(training, "simulate_step", never)
+    monkeypatch.setattr(training, "choose_tap_knobs", never)  # the floor check comes first
+    sc = load_scenario(ROOT / "scenarios" / "quickstart.yaml", [*SMALL, "memory.recompute=none",
+                                                               "workload=longctx-1m"])
+    with pytest.raises(InputError, match="stage 0 needs"):
+        simulate(sc)

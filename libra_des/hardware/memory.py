@@ -19,7 +19,9 @@ The model (every number's source is named; "assumption" means ours):
   - norms: inputs and outputs of the two RMSNorms, 4 x hidden values;
   - qkv: Q, K, V saved by the attention kernel, (h_q + 2 h_kv) x head_dim values;
   - attn_out: O (the output projection's input) plus the fp32 log-sum-exp per query head;
-  - ffn (dense): gate and up outputs and the SwiGLU output, 3 x ffn values;
+  - ffn (dense): gate and up outputs and the SwiGLU output, 3 x ffn values (a fused SwiGLU
+    kernel, as Megatron-core's, recomputes silu(gate) in its backward; eager PyTorch also
+    keeps silu(gate), a fourth ffn-wide tensor);
   - ffn (MoE): per routed copy the dispatched input, gate/up/SwiGLU outputs and the expert
     output (2 x hidden + 3 x expert_ffn values), the fp32 router probabilities over all
     experts, and the shared experts like a dense FFN.
