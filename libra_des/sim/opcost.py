@@ -194,6 +194,19 @@ class SlotAttention:
     recompute_return: np.ndarray | None = None
 
 
+def backward_traffic(scenario: Scenario) -> tuple[float, float, float]:
+    """(Q/K/V re-sent, recompute dispatch, recompute O return) as shares of the forward plan.
+
+    The backward has the forward's remote Q, K, V when they were kept or just recomputed; a
+    full recomputation re-fetches the remote inputs unless kept, and returns O again.
+    """
+    mem = scenario.memory
+    full = mem.recompute == "full"
+    resend = 0.0 if (mem.keep_remote_kv or full) else 1.0
+    redo_d = 1.0 if (full and not mem.keep_remote_kv) else 0.0
+    return resend, redo_d, 1.0 if full else 0.0
+
+
 def slot_attention(scenario: Scenario, cost: CostModel, plan: StepPlan) -> SlotAttention:
     """Cost every slot's attention plan once; layers and stages reuse it (one plan per step)."""
     m = scenario.model
@@ -221,10 +234,7 @@ def slot_attention(scenario: Scenario, cost: CostModel, plan: StepPlan) -> SlotA
 
     chunks = max(p.chunks for p in flat)
     per = [1.0 / p.chunks for p in flat]
-    mem = scenario.memory
-    full = mem.recompute == "full"
-    # The backward has the forward's remote Q, K, V when they were kept or just recomputed.
-    resend = 0.0 if (mem.keep_remote_kv or full) else 1.0
+    resend, redo_d, redo_r = backward_traffic(scenario)
     d_f, r_f, d_b, r_b = (
         a2a([mat(p) * c for p, c in zip(flat, per, strict=True)])
         for mat in (
@@ -237,8 +247,7 @@ def slot_attention(scenario: Scenario, cost: CostModel, plan: StepPlan) -> SlotA
             lambda p: p.dispatch_bytes.T,
         )
     )
-    # A full recomputation re-fetches the remote inputs unless kept, and returns O again.
-    r_d = d_f * (0.0 if mem.keep_remote_kv else 1.0) if full else None
+    full = redo_r > 0
     return SlotAttention(
         compute_fwd=compute(False),
         compute_bwd=compute(True),
@@ -249,6 +258,6 @@ def slot_attention(scenario: Scenario, cost: CostModel, plan: StepPlan) -> SlotA
         chunks=chunks,
         pair_heads=np.array([p.total_pairs for p in flat]).reshape(shape),
         recompute=full,
-        recompute_dispatch=r_d,
-        recompute_return=r_f if full else None,
+        recompute_dispatch=d_f * redo_d if full else None,
+        recompute_return=r_f * redo_r if full else None,
     )

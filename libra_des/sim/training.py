@@ -37,7 +37,13 @@ from libra_des.sim.memory import (
     stage_memory,
 )
 from libra_des.sim.network import Network
-from libra_des.sim.opcost import LinearCosts, SlotAttention, linear_costs, slot_attention
+from libra_des.sim.opcost import (
+    LinearCosts,
+    SlotAttention,
+    backward_traffic,
+    linear_costs,
+    slot_attention,
+)
 from libra_des.sim.pipeline import PipelineRun, PipelineSim
 from libra_des.sim.schedules import Op, Schedule, build_schedule
 from libra_des.sim.stagetimes import DeviceTimes, Layout, device_times
@@ -189,7 +195,8 @@ def simulate_step(
     sim: PipelineSim
     if scenario.fidelity == "detailed":
         sim = DetailedPipelineSim(
-            schedule, times, plan, layout, network_factory(scenario, cluster), lin.act_bytes, sync
+            schedule, times, plan, layout, network_factory(scenario, cluster), lin.act_bytes, sync,
+            backward_traffic(scenario),
         )
     else:
         width = layout.pool * par.cp
