@@ -113,7 +113,7 @@ class MixtureComponent(Frozen):
     dist: LengthDist
 
 
-#: Named MoE routing profiles (PAPERS.md B), plus ``mixed`` (a stream whose mix drifts).
+#: Named MoE routing profiles (docs/model.md B), plus ``mixed`` (a stream whose mix drifts).
 MOE_DATASETS = (
     "bookcorpus",
     "codeforces",

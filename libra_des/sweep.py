@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from libra_des import __version__
-from libra_des.commands.run import simulate
 from libra_des.config import Scenario, load_scenario, parse_override, scenario_dict
 from libra_des.errors import InputError
+from libra_des.simulation import simulate
 from libra_des.storage import dumps, write_atomic
 
 #: Headline metrics copied into the index, as dotted paths into ``result.json``.

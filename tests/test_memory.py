@@ -7,13 +7,13 @@ from typing import Any
 import pytest
 
 from libra_des.cli import main
-from libra_des.commands.run import simulate
 from libra_des.config import ROOT, Scenario, load_scenario
 from libra_des.errors import InputError
 from libra_des.hardware import memory as mem
 from libra_des.sim.memory import PlanFootprint, check_memory, held_layers, stage_memory
 from libra_des.sim.schedules import build_schedule
 from libra_des.sim.training import layout_of
+from libra_des.simulation import simulate
 
 DENSE = {"name": "tiny-dense", "layers": 4, "hidden": 64, "heads_q": 4, "heads_kv": 2,
          "head_dim": 16, "ffn": 128, "vocab": 1000}

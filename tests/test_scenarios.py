@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from libra_des.commands.run import simulate
 from libra_des.config import MOE_POLICIES, ROOT, TRAINING_POLICIES, load_scenario, read_yaml
+from libra_des.simulation import simulate
 
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
 

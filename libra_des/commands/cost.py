@@ -12,18 +12,17 @@ Without ``--topology`` the profile's own machine is used (its ``interconnect.top
 from __future__ import annotations
 
 import argparse
-import math
 from typing import Any
 
 import numpy as np
 
+from libra_des.api import fabric_for
 from libra_des.commands.common import dumps, positive_ints
 from libra_des.errors import InputError
 from libra_des.hardware.collectives import ALGORITHMS
 from libra_des.hardware.costs import CostModel
-from libra_des.hardware.fabric import Fabric
 from libra_des.hardware.kernels import cp_shard, shard_pairs
-from libra_des.hardware.profile import COLLECTIVE_OPS, DTYPE_BYTES, Profile, load_profile
+from libra_des.hardware.profile import COLLECTIVE_OPS, DTYPE_BYTES, load_profile
 
 OPS = (*COLLECTIVE_OPS, "attention", "gemm")
 
@@ -58,22 +57,6 @@ def require(args: argparse.Namespace, *names: str) -> None:
     for name in names:
         if getattr(args, name.replace("-", "_")) is None:
             raise InputError(f"--{name}", None, f"a value (needed for --op {args.op})")
-
-
-def fabric_for(profile: Profile, topology: str | None, group: int, gpn: int | None) -> Fabric:
-    """The fabric of ``topology`` (or the profile's machine), grown to fit the group."""
-    name = topology or profile.interconnect.topology
-    if name is None:
-        per_node = gpn or profile.interconnect.gpus_per_node
-        return profile.interconnect.fabric(max(1, math.ceil(group / per_node)))
-    from libra_des.hardware.topology import load_topology
-
-    topo = load_topology(name)
-    per_node = gpn or min(group, topo.gpus_per_node)
-    needed = math.ceil(group / max(per_node, 1))
-    if needed > topo.nodes:
-        topo = load_topology(name, {"nodes": needed})
-    return topo.fabric()
 
 
 def handle(args: argparse.Namespace) -> int:

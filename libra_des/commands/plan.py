@@ -1,4 +1,4 @@
-"""``libra-des plan``: the configuration simulator of the Libra training paper (PAPERS.md A).
+"""``libra-des plan``: the configuration simulator of the Libra training paper (docs/model.md A).
 
 For each candidate (grouping policy, pool size P, head split H, block size B) it replays the
 planners over N windows of GBS packed sequences drawn from the corpus and reports:

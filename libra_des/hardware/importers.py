@@ -9,6 +9,10 @@
 - ``attention-psv``: the pipe-separated FlashAttention varlen table (one row per call;
   ``batch`` lists the document lengths as ``[32] * (1024)`` or ``[100, 200]``, parsed without
   ``eval``); heads per call are ``hqo/tp`` query and ``max(hkv/tp, 1)`` KV heads.
+- ``grouped-gemm-csv``: public grouped-GEMM measurements (``calibration/public/``): ``#``
+  comment lines naming the source, then ``device, dtype, layout, groups, rows, n, k, tflops,
+  time_us``; ``rows`` is one count for every group or ``;``-separated counts per expert; the
+  time is ``time_us``, else derived from the reported TFLOPS (``2 * sum(rows) * n * k``).
 
 Each importer returns the samples and, when the file says, the device name.
 """
@@ -25,12 +29,13 @@ from libra_des.errors import InputError
 from libra_des.hardware.profile import (
     COLLECTIVE_OPS,
     AttentionShape,
+    GemmShape,
     Sample,
     TimeStats,
     read_text,
 )
 
-FORMATS = ("nccl-tests", "vidur-csv", "attention-psv")
+FORMATS = ("nccl-tests", "vidur-csv", "attention-psv", "grouped-gemm-csv")
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,7 @@ def import_files(fmt: str, paths: list[Path]) -> Imported:
         "nccl-tests": import_nccl_tests,
         "vidur-csv": import_vidur_csv,
         "attention-psv": import_attention_psv,
+        "grouped-gemm-csv": import_grouped_gemm_csv,
     }
     if fmt not in readers:
         raise InputError("--format", fmt, " | ".join(FORMATS))
@@ -236,3 +242,44 @@ def import_attention_psv(path: Path) -> Imported:
     samples = tuple(psv_row(row, path, i) for i, row in enumerate(rows, start=2))
     device = rows[0].get("gpu_type") or None
     return Imported(samples, device)
+
+
+# ----------------------------------------------------------------------------- grouped GEMM
+
+GROUPED_COLUMNS = ("device", "dtype", "layout", "groups", "rows", "n", "k", "tflops", "time_us")
+
+
+def grouped_row(row: dict[str, str], path: Path, line: int) -> Sample:
+    where = f"{path}:{line}"
+    try:
+        groups, n, k = int(row["groups"]), int(row["n"]), int(row["k"])
+        counts = tuple(int(x) for x in row["rows"].split(";"))
+        micros = float(row["time_us"]) if row.get("time_us") else None
+        tflops = float(row["tflops"]) if row.get("tflops") else None
+    except (KeyError, ValueError, AttributeError) as exc:
+        raise InputError(where, str(exc), ", ".join(GROUPED_COLUMNS)) from None
+    if len(counts) not in (1, groups) or min(counts) <= 0 or min(groups, n, k) <= 0:
+        raise InputError(where, row.get("rows"), f"1 or groups={groups} positive row counts")
+    rows = counts if len(counts) > 1 else ()
+    total = sum(rows) if rows else counts[0] * groups
+    if micros is None and tflops:
+        micros = 2.0 * total * n * k / (tflops * 1e12) * 1e6
+    if not micros or micros <= 0:
+        raise InputError(where, f"tflops={tflops} time_us={micros}", "a positive time or TFLOPS")
+    dtype = row.get("dtype") or "bf16"
+    shape = GemmShape(m=max(counts), n=n, k=k, dtype=dtype, rows=rows)
+    return Sample(op="grouped_gemm", gemm=shape, group=groups,
+                  time=TimeStats(median=micros * 1e-6), source=str(path))
+
+
+def import_grouped_gemm_csv(path: Path) -> Imported:
+    """One sample per row; the file must name a single device."""
+    lines = [ln for ln in read_file(path).splitlines() if ln.strip() and not ln.startswith("#")]
+    rows = list(csv.DictReader(lines))
+    if not rows or any(c not in rows[0] for c in GROUPED_COLUMNS):
+        raise InputError("FILE", str(path), "a CSV with columns " + ", ".join(GROUPED_COLUMNS))
+    devices = {r.get("device") or "" for r in rows}
+    if len(devices) != 1:
+        raise InputError("FILE", str(path), "rows of one device (got " + ", ".join(devices) + ")")
+    samples = tuple(grouped_row(r, path, i) for i, r in enumerate(rows, start=2))
+    return Imported(samples, devices.pop() or None)

@@ -34,7 +34,7 @@ COLLECTIVE_OPS = (
     "send_recv",
     "all_to_all",
 )
-KERNEL_OPS = ("attention", "gemm")
+KERNEL_OPS = ("attention", "gemm", "grouped_gemm")
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "tf32": 4, "fp8": 1}
 
 
@@ -136,10 +136,18 @@ class AttentionShape(Frozen):
 
 
 class GemmShape(Frozen):
+    """``[m, k] x [k, n]``. For a grouped GEMM ``m`` is every expert's rows unless ``rows``
+    lists them per expert (uneven routing; ``m`` is then their maximum)."""
+
     m: int = Field(gt=0)
     n: int = Field(gt=0)
     k: int = Field(gt=0)
     dtype: str = "bf16"
+    rows: tuple[int, ...] = ()
+
+    def expert_rows(self, group: int) -> tuple[int, ...]:
+        """Rows of every expert of a ``group``-expert launch."""
+        return self.rows or (self.m,) * group
 
 
 class Sample(Frozen):
@@ -178,7 +186,7 @@ class Fit(Frozen):
     gpus_per_node: int | None = Field(default=None, gt=0)
     algorithm: str | None = None
     dtype: str | None = None
-    model: Literal["alpha_beta", "flash_tiles", "gemm_roofline"]
+    model: Literal["alpha_beta", "flash_tiles", "gemm_roofline", "grouped_tiles"]
     pieces: tuple[Piece, ...] = ()
     params: dict[str, float] = Field(default_factory=dict)
     link_bw: float | None = Field(default=None, gt=0)

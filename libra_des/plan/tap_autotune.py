@@ -1,4 +1,4 @@
-"""TAP's head split H and block size B chosen by the configuration simulator (PAPERS.md A).
+"""TAP's head split H and block size B chosen by the configuration simulator (docs/model.md A).
 
 The paper picks its TAP settings by replaying the planners over GBS windows with the cost
 model. Here, for every candidate (H, B) the pools of a window are planned by TAP

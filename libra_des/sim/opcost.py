@@ -9,7 +9,7 @@ Assumptions (the model's, stated once):
   backward costs 2x the forward (two GEMMs per forward GEMM).
 * Pooled attention follows the Pipeliner with M chunks on a separate comm stream: the pool's
   dispatch of a chunk is an all-to-all(v) over the plan's per-pair bytes, so it takes as long
-  as its slowest rank; each worker then runs the step-synchronous schedule of PAPERS.md.
+  as its slowest rank; each worker then runs the step-synchronous schedule of docs/model.md.
 * The backward sends dO along the reverse of the O return and returns dQ, dK, dV (the reverse
   of the dispatch). Only when the forward's remote buffers were freed
   (``memory.keep_remote_kv: false``, no full recomputation) does it re-send Q, K, V as well.

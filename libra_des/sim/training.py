@@ -359,6 +359,18 @@ def simulate_training(
     return records
 
 
+def resolved_scenario(scenario: Scenario) -> Scenario:
+    """The scenario with ``auto`` TAP knobs replaced as a run of it replaces them.
+
+    Uses the same seed streams as :func:`simulate_training` (hardware and data children).
+    """
+    bal = scenario.balancer
+    if isinstance(bal.heads_split, int) and isinstance(bal.block_size, int):
+        return scenario
+    cluster_rng, data_rng, _noise = np.random.default_rng(scenario.seed).spawn(3)
+    return choose_tap_knobs(scenario, elaborate_cluster(scenario, cluster_rng), data_rng)[0]
+
+
 def first_window(scenario: Scenario, data_rng: np.random.Generator) -> PackedBatch:
     """The run's first GBS window, drawn from a copy of the data stream (it stays unused)."""
     stream = make_stream(scenario.workload, copy.deepcopy(data_rng))
