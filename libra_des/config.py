@@ -20,7 +20,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from libra_des.errors import InputError
 
@@ -225,13 +232,13 @@ class Balancer(Frozen):
     redundant_experts: int = Field(default=8, ge=0)
     shard_tolerance: float = Field(default=0.01, ge=0)
 
-    @model_validator(mode="after")
-    def _check_tap_knobs(self) -> Balancer:
-        for name in ("heads_split", "block_size"):
-            value = getattr(self, name)
-            if value != "auto" and (isinstance(value, str) or value <= 0):
-                raise InputError(name, value, "a positive integer or auto")
-        return self
+    @field_validator("heads_split", "block_size", mode="before")
+    @classmethod
+    def _tap_knob(cls, value: Any) -> Any:
+        positive = isinstance(value, int) and not isinstance(value, bool) and value > 0
+        if value == "auto" or positive:
+            return value
+        raise ValueError("a positive integer or auto")
 
     def tap_knobs(self) -> tuple[int, int]:
         """(H, B) once resolved (``auto`` is replaced before planning)."""

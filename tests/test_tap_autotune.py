@@ -91,3 +91,13 @@ def test_linear_token_check_catches_a_wrong_share(monkeypatch: pytest.MonkeyPatc
                                "balancer.policy=wlb_llm"])
     with pytest.raises(CheckError, match="linear FLOPs"):
         simulate(sc)
+
+
+@pytest.mark.parametrize("value", ["true", "1.5", "0", "-8", "foo"])
+def test_bad_tap_knobs_are_one_line_errors(value: str) -> None:
+    from libra_des.errors import InputError
+
+    for field in ("heads_split", "block_size"):
+        with pytest.raises(InputError, match=rf"^error: balancer\.{field}: got .*; allowed: a "
+                                             "positive integer or auto$"):
+            load_scenario(MICRO, [f"balancer.{field}={value}"])
