@@ -9,11 +9,11 @@ Per GPU of stage ``d`` (the arithmetic and its sources are in :mod:`libra_des.ha
   removing them at each ``B`` gives the most layer-microbatches held at once (1F1B: ``p - d``
   microbatches, GPipe: all ``m``), times the bytes of one layer of one microbatch;
 * **remote buffers** (``memory.keep_remote_kv``): per layer and held microbatch, what a worker
-  received before attention (fetched K/V groups, remote Q; for Ulysses the head-split Q, K,
-  V) and the outputs O it computed for other workers, taken from the step's plans (the
-  largest worker of any slot). When not kept they are freed after the forward and only the
-  Pipeliner's working set, ``min(3, M) / M`` of one layer's buffers (chunk k-1 returning, k
-  computing, k+1 arriving), is transient;
+  received before attention (fetched K/V groups, remote Q) and the outputs O it computed for
+  other workers (Ulysses: only its head-split O, see ``AttentionPlan.held_remote_bytes``),
+  taken from the step's plans (the largest worker of any slot). When not kept they are freed
+  after the forward and only the Pipeliner's working set, ``min(3, M) / M`` of one layer's
+  buffers (chunk k-1 returning, k computing, k+1 arriving), is transient;
 * the **transient** peak: one layer's full activations (backward or recompute workspace),
   plus that Pipeliner working set, or on the last stage the logits of one microbatch,
   whichever is larger.

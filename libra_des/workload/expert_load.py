@@ -9,7 +9,10 @@ copies per token. With the ``mixed`` dataset the loads are the mean over the dat
 
 Assumption (ours): the token-level latent term of the router (``sharpness``) averages out
 over a microbatch; it spreads tokens, not the expectation of the hot set, so leaving it out
-errs on the side of less skew.
+errs on the side of less skew. Every replica sees the same expected loads, so the extra
+cost a lockstep pool pays when its replicas' microbatches route differently (documents of
+one request share their routing, ``request_share``) is not modelled: per-microbatch draws
+would be needed for that.
 """
 
 from __future__ import annotations
