@@ -28,6 +28,8 @@ def tap_ranking(path: str, overrides: list[str]) -> tuple[str, Ranking | None]:
                               "balancer.block_size=auto"])
     if sc.kind != "training":
         raise InputError("kind", sc.kind, "training (TAP knobs belong to training runs)")
+    if sc.balancer.policy not in ("libra", "distca"):
+        raise InputError("balancer.policy", sc.balancer.policy, "libra | distca (they run TAP)")
     cluster_rng, data_rng, _ = np.random.default_rng(sc.seed).spawn(3)
     _, ranking = choose_tap_knobs(sc, elaborate_cluster(sc, cluster_rng), data_rng)
     return sc.name, ranking
@@ -52,8 +54,7 @@ def handle_tap(args: argparse.Namespace) -> int:
     if not args.scenario:
         raise InputError("--tap", True, "with --scenario (a training scenario)")
     name, ranking = tap_ranking(args.scenario, list(args.set))
-    if ranking is None:
-        raise InputError("balancer.policy", "no TAP", "libra | distca for --tap")
+    assert ranking is not None  # both knobs are auto and the policy runs TAP
     if args.json:
         print(dumps(ranking.as_dict()))
     else:
