@@ -23,6 +23,7 @@ from pathlib import Path
 from libra_des.config import Scenario
 from libra_des.errors import InputError
 from libra_des.plan.step import pool_size_of
+from libra_des.plan.tap_autotune import MIN_BLOCK
 
 #: Longest run accepted without ``--no-preflight``: one day (our choice).
 MAX_SECONDS = 24 * 3600.0
@@ -58,8 +59,10 @@ def training_estimate(sc: Scenario) -> Estimate:
     samples = par.gbs * sc.workload.packed_length / mean_sample_tokens(sc)
     ops = (par.dp // pool_size_of(sc)) * par.pp * 2 * par.microbatches * par.virtual_stages
     # TAP blocks of the window (the quickstart's 16K blocks: 16,384 per step, a few MB).
-    blocks = par.gbs * sc.workload.packed_length / min(sc.balancer.block_size,
-                                                       sc.workload.packed_length)
+    block = sc.balancer.block_size
+    # ``auto`` may pick the smallest candidate block: the conservative (most blocks) guess.
+    size = block if isinstance(block, int) else MIN_BLOCK
+    blocks = par.gbs * sc.workload.packed_length / min(size, sc.workload.packed_length)
     per_step_bytes = (150.0 * workers**2 + 200.0 * samples + 10e3 * par.gpus + 2e3 * ops
                       + 200.0 * blocks)
     per_step_s = (2e-6 * workers**2 + 5e-6 * samples + 5e-4 * par.gpus + 2e-4 * ops

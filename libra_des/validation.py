@@ -377,13 +377,16 @@ MOE_ONLY = {
     "balancer": ("slots", "alpha", "predictor", "accuracy", "error_bias", "dispatch",
                  "cpu_time", "redundant_experts", "shard_tolerance"),
     "parallelism": ("ep",),
-    "workload": ("routing", "batch", "seq_len", "batches"),
+    # ``workload.routing`` is read by both kinds: training MoE layers draw expert skew from it.
+    "workload": ("batch", "seq_len", "batches"),
 }
 TRAINING_ONLY = {
     "balancer": ("pool_size", "heads_split", "block_size", "slack", "chunks", "vrsp",
                  "pipeliner", "wlb_defer_outliers"),
     "parallelism": ("dp", "pp", "cp", "gbs", "schedule", "virtual_stages"),
-    "workload": ("lengths", "packed_length"),
+    "workload": ("lengths", "packed_length", "expert_skew"),
+    "memory": ("recompute", "keep_remote_kv", "check", "usable_fraction",
+               "distributed_optimizer"),
     "": ("fidelity", "steps", "comm_free", "attention_only"),
 }
 

@@ -36,6 +36,7 @@ model: qwen3-30b-a3b
 workload: longctx-256k
 parallelism: {dp: 2, pp: 1, cp: 8, tp: 1, gbs: 2}
 balancer: {policy: libra, pool_size: 2}
+memory: {recompute: full}
 """
 SMALL = ["--set", "model.layers=2"]
 #: Ten levels of ten aliases each: 10^10 values if expanded (a "billion laughs" document).

@@ -65,9 +65,27 @@ def summary_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
                                               f"{r['attention_imbalance']['intra_pool']:.4f}"),
         ("attention straggler (s, mean / max)", f"{r['attention_straggler_s']['mean']:.4g} / "
                                                 f"{r['attention_straggler_s']['max']:.4g}"),
+        ("peak memory (GiB per stage)", memory_text(r)),
+        ("TAP (H, B)", tap_text(r)),
         ("events", str(r["events"])),
         ("wall (s)", f"{r['wall_s']:.2f}"),
     ]
+
+
+def memory_text(r: dict[str, Any]) -> str:
+    peaks = r.get("peak_memory_gib") or []
+    text = " / ".join(f"{x:.1f}" for x in peaks)
+    return f"{text} (OOM)" if r.get("oom") else text
+
+
+def tap_text(r: dict[str, Any]) -> str:
+    tuned = r.get("tap_autotune")
+    if tuned:
+        return f"{tuned['heads_split']}, {tuned['block_size']} (auto)"
+    if r.get("policy") not in ("libra", "distca"):
+        return "unused (no TAP)"
+    bal = r.get("scenario", {}).get("balancer", {})
+    return f"{bal.get('heads_split')}, {bal.get('block_size')}"
 
 
 def handle(args: argparse.Namespace) -> int:
