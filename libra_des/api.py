@@ -157,6 +157,7 @@ def step_plan(
     import numpy as np
 
     from libra_des.plan.step import build_step_plan
+    from libra_des.sim.training import resolved_scenario
     from libra_des.workload.packing import make_stream
 
     sc = load_scenario(scenario, overrides, seed)
@@ -164,6 +165,7 @@ def step_plan(
         raise InputError("kind", sc.kind, "training (step_plan() plans a training step)")
     if not isinstance(step, int) or step < 0:
         raise InputError("step", step, "an integer >= 0")
+    sc = resolved_scenario(sc)  # ``auto`` TAP knobs as the run chooses them
     _hardware, data_rng, _noise = np.random.default_rng(sc.seed).spawn(3)
     stream = make_stream(sc.workload, data_rng)
     built = build_step_plan(sc, stream, None)

@@ -15,6 +15,7 @@ import numpy as np
 from rich.progress import Progress
 
 from libra_des.config import Scenario, scenario_dict
+from libra_des.plausibility import check_result
 
 
 def simulate(
@@ -31,6 +32,7 @@ def simulate(
         result = simulate_moe(scenario, rng, progress=progress, timeline=timeline)
         result["scenario"] = scenario_dict(scenario)
         result["wall_s"] = time.perf_counter() - t0
+        check_result(result, scenario, elaborate_peak(scenario))
         return result, moe_trace_of(scenario, timeline)
     return simulate_training_result(scenario, rng, t0, progress, want_trace, trace_ranks)
 
@@ -43,7 +45,7 @@ def simulate_training_result(
     want_trace: bool,
     trace_ranks: list[int] | None,
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    from libra_des.metrics import training_result
+    from libra_des.metrics import step_flops, training_result
     from libra_des.sim.schedules import build_schedule
     from libra_des.sim.training import simulate_training
     from libra_des.trace import chrome_trace
@@ -57,6 +59,8 @@ def simulate_training_result(
     peak = elaborate_peak(scenario)
     result = training_result(scenario, records, masks, peak)
     result["wall_s"] = time.perf_counter() - t0
+    flops = float(np.mean([step_flops(scenario, r) for r in records]))
+    check_result(result, scenario, peak, flops)
     trace = chrome_trace(records, schedule, trace_ranks, scenario) if want_trace else None
     return result, trace
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 import libra_des
 from libra_des.cli import main
@@ -66,7 +67,9 @@ def test_override_forms_agree() -> None:
     """``--set`` strings, a mapping, ``seed=`` and a scenario object give one scenario."""
     texts = [*SMALL, "seed=3", "balancer.policy=ulysses"]
     by_path = libra_des.load_scenario(QUICKSTART, texts)
-    mapping = {"balancer.policy": "ulysses", **dict(t.split("=", 1) for t in SMALL)}
+    # Mapping values are typed (strict validation refuses "4" for a number), so parse them.
+    pairs = (t.split("=", 1) for t in SMALL)
+    mapping = {"balancer.policy": "ulysses", **{k: yaml.safe_load(v) for k, v in pairs}}
     by_map = libra_des.load_scenario(QUICKSTART, mapping, seed=3)
     by_object = libra_des.load_scenario(libra_des.load_scenario(QUICKSTART, SMALL),
                                         {"balancer.policy": "ulysses"}, seed=3)

@@ -19,12 +19,13 @@ PACKAGE = Path(__file__).resolve().parent.parent / "libra_des"
 #: Rank of each layer (first dotted component below ``libra_des``); higher may import lower.
 LAYERS: Mapping[str, int] = {
     "__init__": 0, "errors": 0, "storage": 0, "identity": 0, "tables": 0,
+    "validation": 0, "plausibility": 0, "safety": 0, "outputs": 0, "sweep_safety": 0,
     "config": 1,
     "workload": 2,
     "hardware": 3,
     "plan": 4,
     "sim": 5, "metrics": 5, "trace": 5, "trace_moe": 5,
-    "simulation": 6,
+    "simulation": 6, "preflight": 6,
     "api": 7, "sweep": 7,
     "commands": 8, "cli": 8, "figures": 8, "report": 8, "report_figures": 8,
 }

@@ -15,6 +15,8 @@ from rich.table import Table
 
 from libra_des.commands.run import simulate, summary_rows
 from libra_des.config import ROOT, load_scenario
+from libra_des.errors import InputError
+from libra_des.preflight import check_feasible
 from libra_des.storage import dumps, write_atomic
 
 DEFAULT = ROOT / "scenarios" / "quickstart.yaml"
@@ -25,6 +27,8 @@ def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--scenario", default=str(DEFAULT), help="scenario to compare policies on")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a scenario field (repeatable)")
+    p.add_argument("--no-preflight", action="store_true",
+                   help="run even when the memory/time estimate exceeds this machine")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="also write DIR/<policy>/result.json and DIR/report.html")
     p.set_defaults(handler=handle)
@@ -33,8 +37,14 @@ def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def handle(args: argparse.Namespace) -> int:
     console = Console()
     results: dict[str, dict[str, Any]] = {}
-    for policy in ("libra", "ulysses"):
-        scenario = load_scenario(args.scenario, [*args.set, f"balancer.policy={policy}"])
+    scenarios = {p: load_scenario(args.scenario, [*args.set, f"balancer.policy={p}"])
+                 for p in ("libra", "ulysses")}  # both validated before any work
+    for scenario in scenarios.values():
+        if scenario.kind != "training":
+            raise InputError("kind", scenario.kind, "training (quickstart compares policies)")
+        if not args.no_preflight:
+            check_feasible(scenario)
+    for policy, scenario in scenarios.items():
         with console.status(f"simulating {scenario.name} with {policy} ..."):
             results[policy], _ = simulate(scenario)
     table = Table(title=f"{args.scenario}: one training step, Libra Full vs Ulysses")

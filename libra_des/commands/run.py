@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,10 @@ from rich.table import Table
 
 from libra_des.commands.common import dumps, int_list, write_atomic
 from libra_des.config import load_scenario
+from libra_des.outputs import claim, default_folder, remove_stale
+from libra_des.preflight import check_feasible, trace_ranks
 from libra_des.simulation import simulate
+from libra_des.validation import check_output_dir
 
 
 def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -26,6 +30,8 @@ def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--json", action="store_true", help="print result.json to stdout")
     p.add_argument("--table", action="store_true",
                    help="also write DIR/result.csv (and result.parquet with the tables extra)")
+    p.add_argument("--no-preflight", action="store_true",
+                   help="run even when the memory/time estimate exceeds this machine")
     p.set_defaults(handler=handle)
 
 
@@ -61,24 +67,52 @@ def summary_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
                                               f"{r['attention_imbalance']['intra_pool']:.4f}"),
         ("attention straggler (s, mean / max)", f"{r['attention_straggler_s']['mean']:.4g} / "
                                                 f"{r['attention_straggler_s']['max']:.4g}"),
+        ("peak memory (GiB per stage)", memory_text(r)),
+        ("TAP (H, B)", tap_text(r)),
         ("events", str(r["events"])),
         ("wall (s)", f"{r['wall_s']:.2f}"),
     ]
 
 
+def memory_text(r: dict[str, Any]) -> str:
+    peaks = r.get("peak_memory_gib") or []
+    text = " / ".join(f"{x:.1f}" for x in peaks)
+    return f"{text} (OOM)" if r.get("oom") else text
+
+
+def tap_text(r: dict[str, Any]) -> str:
+    tuned = r.get("tap_autotune")
+    if tuned:
+        return f"{tuned['heads_split']}, {tuned['block_size']} (auto)"
+    if r.get("policy") not in ("libra", "distca"):
+        return "unused (no TAP)"
+    bal = r.get("scenario", {}).get("balancer", {})
+    return f"{bal.get('heads_split')}, {bal.get('block_size')}"
+
+
 def handle(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, args.set)
-    ranks = int_list("--trace-ranks", args.trace_ranks, minimum=0) if args.trace_ranks else None
+    parsed = None if args.trace_ranks is None else int_list("--trace-ranks", args.trace_ranks, 0)
+    ranks = trace_ranks(scenario, args.trace, args.trace_ranks, parsed)
+    if not args.no_preflight:
+        check_feasible(scenario)
+    out = Path(args.out) if args.out else default_folder(args.scenario)
+    check_output_dir(out, "--out", ("result.json", "trace.json"))
+    if not args.out and out.name != Path(args.scenario).stem:
+        sys.stderr.write(f"note: runs/{Path(args.scenario).stem} holds another scenario's "
+                         f"results; writing to {out}\n")
     result, trace = simulate(scenario, progress=not args.json, trace_ranks=ranks,
                              want_trace=args.trace)
-    out = Path(args.out) if args.out else Path("runs") / Path(args.scenario).stem
     write_atomic(out / "result.json", dumps(result) + "\n")
+    if not args.out:
+        claim(out, args.scenario)
     if trace is not None:
         write_atomic(out / "trace.json", json.dumps(trace))
     if args.table:
         from libra_des.tables import write_run_table
 
         write_run_table(result, out)
+    remove_stale(out, {"trace.json"} if trace is not None else set())
     if args.json:
         print(dumps(result))
     else:

@@ -106,23 +106,30 @@ def inter_pool(weights: np.ndarray, order: np.ndarray, pool: int) -> float:
     return float(loads.max()) / mean - 1.0 if mean > 0 else 0.0
 
 
+def pipeliner_chunks(scenario: Scenario) -> int:
+    """M: the Pipeliner's chunks (1 when it is off; DistCA always pipelines)."""
+    bal = scenario.balancer
+    return bal.chunks if (bal.pipeliner or bal.policy == "distca") else 1
+
+
 def attention_plan(scenario: Scenario, seqs: list[np.ndarray]) -> AttentionPlan:
     """The policy's attention plan for one slot (one pool's sequences)."""
     bal, par, model = scenario.balancer, scenario.parallelism, scenario.model
     if bal.policy in ("ulysses", "wlb_llm"):
-        return ulysses_plan(
-            seqs[0], cp=par.cp, model=model, packed_length=scenario.workload.packed_length
-        )
-    chunks = bal.chunks if (bal.pipeliner or bal.policy == "distca") else 1
+        # Fixed-length packing pads every sequence to L and moves the padded tensors;
+        # WLB-LLM's variable-length microbatches move their real tokens.
+        padded = scenario.workload.packed_length if bal.policy == "ulysses" else None
+        return ulysses_plan(seqs[0], cp=par.cp, model=model, packed_length=padded)
+    heads_split, block_size = bal.tap_knobs()
     pool = plan_pool(
         seqs,
         cp=par.cp,
         model=model,
-        heads_split=bal.heads_split,
-        block_size=bal.block_size,
+        heads_split=heads_split,
+        block_size=block_size,
         packed_length=scenario.workload.packed_length,
         slack=bal.slack,
-        chunks=chunks,
+        chunks=pipeliner_chunks(scenario),
         policy=bal.policy,
     )
     return pool.attention

@@ -37,8 +37,13 @@ class DetailedPipelineSim(PipelineSim):
         net_factory: Callable[[simpy.Environment], Network],
         act_bytes: float,
         sync: SyncFn,
+        backward: tuple[float, float, float] = (1.0, 0.0, 0.0),
     ) -> None:
         super().__init__(schedule, [t.duration for t in times], 0.0, act_bytes, sync)
+        # Backward traffic as shares of the forward plan's matrices: Q, K, V re-sent (0 when
+        # kept), and a full recomputation's dispatch and O return (merged into the backward's
+        # Pipeliner schedule, whose compute already includes the recomputed forward).
+        self.backward = backward
         self.times = times
         self.plan = plan
         self.net = net_factory(self.env)
@@ -56,8 +61,11 @@ class DetailedPipelineSim(PipelineSim):
         if op.kind == "F":
             disp, ret = slot.dispatch_bytes, slot.return_bytes
         else:
-            # Backward: Q, K, V again plus dO (home -> worker) out; dQ, dK, dV back home.
-            disp, ret = slot.dispatch_bytes + slot.return_bytes.T, slot.dispatch_bytes.T
+            # Backward: dO (home -> worker) out, plus Q, K, V again unless kept; dQ, dK, dV
+            # back home; plus a full recomputation's forward exchange.
+            resend, redo_d, redo_r = self.backward
+            disp = (resend + redo_d) * slot.dispatch_bytes + slot.return_bytes.T
+            ret = slot.dispatch_bytes.T + redo_r * slot.return_bytes
         m = slot.chunks
         for layer in range(int(t.layers[i])):
             yield self.env.timeout(float(t.pre[e, i, layer]))

@@ -31,6 +31,7 @@ class DeviceTimes:
     straggler: np.ndarray  # [E, n, L] slowest worker's attention time per layer call
     layers: np.ndarray  # [n] layers each op covers
     pair_heads: np.ndarray  # [E, n] attention pair-heads the op's durations were costed for
+    linear_share: np.ndarray  # [E, n] layers x token share the linear work was costed for
     # Per-layer lockstep parts, kept for the detailed mode which replays them as events:
     pre: np.ndarray  # [E, n, L] slowest worker's pre-attention work
     compute_max: np.ndarray  # [E, n, L] slowest worker's attention compute (all chunks)
@@ -90,19 +91,30 @@ def device_times(
     t_w = np.asarray(
         pipelined_time(comp_l / m, disp[:, :, None, None], ret[:, :, None, None], m)
     )
+    comm_total = (disp + ret)[:, :, None, None] * m
+    if att.recompute:
+        comp_l, t_w, comm_total = with_recompute(att, is_f, mb, f, (comp_l, t_w, comm_total))
     attn = t_w.max(axis=-1)  # [E, n, L]
 
-    pre_base = np.where(is_f, lin.pre_fwd, lin.pre_bwd)[None, :, None, None]
-    post_base = np.where(is_f, lin.post_fwd, lin.post_bwd)[None, :, None, None]
-    pre_w = pre_base * f[:, :, :, 0, :]
-    post_w = post_base * f[:, :, :, 2, :]
-    pre, post = pre_w.max(axis=-1), post_w.max(axis=-1)
+    # Per-slot real-token share of the linear work (WLB-LLM's variable-length microbatches).
+    share = np.ones((e_count, n)) if lin.token_share is None else lin.token_share[:, mb]
+    pre_base = np.where(is_f, lin.pre_fwd, lin.pre_bwd)[None, :] * share
+    post_base = np.where(is_f, lin.post_fwd, lin.post_bwd)[None, :] * share
+    post_l = post_base[:, :, None] * np.ones(lmax)  # [E, n, L]
     # The backward's expert all-to-all moves the same bytes as the forward's (dispatch+combine).
-    ep = np.full((1, n, 1), lin.ep_comm_fwd)
+    ep = (np.where(is_f, lin.ep_comm_fwd, lin.ep_comm_bwd)[None, :] * share)[:, :, None]
+    if lin.expert_extra is not None and lin.ep_factor is not None:
+        # Routing skew: the hottest EP rank's extra expert work and all-to-all, per layer.
+        g = global_layers(schedule, device, layout, lmax)
+        passes = np.where(is_f, 1.0, lin.backward_passes)[:, None]
+        post_l = post_l + lin.expert_extra[g] * passes * share[:, :, None]
+        ep = ep * lin.ep_factor[g]
+    pre_w = pre_base[:, :, None, None] * f[:, :, :, 0, :]
+    post_w = post_l[..., None] * f[:, :, :, 2, :]
+    pre, post = pre_w.max(axis=-1), post_w.max(axis=-1)
 
     per_layer = (pre + attn + post + ep) * mask
     exposed_w = t_w - comp_l
-    comm_total = (disp + ret)[:, :, None, None] * m
     wait = (pre[..., None] - pre_w) + (attn[..., None] - t_w) + (post[..., None] - post_w)
     return DeviceTimes(
         duration=per_layer.sum(axis=-1),
@@ -114,7 +126,41 @@ def device_times(
         straggler=attn * mask,
         layers=layers,
         pair_heads=att.pair_heads[:, mb] * layers[None, :],
+        linear_share=share * layers[None, :],
         pre=pre * mask,
         compute_max=comp_l.max(axis=-1) * mask,
         post=(post + ep) * mask,
     )
+
+
+def with_recompute(
+    att: SlotAttention,
+    is_f: np.ndarray,
+    mb: np.ndarray,
+    f: np.ndarray,
+    parts: tuple[np.ndarray, np.ndarray, np.ndarray],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Add a full recomputation's forward attention (and its exchange) to every backward op.
+
+    The recomputed forward runs its own Pipeliner schedule before the backward's, with the
+    same per-worker noise draw as the backward's attention of that layer.
+    """
+    comp_l, t_w, comm_total = parts
+    assert att.recompute_dispatch is not None and att.recompute_return is not None
+    m = att.chunks
+    is_b = (~is_f).astype(float)
+    comp_r = att.compute_fwd[:, mb][:, :, None, :] * f[:, :, :, 1, :] * is_b[None, :, None, None]
+    disp = att.recompute_dispatch[:, mb] * is_b
+    ret = att.recompute_return[:, mb] * is_b
+    t_r = np.asarray(pipelined_time(comp_r / m, disp[:, :, None, None], ret[:, :, None, None], m))
+    return comp_l + comp_r, t_w + t_r, comm_total + (disp + ret)[:, :, None, None] * m
+
+
+def global_layers(schedule: Schedule, device: int, layout: Layout, lmax: int) -> np.ndarray:
+    """[n, L] model-layer index of every (op, local layer) of ``device`` (clipped past the end)."""
+    counts = [layout.layers_of(schedule, *schedule.device_of(v))
+              for v in range(schedule.stages * schedule.virtual)]
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    first = np.array([starts[schedule.virtual_stage(device, op)]
+                      for op in schedule.orders[device]])
+    return np.minimum(first[:, None] + np.arange(lmax), layout.layers - 1)
