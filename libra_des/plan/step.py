@@ -106,8 +106,19 @@ def inter_pool(weights: np.ndarray, order: np.ndarray, pool: int) -> float:
     return float(loads.max()) / mean - 1.0 if mean > 0 else 0.0
 
 
-def attention_plan(scenario: Scenario, seqs: list[np.ndarray]) -> AttentionPlan:
-    """The policy's attention plan for one slot (one pool's sequences)."""
+#: A step planning at least this many pools places them with the compiled TAP kernel: 64
+#: Python placements of a 512-tile pool (~5 ms each) cost about what loading the kernel does
+#: once (~0.3 s); our assumption, measured with benchmarks/planners.py.
+COMPILED_MIN_POOLS = 64
+
+
+def attention_plan(
+    scenario: Scenario, seqs: list[np.ndarray], compiled: bool | None = None
+) -> AttentionPlan:
+    """The policy's attention plan for one slot (one pool's sequences).
+
+    ``compiled`` chooses TAP's placement kernel (see :func:`plan_pool`; same result).
+    """
     bal, par, model = scenario.balancer, scenario.parallelism, scenario.model
     if bal.policy in ("ulysses", "wlb_llm"):
         return ulysses_plan(
@@ -124,6 +135,7 @@ def attention_plan(scenario: Scenario, seqs: list[np.ndarray]) -> AttentionPlan:
         slack=bal.slack,
         chunks=chunks,
         policy=bal.policy,
+        compiled=compiled,
     )
     return pool.attention
 
@@ -144,9 +156,10 @@ def build_step_plan(
     weights = window.sum_sq()
     order = pool_order(scenario, weights, pool)
     seq_of = order.reshape(par.microbatches, pipelines, pool).transpose(1, 0, 2)
+    compiled = True if pipelines * par.microbatches >= COMPILED_MIN_POOLS else None
     slots = tuple(
         tuple(
-            attention_plan(scenario, [window.seq(int(i)) for i in seq_of[e, m]])
+            attention_plan(scenario, [window.seq(int(i)) for i in seq_of[e, m]], compiled)
             for m in range(par.microbatches)
         )
         for e in range(pipelines)

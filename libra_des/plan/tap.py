@@ -313,15 +313,27 @@ def missing_tokens(tiles: TileSet, workers: int) -> np.ndarray:
     return cost
 
 
+#: Pools of at least this many tiles are placed by the compiled kernel when ``place`` decides
+#: on its own: about the size where one Python placement (~10 µs per tile here) costs as much
+#: as loading the cached kernel once; our assumption, measured in benchmarks/planners.py.
+COMPILED_MIN_TILES = 2048
+#: float64 represents every integer below this exactly (IEEE 754 double, 53-bit significand).
+EXACT_FLOAT_INT = 2**53
+
+
 def place(tiles: TileSet, workers: int, slack: float = 0.03) -> Placement:
+    """PAPERS.md's greedy placement (see :func:`place_with`), compiled for large pools."""
+    return place_with(tiles, workers, slack, compiled=len(tiles) >= COMPILED_MIN_TILES)
+
+
+def place_with(tiles: TileSet, workers: int, slack: float, *, compiled: bool) -> Placement:
     """PAPERS.md's greedy: target C=(1+τ)Σf/W, tiles by decreasing f then id, pick the
     candidate (load+f<=C) with least (Δcomm, load, id), else the worker with least
     (load, Δcomm, id); then add f to its load and K(t) to its fetched set.
 
-    Δcomm for all workers at once per tile: the [G, W] matrix of tokens still missing is
-    summed over K(t)'s rows; fetching zeroes the chosen worker's entries. Shortcut with the
-    same result: when the Q-home fits and already holds all of K(t), its Δcomm is 0 while
-    every other worker pays V_Q + V_O > 0, so it wins without computing the others.
+    ``compiled`` runs the numba kernel of ``tap_kernel.py`` (bit-identical; used only while
+    Σf < 2**53 so that its float64 capacity tests equal Python's exact ones), else the
+    pure-Python reference :func:`greedy_reference`.
     """
     if workers < tiles.workers:
         raise InputError("workers", workers, f">= the pool's {tiles.workers} workers")
@@ -329,9 +341,40 @@ def place(tiles: TileSet, workers: int, slack: float = 0.03) -> Placement:
         raise InputError("slack", slack, ">= 0")
     n = len(tiles)
     flops = tiles.flops.astype(np.int64)
-    capacity = (1.0 + slack) * float(flops.sum()) / workers
+    total = int(flops.sum())
+    capacity = (1.0 + slack) * float(total) / workers
     order = np.lexsort((np.arange(n), -flops))
     missing = missing_tokens(tiles, workers)
+    if compiled and total < EXACT_FLOAT_INT:
+        from libra_des.plan import tap_kernel  # lazy: numba's import is costly
+
+        chosen, load, delta = tap_kernel.greedy(
+            order,
+            flops,
+            tiles.q_home.astype(np.int64),
+            (tiles.q_bytes + tiles.o_bytes).astype(np.int64),
+            tiles.group_ptr.astype(np.int64),
+            tiles.group_ids.astype(np.int64),
+            missing,
+            int(tiles.kv_bytes_per_token),
+            capacity,
+        )
+    else:
+        chosen, load, delta = greedy_reference(tiles, order, flops, missing, capacity)
+    return Placement(chosen, load, delta, capacity, order)
+
+
+def greedy_reference(
+    tiles: TileSet, order: np.ndarray, flops: np.ndarray, missing: np.ndarray, capacity: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The greedy loop in Python (the reference the compiled kernel is tested against).
+
+    Δcomm for all workers at once per tile: the [G, W] matrix of tokens still missing is
+    summed over K(t)'s rows; fetching zeroes the chosen worker's entries. Shortcut with the
+    same result: when the Q-home fits and already holds all of K(t), its Δcomm is 0 while
+    every other worker pays V_Q + V_O > 0, so it wins without computing the others.
+    """
+    n, workers = len(tiles), int(missing.shape[1])
     load = np.zeros(workers, dtype=np.int64)
     chosen = np.zeros(n, dtype=np.int64)
     delta = np.zeros(n, dtype=np.int64)
@@ -353,7 +396,7 @@ def place(tiles: TileSet, workers: int, slack: float = 0.03) -> Placement:
         load[r] += f
         scalar_load[r] += f
         chosen[t] = r
-    return Placement(chosen, load, delta, capacity, order)
+    return chosen, load, delta
 
 
 def choose(d: np.ndarray, load: np.ndarray, headroom: float) -> int:
@@ -516,18 +559,22 @@ def plan_pool(
     slack: float = 0.03,
     chunks: int = 1,
     policy: str = "libra",
+    compiled: bool | None = None,
     **layout: Unpack[TileLayout],
 ) -> PoolPlan:
     """TAP for one pool: tiles -> placement -> exchange plan -> AttentionPlan (timed).
 
     ``layout`` is ``cp, model, heads_split, block_size, packed_length`` (see build_tiles).
+    ``compiled``: placement by the compiled kernel (True), the Python reference (False) or as
+    :func:`place` decides from the pool's size (None); the placement is the same.
     """
     if policy not in POLICIES:
         raise InputError("policy", policy, " | ".join(POLICIES))
     check_chunks(chunks, shard_model(layout["model"], layout["heads_split"])[0])
     began = time.perf_counter()
     tiles = build_tiles(seqs, **layout)
-    placement = place(tiles, tiles.workers, slack)
+    use_kernel = len(tiles) >= COMPILED_MIN_TILES if compiled is None else compiled
+    placement = place_with(tiles, tiles.workers, slack, compiled=use_kernel)
     exchange = exchange_plan(tiles, placement)
     attention = attention_plan(tiles, placement, exchange, policy, chunks)
     return PoolPlan(
