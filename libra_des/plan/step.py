@@ -13,7 +13,7 @@ microbatch ``j // E`` on pipeline ``j % E``.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -43,6 +43,7 @@ class StepPlan:
     plan_seconds: float
     changes_step_samples: bool = False
     deferred: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    kept_tiles: int = -1  # the tile count once ``slots`` are dropped (see without_slots)
 
     @property
     def tokens(self) -> int:
@@ -51,7 +52,14 @@ class StepPlan:
 
     @property
     def tiles(self) -> int:
+        if self.kept_tiles >= 0:
+            return self.kept_tiles
         return sum(p.tiles for row in self.slots for p in row)
+
+    def without_slots(self) -> StepPlan:
+        """This plan once its step ran: the per-slot attention plans (about 3 KB per GPU)
+        dropped, the summary figures kept."""
+        return replace(self, slots=(), kept_tiles=self.tiles)
 
 
 def pool_size_of(scenario: Scenario) -> int:

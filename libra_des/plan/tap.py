@@ -435,7 +435,11 @@ def exchange_plan(tiles: TileSet, placement: Placement) -> ExchangePlan:
     """
     workers = int(placement.loads.shape[0])
     dest = np.repeat(placement.worker, np.diff(tiles.group_ptr))
-    need = np.unique(tiles.group_ids * workers + dest)
+    # The sorted distinct (group, destination) keys, as np.unique gives them, by marking a
+    # dense table (keys are < groups x workers; cheaper than unique's hash and sort).
+    mark = np.zeros(tiles.num_groups * workers, dtype=bool)
+    mark[tiles.group_ids * workers + dest] = True
+    need = np.flatnonzero(mark)
     need_group, need_dst = need // workers, need % workers
     hold = tiles.holdings  # rows are in sample order (see holdings())
     hold_ptr = csr_ptr(np.bincount(hold.sample, minlength=tiles.sample_lengths.size))
