@@ -37,11 +37,12 @@ import numpy as np
 from libra_des.config import ModelSpec
 from libra_des.errors import InputError
 from libra_des.plan.attention import (
+    Segments,
     as_lengths,
     block_doc_len,
     expand_runs,
     per_block,
-    segments,
+    prefix_pairs,
 )
 from libra_des.plan.types import AttentionPlan
 
@@ -217,25 +218,42 @@ class Blocks:
 
 
 def pool_blocks(lens_list: Sequence[np.ndarray], block_size: int) -> Blocks:
-    """Cut every packed sequence into blocks of ``block_size`` tokens (one pass per sequence)."""
-    rows: list[tuple[np.ndarray, ...]] = []
-    first_sample = 0
-    for p, lens in enumerate(lens_list):
-        seg = segments(lens, block_size)
-        rows.append(
-            (
-                np.full(seg.blocks, p, dtype=np.int64),
-                np.arange(seg.blocks, dtype=np.int64),
-                seg.block_starts,
-                seg.block_ends - seg.block_starts,
-                per_block(seg, seg.pairs),
-                block_doc_len(seg, lens),
-                seg.sample + first_sample,
-                np.bincount(seg.block, minlength=seg.blocks),
-            )
-        )
-        first_sample += lens.size
-    return Blocks(*(np.concatenate(col) for col in zip(*rows, strict=True)))
+    """Cut every packed sequence into blocks of ``block_size`` tokens, all sequences at once.
+
+    The same table as :func:`~libra_des.plan.attention.segments` per sequence, concatenated:
+    block ids run on across sequences, so per-block sums see the same segments in the same
+    order (tests/test_tap_kernel.py compares the two).
+    """
+    if block_size <= 0:
+        raise InputError("block_size", block_size, "a positive number of tokens")
+    lens = np.concatenate(lens_list).astype(np.int64)
+    ptr = csr_ptr(np.array([x.size for x in lens_list], dtype=np.int64))
+    owner = np.repeat(np.arange(len(lens_list), dtype=np.int64), np.diff(ptr))
+    cum = np.concatenate([[0], np.cumsum(lens)])
+    totals = cum[ptr[1:]] - cum[ptr[:-1]]
+    starts = cum[:-1] - cum[ptr[:-1]][owner]  # sample start inside its sequence
+    nblocks = -(-totals // block_size)
+    seq, local = expand_runs(nblocks)
+    block_starts = local * block_size
+    block_ends = np.minimum(block_starts + block_size, totals[seq])
+    first = starts // block_size
+    sample, pos = expand_runs((starts + lens - 1) // block_size - first + 1)
+    block = csr_ptr(nblocks)[owner[sample]] + first[sample] + pos
+    begin = starts[sample]
+    a = np.maximum(block_starts[block], begin) - begin
+    e = np.minimum(block_ends[block], begin + lens[sample]) - begin
+    seg = Segments(block, sample, a, e, prefix_pairs(e, None) - prefix_pairs(a, None),
+                   block_starts, block_ends)
+    return Blocks(
+        seq=seq,
+        local=local,
+        start=block_starts,
+        tokens=block_ends - block_starts,
+        pairs=per_block(seg, seg.pairs),
+        doc_len=block_doc_len(seg, lens),
+        seg_sample=sample,
+        seg_count=np.bincount(block, minlength=seq.size),
+    )
 
 
 def build_tiles(
