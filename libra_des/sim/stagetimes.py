@@ -58,6 +58,12 @@ class Layout:
         return self.layers // stages + (1 if vs < self.layers % stages else 0)
 
 
+#: Pipeline entities costed together: bounds the [E, n, L, W] temporaries, which set the
+#: step's memory peak at scale (all 256 entities of 131k GPUs at once need about 250 MiB of
+#: them). Entities are independent, so the result does not depend on it (our choice).
+ENTITY_BLOCK = 64
+
+
 def device_times(
     plan: StepPlan,
     schedule: Schedule,
@@ -81,40 +87,50 @@ def device_times(
     f = variance.factors(rng, gpus, n * lmax * 3, step)
     f = f.reshape(n, lmax, 3, e_count, width).transpose(3, 0, 1, 2, 4)
     mask = (np.arange(lmax)[None, :] < layers[:, None]).astype(float)  # [n, L]
-
-    comp = np.where(is_f[None, :, None], att.compute_fwd[:, mb], att.compute_bwd[:, mb])
-    disp = np.where(is_f[None, :], att.dispatch_fwd[:, mb], att.dispatch_bwd[:, mb])
-    ret = np.where(is_f[None, :], att.return_fwd[:, mb], att.return_bwd[:, mb])
-    comp_l = comp[:, :, None, :] * f[:, :, :, 1, :]  # [E, n, L, W]
-    m = att.chunks
-    t_w = np.asarray(
-        pipelined_time(comp_l / m, disp[:, :, None, None], ret[:, :, None, None], m)
-    )
-    attn = t_w.max(axis=-1)  # [E, n, L]
-
-    pre_base = np.where(is_f, lin.pre_fwd, lin.pre_bwd)[None, :, None, None]
-    post_base = np.where(is_f, lin.post_fwd, lin.post_bwd)[None, :, None, None]
-    pre_w = pre_base * f[:, :, :, 0, :]
-    post_w = post_base * f[:, :, :, 2, :]
-    pre, post = pre_w.max(axis=-1), post_w.max(axis=-1)
     # The backward's expert all-to-all moves the same bytes as the forward's (dispatch+combine).
     ep = np.full((1, n, 1), lin.ep_comm_fwd)
 
-    per_layer = (pre + attn + post + ep) * mask
-    exposed_w = t_w - comp_l
-    comm_total = (disp + ret)[:, :, None, None] * m
-    wait = (pre[..., None] - pre_w) + (attn[..., None] - t_w) + (post[..., None] - post_w)
+    def entities(lo: int, hi: int) -> dict[str, np.ndarray]:
+        """The [E, ...] fields of entities ``lo .. hi-1``."""
+        fb = f[lo:hi]
+        comp = np.where(is_f[None, :, None], att.compute_fwd[lo:hi, mb],
+                        att.compute_bwd[lo:hi, mb])
+        disp = np.where(is_f[None, :], att.dispatch_fwd[lo:hi, mb], att.dispatch_bwd[lo:hi, mb])
+        ret = np.where(is_f[None, :], att.return_fwd[lo:hi, mb], att.return_bwd[lo:hi, mb])
+        comp_l = comp[:, :, None, :] * fb[:, :, :, 1, :]  # [E, n, L, W]
+        m = att.chunks
+        t_w = np.asarray(
+            pipelined_time(comp_l / m, disp[:, :, None, None], ret[:, :, None, None], m)
+        )
+        attn = t_w.max(axis=-1)  # [E, n, L]
+
+        pre_base = np.where(is_f, lin.pre_fwd, lin.pre_bwd)[None, :, None, None]
+        post_base = np.where(is_f, lin.post_fwd, lin.post_bwd)[None, :, None, None]
+        pre_w = pre_base * fb[:, :, :, 0, :]
+        post_w = post_base * fb[:, :, :, 2, :]
+        pre, post = pre_w.max(axis=-1), post_w.max(axis=-1)
+
+        per_layer = (pre + attn + post + ep) * mask
+        exposed_w = t_w - comp_l
+        comm_total = (disp + ret)[:, :, None, None] * m
+        wait = (pre[..., None] - pre_w) + (attn[..., None] - t_w) + (post[..., None] - post_w)
+        return {
+            "duration": per_layer.sum(axis=-1),
+            "attn_compute": (comp_l.mean(axis=-1) * mask).sum(axis=-1),
+            "attn_exposed": (exposed_w.mean(axis=-1) * mask).sum(axis=-1),
+            "attn_hidden": (np.maximum(comm_total - exposed_w, 0.0).mean(axis=-1) * mask).sum(-1),
+            "pool_wait": (wait.mean(axis=-1) * mask).sum(axis=-1),
+            "straggler": attn * mask,
+            "pair_heads": att.pair_heads[lo:hi, mb] * layers[None, :],
+            "pre": pre * mask,
+            "compute_max": comp_l.max(axis=-1) * mask,
+            "post": (post + ep) * mask,
+        }
+
+    parts = [entities(lo, min(lo + ENTITY_BLOCK, e_count))
+             for lo in range(0, e_count, ENTITY_BLOCK)]
     return DeviceTimes(
-        duration=per_layer.sum(axis=-1),
-        attn_compute=(comp_l.mean(axis=-1) * mask).sum(axis=-1),
-        attn_exposed=(exposed_w.mean(axis=-1) * mask).sum(axis=-1),
-        attn_hidden=(np.maximum(comm_total - exposed_w, 0.0).mean(axis=-1) * mask).sum(-1),
-        pool_wait=(wait.mean(axis=-1) * mask).sum(axis=-1),
+        **{key: np.concatenate([part[key] for part in parts]) for key in parts[0]},
         other_comm=(ep * mask).sum(axis=-1),
-        straggler=attn * mask,
         layers=layers,
-        pair_heads=att.pair_heads[:, mb] * layers[None, :],
-        pre=pre * mask,
-        compute_max=comp_l.max(axis=-1) * mask,
-        post=(post + ep) * mask,
     )
