@@ -49,3 +49,16 @@ def test_unreadable_cache_file_is_regenerated(tmp_path: Path,
     path.write_bytes(b"not a zip")
     assert run() == first
     assert trace_cache.load(path) is not None  # rewritten whole
+
+
+def test_enabled_sets_the_directory_for_its_duration_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(trace_cache.ENV, raising=False)
+    with trace_cache.enabled(tmp_path / "a"):
+        assert trace_cache.cache_dir() == tmp_path / "a"
+    assert trace_cache.cache_dir() is None
+    monkeypatch.setenv(trace_cache.ENV, str(tmp_path / "mine"))
+    with trace_cache.enabled(tmp_path / "a"):  # a directory the user chose wins
+        assert trace_cache.cache_dir() == tmp_path / "mine"
+    assert trace_cache.cache_dir() == tmp_path / "mine"
