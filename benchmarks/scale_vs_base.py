@@ -28,7 +28,10 @@ HERE = Path(__file__).resolve().parents[1]
 
 CHILD = """
 import json, resource, sys, time
-from libra_des.commands.run import simulate
+try:
+    from libra_des.simulation import simulate
+except ImportError:  # checkouts from before the module existed
+    from libra_des.commands.run import simulate
 from libra_des.config import ROOT, load_scenario
 name, sets = sys.argv[1], json.loads(sys.argv[2])
 scenario = load_scenario(ROOT / "scenarios" / f"{name}.yaml", sets)

@@ -2,6 +2,9 @@
 
 Each command lives in ``libra_des/commands/<name>.py`` and exposes ``register(subparsers)``.
 Bad input of any kind ends here as one line on stderr and exit status 2 (no traceback).
+Exit statuses: 0 success; 1 a sweep with failed points; 2 bad input (or an output path
+that cannot be written); 3 a failed built-in check or an internal error, i.e. a bug, reported
+as one line asking for a bug report (:mod:`libra_des.safety`); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -12,7 +15,8 @@ import sys
 from collections.abc import Sequence
 
 from libra_des import __version__
-from libra_des.errors import EXIT_BAD_INPUT, CheckError, InputError
+from libra_des.errors import EXIT_BAD_INPUT
+from libra_des.safety import guarded
 
 #: Command modules, in the order ``--help`` lists them.
 COMMANDS = ("quickstart", "run", "plan", "sweep", "cost", "profile", "validate")
@@ -55,21 +59,23 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser(sys.argv[1:] if argv is None else argv)
-    args = parser.parse_args(argv)
-    try:
-        code: int = args.handler(args)
-    except InputError as exc:
-        sys.stderr.write(exc.line() + "\n")
-        return EXIT_BAD_INPUT
-    except CheckError as exc:
-        sys.stderr.write(f"error: {exc}\n")
-        return 1
-    except KeyboardInterrupt:
-        sys.stderr.write("interrupted\n")
-        return 130
+    words = list(sys.argv[1:] if argv is None else argv)
+    return guarded(run_command, words, command_name(words))
+
+
+def run_command(argv: list[str]) -> int:
+    """Parse the command line and run the chosen command's handler."""
+    args = build_parser(argv).parse_args(argv)
+    code: int = args.handler(args)
     return code
 
+
+def command_name(argv: Sequence[str]) -> str:
+    """``run`` or ``profile import``: what a bug-report line names."""
+    words = [w for w in argv if not w.startswith("-")]
+    if words and words[0] in COMMANDS:
+        return " ".join(words[:2]) if words[0] == "profile" and len(words) > 1 else words[0]
+    return "libra-des"
 
 if __name__ == "__main__":
     raise SystemExit(main())

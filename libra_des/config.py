@@ -19,10 +19,18 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from libra_des.errors import InputError
+from libra_des.validation import (
+    check_limits,
+    check_scenario,
+    is_file,
+    parse_value,
+    parse_yaml,
+    read_bounded,
+    strict_fields,
+)
 
 #: Repository root: shipped topologies, workloads and profiles are found relative to it.
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,6 +43,18 @@ class Frozen(BaseModel):
     """Base for every configuration object: immutable, unknown keys rejected."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _strict_input(cls, data: Any) -> Any:
+        # No bool-as-int, string-as-number or non-finite values (libra_des.validation).
+        strict_fields(cls.model_fields, data)
+        return data
+
+    @model_validator(mode="after")
+    def _upper_bounds(self) -> Frozen:
+        check_limits(self)
+        return self
 
 
 class ModelSpec(Frozen):
@@ -113,7 +133,7 @@ class MixtureComponent(Frozen):
     dist: LengthDist
 
 
-#: Named MoE routing profiles (PAPERS.md B), plus ``mixed`` (a stream whose mix drifts).
+#: Named MoE routing profiles (docs/model.md B), plus ``mixed`` (a stream whose mix drifts).
 MOE_DATASETS = (
     "bookcorpus",
     "codeforces",
@@ -267,6 +287,7 @@ class Scenario(Frozen):
             raise InputError("workload.lengths", None, "a length distribution for training")
         if self.kind == "moe_inference" and not self.model.is_moe:
             raise InputError("model.experts", 0, "> 0 for moe_inference")
+        check_scenario(self)
         return self
 
 
@@ -295,18 +316,13 @@ def read_yaml(path: str | Path, field: str = "scenario") -> Any:
     """Read one YAML file; missing, unreadable or malformed files are input errors."""
     p = Path(path)
     try:
-        text = p.read_text()
+        text = read_bounded(p)
     except FileNotFoundError:
         raise InputError(field, str(path), "an existing YAML file") from None
     except (OSError, UnicodeDecodeError) as exc:
         why = exc.__class__.__name__
         raise InputError(field, str(path), f"a readable YAML file ({why})") from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise InputError(field, str(path), f"well-formed YAML{where}") from None
+    return parse_yaml(text, field, str(path))
 
 
 def resolve_path(ref: str, base: Path, folder: str, suffixes: Iterable[str]) -> Path | None:
@@ -314,7 +330,7 @@ def resolve_path(ref: str, base: Path, folder: str, suffixes: Iterable[str]) -> 
     candidates = [base / ref, Path(ref), ROOT / ref, ROOT / folder / ref]
     candidates += [ROOT / folder / f"{ref}{s}" for s in suffixes]
     for cand in candidates:
-        if cand.is_file():
+        if is_file(cand):
             return cand
     return None
 
@@ -371,11 +387,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     key, sep, value = text.partition("=")
     if not sep or not key or any(not part for part in key.split(".")):
         raise InputError("--set", text, "dotted.key=value")
-    try:
-        parsed = yaml.safe_load(value) if value else ""
-    except yaml.YAMLError:
-        parsed = value
-    return key.split("."), parsed
+    return key.split("."), parse_value(value, key)
 
 
 def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""``libra-des plan``: the configuration simulator of the Libra training paper (PAPERS.md A).
+"""``libra-des plan``: the configuration simulator of the Libra training paper (docs/model.md A).
 
 For each candidate (grouping policy, pool size P, head split H, block size B) it replays the
 planners over N windows of GBS packed sequences drawn from the corpus and reports:
@@ -49,6 +49,7 @@ from libra_des.plan.baselines import wlb_cost_coefficients, wlb_llm_pack
 from libra_des.plan.grouping import POLICIES as GROUPINGS
 from libra_des.plan.grouping import Grouping, group, lln_estimate
 from libra_des.plan.tap import plan_pool
+from libra_des.preflight import check_plan_sizes
 from libra_des.workload.packing import PackedBatch, make_stream
 
 POLICIES = (*GROUPINGS, "wlb_llm")
@@ -177,7 +178,10 @@ def settings_from_args(args: argparse.Namespace) -> PlanSettings:
 
 
 def check_settings(s: PlanSettings) -> None:
-    """Cross-flag rules: P | GBS and H | heads_q."""
+    """Cross-flag rules: P | GBS and H | heads_q; sizes this machine can replay."""
+    rows = len(s.pool_sizes) * len(s.heads_splits) * len(s.block_sizes) * len(s.policies)
+    check_plan_sizes(s.gbs, s.cp, s.pool_sizes, rows, s.windows, s.workload.packed_length,
+                     min(s.block_sizes))
     for p in s.pool_sizes:
         if s.gbs % p:
             raise InputError("--pool-size", p, f"a divisor of --gbs={s.gbs}")

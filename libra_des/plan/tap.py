@@ -1,6 +1,6 @@
 """TAP (Tiled Attention Pooling): balance core attention inside one sequence pool.
 
-PAPERS.md part A, implemented as written there: SH-tiles (block b, head shard h), KV groups
+docs/model.md part A, implemented as written there: SH-tiles (block b, head shard h), KV groups
 (sample j, head shard h), a communication-aware greedy placement with slack τ, an exchange plan
 with KV de-duplication, and the Pipeliner's head-chunk schedule.
 
@@ -140,7 +140,7 @@ class ExchangePlan:
 
 @dataclass(frozen=True)
 class ChunkPlan:
-    """The Pipeliner's view of a worker's work: M equal head chunks (PAPERS.md A)."""
+    """The Pipeliner's view of a worker's work: M equal head chunks (docs/model.md A)."""
 
     chunks: int
     heads_per_chunk: int
@@ -340,12 +340,12 @@ EXACT_FLOAT_INT = 2**53
 
 
 def place(tiles: TileSet, workers: int, slack: float = 0.03) -> Placement:
-    """PAPERS.md's greedy placement (see :func:`place_with`), compiled for large pools."""
+    """docs/model.md's greedy placement (see :func:`place_with`), compiled for large pools."""
     return place_with(tiles, workers, slack, compiled=len(tiles) >= COMPILED_MIN_TILES)
 
 
 def place_with(tiles: TileSet, workers: int, slack: float, *, compiled: bool) -> Placement:
-    """PAPERS.md's greedy: target C=(1+τ)Σf/W, tiles by decreasing f then id, pick the
+    """docs/model.md's greedy: target C=(1+τ)Σf/W, tiles by decreasing f then id, pick the
     candidate (load+f<=C) with least (Δcomm, load, id), else the worker with least
     (load, Δcomm, id); then add f to its load and K(t) to its fetched set.
 
@@ -492,7 +492,7 @@ def pair_matrix(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, workers: i
 
 
 def check_chunks(chunks: int, heads_per_shard: int) -> None:
-    """M must divide heads_q/H so that every chunk has the same heads (PAPERS.md A)."""
+    """M must divide heads_q/H so that every chunk has the same heads (docs/model.md A)."""
     if chunks <= 0 or heads_per_shard % chunks:
         raise InputError("chunks", chunks, f"a divisor of heads_q/H={heads_per_shard}")
 
@@ -514,7 +514,7 @@ def pipelined_time(
 ) -> ArrayOrFloat:
     """Makespan of the Pipeliner schedule for M equal chunks on one worker.
 
-    Schedule (PAPERS.md A): dispatch chunk 0; for each chunk k, wait for its input, then
+    Schedule (docs/model.md A): dispatch chunk 0; for each chunk k, wait for its input, then
     compute it while dispatching chunk k+1 and returning chunk k-1; finally wait for the last
     return. Assumption: transfers share one communication channel and run one at a time in
     issue order (dispatch k+1 before return k-1), because both use the same links; compute

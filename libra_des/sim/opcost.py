@@ -9,7 +9,7 @@ Assumptions (the model's, stated once):
   backward costs 2x the forward (two GEMMs per forward GEMM).
 * Pooled attention follows the Pipeliner with M chunks on a separate comm stream: the pool's
   dispatch of a chunk is an all-to-all(v) over the plan's per-pair bytes, so it takes as long
-  as its slowest rank; each worker then runs the step-synchronous schedule of PAPERS.md.
+  as its slowest rank; each worker then runs the step-synchronous schedule of docs/model.md.
 * The backward re-sends Q, K, V and dO along the same exchange plan (dispatch + return bytes)
   and returns dQ, dK, dV (dispatch bytes); attention backward FLOPs come from the cost model.
 * MoE FFNs use expert parallelism over the replica's CP group with balanced routing; their

@@ -96,7 +96,9 @@ def sync_fn(
     bucket_s = 0.0
     if not scenario.comm_free:
         bucket_s = all_reduce_s(cluster, lin.grad_bytes, par.dp * par.cp, fab.gpus_per_node)
-        bucket_s += all_reduce_s(cluster, lin.expert_grad_bytes, par.dp, 1)
+        # Replicas sit one per node unless a replica (cp x pp GPUs) is smaller than a node.
+        replicas_per_node = max(1, fab.gpus_per_node // (par.cp * par.pp))
+        bucket_s += all_reduce_s(cluster, lin.expert_grad_bytes, par.dp, replicas_per_node)
     layout = layout_of(scenario)
     last_b = [last_backward_per_chunk(order) for order in schedule.orders]
 
