@@ -60,12 +60,25 @@ class OneLineParser(argparse.ArgumentParser):
         raise SystemExit(EXIT_BAD_INPUT)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def chosen_command(argv: Sequence[str]) -> str | None:
+    """The sub-command named on the command line, if it is one of COMMANDS (else None)."""
+    first = next((a for a in argv if not a.startswith("-")), None)
+    return first if first in COMMANDS else None
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The full parser; with ``argv`` naming a command, only that command's module is imported
+    (the others get a bare sub-parser, so choices and errors stay the same): importing every
+    command costs more than a short ``plan`` run."""
     parser = OneLineParser(prog="libra-des", description=DESCRIPTION, epilog=EXAMPLES)
     parser.add_argument("--version", action="version", version=f"libra-des {__version__}")
     subs = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser,
                                  metavar="COMMAND [ARGS]", title="commands")
+    only = chosen_command(argv) if argv is not None else None
     for name in COMMANDS:
+        if only is not None and name != only:
+            subs.add_parser(name)
+            continue
         try:
             module = importlib.import_module(f"libra_des.commands.{name}")
         except ModuleNotFoundError as exc:
@@ -83,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run_command(argv: list[str]) -> int:
     """Parse the command line and run the chosen command's handler."""
-    args = build_parser().parse_args(argv)
+    args = build_parser(argv).parse_args(argv)
     code: int = args.handler(args)
     return code
 

@@ -46,6 +46,7 @@ from libra_des.simulation import simulate
 from libra_des.storage import dumps, write_atomic
 from libra_des.sweep_safety import check_points, folder_lock, stop_workers, worker_init
 from libra_des.tables import write_sweep_table
+from libra_des.workload import trace_cache
 
 #: Headline metrics copied into the index, as dotted paths into ``result.json``.
 TRAINING_METRICS = (
@@ -394,14 +395,15 @@ def run_locked(
     todo_ids = {p.id for p in todo}
     advance(len(unique) - len(todo))
     errors: dict[str, Outcome] = {}
-    for pos, outcome in run([p.scenario for p in todo]):
-        pid = todo[pos].id
-        if outcome.text is None:
-            errors[pid] = outcome
-        else:
-            write_atomic(out / "points" / f"{pid}.json", outcome.text)
-            found[pid] = json.loads(outcome.text)
-        advance(1)
+    with trace_cache.enabled(out / "trace-cache"):  # MoE points share routing traces
+        for pos, outcome in run([p.scenario for p in todo]):
+            pid = todo[pos].id
+            if outcome.text is None:
+                errors[pid] = outcome
+            else:
+                write_atomic(out / "points" / f"{pid}.json", outcome.text)
+                found[pid] = json.loads(outcome.text)
+            advance(1)
     records = tuple(record(p, found[p.id], errors.get(p.id), out, p.id not in todo_ids)
                     for p in points)
     first = next((o.input_error for o in errors.values() if o.input_error), None)

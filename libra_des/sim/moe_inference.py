@@ -35,6 +35,7 @@ wall-clock of our own sharding code, so every time field then varies run to run.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,6 +49,7 @@ from libra_des.hardware.profile import load_profile
 from libra_des.hardware.topology import load_topology
 from libra_des.hardware.variance import VarianceModel
 from libra_des.plan.moe import MoeLayerPlan
+from libra_des.sim import moe_policy, moe_setup
 from libra_des.sim.moe_costs import (
     LayerCosts,
     StageCoster,
@@ -58,6 +60,8 @@ from libra_des.sim.moe_cpu import cost_sources
 from libra_des.sim.moe_layer import CountingEnvironment, SharedLink
 from libra_des.sim.moe_policy import BatchPlanner, Flow, LayerRecord, run_batch
 from libra_des.sim.moe_setup import check_memory, ep_group
+from libra_des.workload import routing as routing_module
+from libra_des.workload import sampling, trace_cache
 from libra_des.workload.routing import RoutingTrace
 
 #: Result fields measured with the host's clock (excluded from determinism checks).
@@ -174,6 +178,8 @@ def simulate_moe(
     cost = CostModel(load_profile(scenario.profile), fabric)
     coster = StageCoster(cost, fabric, scenario.model, group.gpus)
     trace_rng, pred_rng, noise_rng, var_rng = rng.spawn(4)
+    if traces is None:
+        traces = shared_traces(scenario, group.gpus, trace_rng)
     run = MoeRun(
         scenario, coster,
         BatchPlanner.build(scenario, group.gpus, trace_rng, traces, group.gpus_per_node),
@@ -191,6 +197,33 @@ def simulate_moe(
                                           run.flow.allgather, run.flow.fetch,
                                           scenario.balancer.cpu_time == "measured")
     return result
+
+
+def shared_traces(
+    scenario: Scenario, gpus: int, rng: np.random.Generator
+) -> list[RoutingTrace] | None:
+    """The generated routing batches from the on-disk cache (see ``workload.trace_cache``),
+    or None when caching is off or the routing comes from a trace file.
+
+    Made, on a miss, exactly as the run's own planner would draw them (from a copy of its
+    stream, which stays untouched), so a run gives the same result with or without the cache.
+    """
+    directory = trace_cache.cache_dir()
+    routing = scenario.workload.routing
+    if directory is None or (routing is not None and routing.trace):
+        return None
+
+    def make() -> list[RoutingTrace]:
+        planner = BatchPlanner.build(scenario, gpus, copy.deepcopy(rng))
+        return [planner.trace(b) for b in range(planner.batches)]
+
+    parts = {
+        "model": scenario.model.model_dump(mode="json"),
+        "workload": scenario.workload.model_dump(mode="json"),
+        "gpus": gpus,
+        "code": trace_cache.source_fingerprint((moe_policy, moe_setup, routing_module, sampling)),
+    }
+    return trace_cache.cached_traces(directory, rng, parts, make)
 
 
 def percentiles(batch_s: Sequence[float], requests: Sequence[int]) -> dict[str, float]:

@@ -31,6 +31,7 @@ Assumptions (the model's, stated once):
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -229,14 +230,15 @@ def slot_attention(scenario: Scenario, cost: CostModel, plan: StepPlan) -> SlotA
         ]
         return np.asarray(rows, dtype=float).reshape(*shape, -1)
 
-    def a2a(mats: list[np.ndarray]) -> np.ndarray:
+    def a2a(mats: Iterator[np.ndarray]) -> np.ndarray:
+        # One [W, W] matrix at a time: at 131k GPUs a list of them all holds 128 MiB.
         return np.asarray([cost.all_to_allv(s, gpus_per_node=gpn) for s in mats]).reshape(shape)
 
     chunks = max(p.chunks for p in flat)
     per = [1.0 / p.chunks for p in flat]
     resend, redo_d, redo_r = backward_traffic(scenario)
     d_f, r_f, d_b, r_b = (
-        a2a([mat(p) * c for p, c in zip(flat, per, strict=True)])
+        a2a(mat(p) * c for p, c in zip(flat, per, strict=True))
         for mat in (
             lambda p: p.dispatch_bytes,
             lambda p: p.return_bytes,
