@@ -77,7 +77,7 @@ class PlanSettings:
 def register(subs: argparse._SubParsersAction) -> None:
     p = subs.add_parser(
         "plan",
-        help="replay the planners: pool imbalance and exchange bytes per (P, H, B)",
+        help="replay the planners: imbalance and bytes per (P, H, B)",
         description="Replay grouping and TAP planners over GBS windows of a corpus and report "
         "inter-pool imbalance (with the analytic LLN estimate), intra-pool imbalance, "
         "exchange bytes per layer and planning time for every (policy, P, H, B).",

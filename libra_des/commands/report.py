@@ -12,7 +12,7 @@ from libra_des.storage import write_atomic
 
 def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subs.add_parser(
-        "report", help="write one self-contained HTML page for a run, runs or a sweep",
+        "report", help="one self-contained HTML page for a run, runs or a sweep",
         description="Render a run folder (result.json), a folder of runs (*/result.json) or a "
         "sweep folder (sweep.json) as one HTML file: metrics with definitions, figures, cost "
         "sources, the resolved scenario and, for a sweep, a sortable table.",
