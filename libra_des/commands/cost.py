@@ -99,10 +99,12 @@ def collective(model: CostModel, args: argparse.Namespace) -> tuple[dict[str, An
     require(args, "bytes", "group")
     res = model.collective(args.op, args.bytes, args.group, args.gpus_per_node, args.algorithm)
     out = {"seconds": res.seconds, "algorithm": res.algorithm, "busbw_gbs": res.busbw_gbs}
+    out.update(model.explain(args.op, args.bytes, args.group, args.gpus_per_node, args.algorithm))
     gpn = args.gpus_per_node or min(args.group, model.fabric.gpus_per_node)
     text = (
         f"{args.op} of {args.bytes:.0f} B on {args.group} GPUs ({gpn} per node): "
-        f"{res.seconds * 1e6:.2f} us via {res.algorithm}, bus bandwidth {res.busbw_gbs:.1f} GB/s"
+        f"{res.seconds * 1e6:.2f} us via {res.algorithm}, bus bandwidth {res.busbw_gbs:.1f} GB/s "
+        f"({res.tier} curves)"
     )
     return out, text
 

@@ -109,22 +109,26 @@ def busbw_factor(op: str, n: int) -> float:
     return 1.0
 
 
-def node_nic_bw(fabric: Fabric, ranks_per_node: int) -> float:
+def node_nic_bw(fabric: Fabric, ranks_per_node: int, paths: int | None = None) -> float:
     """Inter-node bandwidth the group's ranks on one node can use together (rail NICs).
 
     GPU i uses NIC ``i * nics // gpus_per_node``, so ``g`` packed ranks reach
     ``min(g, nics)`` NICs, each ``fabric.inter_bw`` (already divided by oversubscription).
+    ``paths``: how many concurrent inter-node paths per node a measurement has shown (see
+    :class:`~libra_des.hardware.communication.CurveBook`); ``None`` trusts the datasheet.
     """
-    nics = max(1, min(ranks_per_node, fabric.nics_per_node or 1))
+    nics = max(1, min(ranks_per_node, fabric.nics_per_node or 1, paths or ranks_per_node))
     return nics * fabric.inter_bw
 
 
-def flat_rate(fabric: Fabric, group: int, ranks_per_node: int) -> float:
+def flat_rate(
+    fabric: Fabric, group: int, ranks_per_node: int, paths: int | None = None
+) -> float:
     """Bottleneck rate of a flat algorithm: the GPU's own link, or inside multi-node rings
     (one channel per rail, every channel crossing each node boundary once) the node's NICs."""
     if group <= ranks_per_node:
         return fabric.intra_bw
-    return min(fabric.intra_bw, node_nic_bw(fabric, ranks_per_node))
+    return min(fabric.intra_bw, node_nic_bw(fabric, ranks_per_node, paths))
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,9 @@ group size) the curve comes from, in order of *tier*:
 0. a fit for exactly this op, algorithm, group and layout;
 1. fits of this op and algorithm on other group sizes in the same scope (nearest in log group
    size; the total latency is interpolated in log group size between measured groups and
-   scaled with the step count beyond them);
+   scaled with the step count beyond them); across nodes also the machine's measured
+   point-to-point curve (``send_recv`` between nodes), since every step of a ring, tree or
+   direct exchange between nodes is a send/receive between two nodes;
 2. fits of this algorithm for another op in the same scope (its per-step latency and curve);
 3. fits of another algorithm in the same scope (never NVLS for non-NVLS and back);
 4. the datasheet: efficiency 1, the fabric's hop latency per step.
@@ -14,6 +16,18 @@ group size) the curve comes from, in order of *tier*:
 Without an explicit algorithm, the fastest candidate among those of the *lowest* available
 tier is chosen, so a measured NCCL curve is never outbid by an idealised datasheet one.
 Scopes: ``intra`` (the group inside one node) and ``inter`` (across nodes, NIC-bound).
+
+Tier names reported to users (``cost --json``, ``result.json``): tiers 0-1 ``measured``,
+2-3 ``borrowed``, 4 ``datasheet``; a composed collective reports its worst phase.
+
+Parallel paths across nodes: a measured inter-node curve shows what the measured machine
+delivered with as many ranks per node as the measurement had (``inter_paths``: 1 for a
+point-to-point test between two nodes). Priced from that curve, a node's ranks share
+``min(ranks, NICs, inter_paths)`` NIC rates: parallelism across a node's NICs is credited only
+as far as a measurement has shown it (the datasheet rail count otherwise). Example: Vidur's
+A100 cluster moves about 7.8 GB/s between two nodes with one GPU each; with that profile a
+hierarchical all-reduce's inter-node phase moves the node's data at about 7.8 GB/s, not at
+8 x 25 GB/s.
 """
 
 from __future__ import annotations
@@ -47,6 +61,22 @@ BORROW = {
 }
 DATASHEET_TIER = 4
 MEMO_LIMIT = 1 << 16
+#: User-facing name of each curve tier (module docstring).
+TIER_NAMES = ("measured", "measured", "borrowed", "borrowed", "datasheet")
+
+
+def tier_name(tier: int) -> str:
+    return TIER_NAMES[min(max(tier, 0), DATASHEET_TIER)]
+
+
+def tier_keys(tiers: dict[str, str]) -> dict[str, object]:
+    """``comm_tiers`` (op -> which curves priced it: measured, borrowed, datasheet; see
+    :mod:`libra_des.hardware.communication`) and ``uncalibrated_ops`` (ops that ran on
+    datasheet numbers)."""
+    return {
+        "comm_tiers": dict(sorted(tiers.items())),
+        "uncalibrated_ops": sorted(op for op, t in tiers.items() if t == "datasheet"),
+    }
 
 
 @dataclass(frozen=True)
@@ -56,6 +86,7 @@ class CollectiveCost:
     seconds: float
     algorithm: str
     busbw_gbs: float
+    tier: str = "measured"
 
 
 @dataclass(frozen=True)
@@ -78,6 +109,9 @@ class CurveBook:
             if efficiency and f.model == "alpha_beta" and (same_node or f.scope == "inter")
         ]
         self.memo: dict[tuple[str, str, str, int, int], tuple[Curve, int]] = {}
+        # Concurrent inter-node paths per node a measurement has shown (module docstring).
+        inter = [f.gpus_per_node or 1 for f in self.fits if f.scope == "inter"]
+        self.inter_paths: int | None = max(inter) if inter else None
 
     def latency(self, scope: str) -> float:
         return self.fabric.intra_latency if scope == "intra" else self.fabric.inter_latency
@@ -105,6 +139,10 @@ class CurveBook:
         if same:
             return Curve(regroup(same, op, algorithm, group), "borrowed"), 1
         nvls = algorithm == "nvls"
+        p2p = [f for f in pool if f.op == "send_recv"]
+        if scope == "inter" and p2p and not nvls:
+            # Every step of an exchange between nodes is a send/receive between two nodes.
+            return Curve(nearest(p2p, 2).pieces, "measured"), 1
         for tier, fits in (
             (2, [f for f in pool if f.algorithm == algorithm]),
             (3, [f for f in pool if (f.algorithm == "nvls") == nvls]),
@@ -151,6 +189,20 @@ class Communication:
         # Simulations ask the same questions every step; answers depend only on the frozen
         # profile and fabric, so they are remembered per instance.
         self.answers: dict[tuple[str, float, int, int, str | None], CollectiveCost] = {}
+        # Worst curve tier each op has been priced with (result.json's ``comm_tiers``).
+        self.ledger: dict[str, int] = {}
+
+    def note(self, op: str, tier: int) -> None:
+        self.ledger[op] = max(self.ledger.get(op, 0), tier)
+
+    def tiers(self) -> dict[str, str]:
+        """Per op priced so far, the tier of its worst-sourced phase (module docstring)."""
+        return {op: tier_name(t) for op, t in sorted(self.ledger.items())}
+
+    def node_bw(self, ranks_per_node: int, tier: int) -> float:
+        """A node's usable inter-node rate for a phase priced from a curve of ``tier``."""
+        paths = self.book.inter_paths if tier < DATASHEET_TIER else None
+        return node_nic_bw(self.fabric, ranks_per_node, paths)
 
     # ------------------------------------------------------------------ layout
     def layout(self, group: int, gpus_per_node: int | None) -> int:
@@ -215,7 +267,8 @@ class Communication:
         )
         seconds = float(phases[name].seconds[0])
         busbw = size / seconds * busbw_factor(op, group) / 1e9 if seconds > 0 else 0.0
-        return CollectiveCost(seconds, name, busbw)
+        self.note(op, phases[name].tier)
+        return CollectiveCost(seconds, name, busbw, tier_name(phases[name].tier))
 
     def p2p(self, nbytes: float, same_node: bool) -> float:
         """One message between two GPUs (send_recv curve, one hop)."""
@@ -226,7 +279,8 @@ class Communication:
             return 0.0
         scope = "intra" if same_node else "inter"
         rate = self.fabric.intra_bw if same_node else self.fabric.inter_bw
-        curve, _ = self.book.lookup("send_recv", "direct", scope, 2, 2 if same_node else 1)
+        curve, tier = self.book.lookup("send_recv", "direct", scope, 2, 2 if same_node else 1)
+        self.note("send_recv", tier)
         return float(curve.seconds(np.array([size]), rate, 1)[0])
 
     def all_to_allv(self, send_bytes: np.ndarray, gpus_per_node: int | None = None) -> float:
@@ -262,9 +316,10 @@ class Communication:
         if v_bridge:
             times.append(intra_curve.seconds(np.array([v_bridge]), f.pcie_bridge_bw, 1)[0])
         if n > gpn and (v_rank or v_node):
-            inter_curve, _ = self.book.lookup("all_to_all", "direct", "inter", n, gpn)
+            inter_curve, tier = self.book.lookup("all_to_all", "direct", "inter", n, gpn)
             times.append(inter_curve.seconds(np.array([v_rank]), f.inter_bw, 1)[0])
-            times.append(inter_curve.seconds(np.array([v_node]), node_nic_bw(f, gpn), 1)[0])
+            node_bw = self.node_bw(gpn, tier)
+            times.append(inter_curve.seconds(np.array([v_node]), node_bw, 1)[0])
         return float(max(times))
 
     def bridge_volume(self, intra: np.ndarray, gpn: int) -> float:
@@ -287,12 +342,12 @@ class Communication:
         scope = "intra" if n <= gpn else "inter"
         volume, steps = phase_shape(op, alg, n, size)
         curve, tier = self.book.lookup(op, alg, scope, n, gpn)
-        rate = self.rate(alg, n, gpn)
+        rate = self.rate(alg, n, gpn, tier)
         return Phase(curve.seconds(volume, rate, steps), tier)
 
-    def rate(self, alg: str, n: int, gpn: int) -> float:
+    def rate(self, alg: str, n: int, gpn: int, tier: int = DATASHEET_TIER) -> float:
         f = self.fabric
-        rate = flat_rate(f, n, gpn)
+        rate = flat_rate(f, n, gpn, self.book.inter_paths if tier < DATASHEET_TIER else None)
         if f.intra_kind == "pcie" and f.pcie_switches > 1 and f.pcie_bridge_bw > 0:
             # A ring or tree crosses each switch uplink once per direction; direct traffic
             # from every rank of a switch shares it.
@@ -337,7 +392,14 @@ class Communication:
         return Phase(secs, tier)
 
     def hierarchical(self, op: str, n: int, gpn: int, size: np.ndarray) -> Phase:
-        """Intra-node phase, inter-node phase over the rails, intra-node phase (as NCCL).
+        """Intra-node phase, inter-node phase over the rails, intra-node phase (as NCCL)."""
+        parts = [p for _, p in self.hierarchical_parts(op, n, gpn, size)]
+        return Phase(np.sum([p.seconds for p in parts], axis=0), max(p.tier for p in parts))
+
+    def hierarchical_parts(
+        self, op: str, n: int, gpn: int, size: np.ndarray
+    ) -> list[tuple[str, Phase]]:
+        """Named phases of a hierarchical collective.
 
         all_reduce: reduce_scatter in the node, all_reduce of S/g across nodes on each rail,
         all_gather in the node; all_gather / reduce_scatter: the two halves of that;
@@ -346,23 +408,65 @@ class Communication:
         nodes = math.ceil(n / gpn)
         s = np.asarray(size, dtype=np.float64)
         inter = InterView(self, gpn)
-        parts: list[Phase]
         if op == "all_reduce":
-            parts = [
-                self.best("reduce_scatter", gpn, gpn, s),
-                inter.best("all_reduce", nodes, s / gpn),
-                self.best("all_gather", gpn, gpn, s),
+            return [
+                ("intra reduce_scatter + all_gather", self.intra_all_reduce(gpn, s)),
+                ("inter all_reduce", inter.best("all_reduce", nodes, s / gpn)),
             ]
-        elif op == "all_gather":
-            parts = [inter.best("all_gather", nodes, s / gpn), self.best("all_gather", gpn, gpn, s)]
-        elif op == "reduce_scatter":
-            parts = [
-                self.best("reduce_scatter", gpn, gpn, s),
-                inter.best("reduce_scatter", nodes, s / gpn),
+        if op == "all_gather":
+            return [
+                ("inter all_gather", inter.best("all_gather", nodes, s / gpn)),
+                ("intra all_gather", self.best("all_gather", gpn, gpn, s)),
             ]
-        else:
-            parts = [inter.best(op, nodes, s), self.best(op, gpn, gpn, s)]
-        return Phase(np.sum([p.seconds for p in parts], axis=0), max(p.tier for p in parts))
+        if op == "reduce_scatter":
+            return [
+                ("intra reduce_scatter", self.best("reduce_scatter", gpn, gpn, s)),
+                ("inter reduce_scatter", inter.best("reduce_scatter", nodes, s / gpn)),
+            ]
+        return [
+            (f"inter {op}", inter.best(op, nodes, s)),
+            (f"intra {op}", self.best(op, gpn, gpn, s)),
+        ]
+
+    def explain(
+        self,
+        op: str,
+        nbytes: float,
+        group: int,
+        gpus_per_node: int | None,
+        algorithm: str | None = None,
+    ) -> dict[str, object]:
+        """``cost --json`` detail: the tier of every phase and the inter-node rate achieved
+        (bytes one node sends across its boundary / phase seconds, GB/s)."""
+        res = self.collective(op, nbytes, group, gpus_per_node, algorithm)
+        gpn = self.layout(group, gpus_per_node)
+        out: dict[str, object] = {"tier": res.tier, "inter_paths": self.book.inter_paths}
+        if res.algorithm != "hierarchical" or nbytes <= 0:
+            return out
+        nodes = math.ceil(group / gpn)
+        phases = []
+        for name, ph in self.hierarchical_parts(op, group, gpn, np.array([float(nbytes)])):
+            row: dict[str, object] = {
+                "phase": name,
+                "seconds": float(ph.seconds[0]),
+                "tier": tier_name(ph.tier),
+            }
+            if name.startswith("inter") and ph.seconds[0] > 0:
+                per_rail = nbytes / gpn if op != "broadcast" else nbytes
+                vol = float(phase_shape(op, "ring", nodes, np.array([per_rail]))[0][0])
+                row["node_gbs"] = vol * gpn / float(ph.seconds[0]) / 1e9
+            phases.append(row)
+        out["phases"] = phases
+        return out
+
+    def intra_all_reduce(self, gpn: int, s: np.ndarray) -> Phase:
+        """The two intra-node halves (reduce-scatter then all-gather) of a hierarchical
+        all-reduce; a measured intra-node all-reduce is exactly those two halves, so it prices
+        them when their own curves are of a worse tier."""
+        halves = [self.best("reduce_scatter", gpn, gpn, s), self.best("all_gather", gpn, gpn, s)]
+        split = Phase(halves[0].seconds + halves[1].seconds, max(p.tier for p in halves))
+        whole = self.best("all_reduce", gpn, gpn, s)
+        return whole if whole.tier < split.tier else split
 
 
 @dataclass(frozen=True)
@@ -376,14 +480,13 @@ class InterView:
     def best(self, op: str, nodes: int, size: np.ndarray) -> Phase:
         if nodes <= 1:
             return Phase(np.zeros_like(size), 0)
-        f = self.comm.fabric
-        rate = node_nic_bw(f, self.gpn) / self.gpn
         phases = []
         for alg in FLAT_ALGORITHMS[op]:
             if alg == "nvls":
                 continue
             volume, steps = phase_shape(op, alg, nodes, size)
             curve, tier = self.comm.book.lookup(op, alg, "inter", nodes, 1)
+            rate = self.comm.node_bw(self.gpn, tier) / self.gpn
             phases.append(Phase(curve.seconds(volume, rate, steps), tier))
         tier = min(p.tier for p in phases)
         return Phase(np.min([p.seconds for p in phases if p.tier == tier], axis=0), tier)

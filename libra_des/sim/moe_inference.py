@@ -37,6 +37,7 @@ import numpy as np
 from rich.progress import Progress
 
 from libra_des.config import Scenario
+from libra_des.hardware.communication import tier_keys
 from libra_des.hardware.costs import CostModel
 from libra_des.hardware.profile import load_profile
 from libra_des.hardware.topology import load_topology
@@ -171,7 +172,7 @@ def simulate_moe(
         for b in range(run.planner.batches):
             run.batch(b, totals)
             bar.advance(task)
-    return assemble(scenario, run.flow, totals, run.env.processed)
+    return {**assemble(scenario, run.flow, totals, run.env.processed), **tier_keys(cost.tiers())}
 
 
 def percentiles(batch_s: Sequence[float], requests: Sequence[int]) -> dict[str, float]:

@@ -54,6 +54,7 @@ class StepRecord:
     p2p_seconds: np.ndarray  # [src stage, dst stage] hand-off seconds
     executed_pair_heads: tuple[float, float]  # (forward, backward) over all layers
     sim_seconds: float = 0.0  # wall clock inside SimPy (benchmarks only; not in results)
+    comm_tiers: tuple[tuple[str, str], ...] = ()  # (op, curve tier) priced so far in the run
 
 
 def elaborate_cluster(scenario: Scenario, rng: np.random.Generator) -> Cluster:
@@ -87,7 +88,8 @@ def sync_fn(
 
     Assumptions: attention, router and dense weights are replicated over DP x CP and reduced
     with one all-reduce per layer bucket over those GPUs; expert weights are sharded over the
-    CP group (expert parallelism) and reduced over DP only. A bucket is ready on an entity when
+    CP group (expert parallelism) and reduced over DP only, across the GPUs that hold the same
+    CP rank (:func:`dp_ranks_per_node` gives how they sit on nodes). A bucket is ready on an entity when
     its layer's share of the entity's last backward op of that model chunk has run; buckets go
     one after another on the communication stream.
     """
@@ -95,7 +97,8 @@ def sync_fn(
     bucket_s = 0.0
     if not scenario.comm_free:
         bucket_s = all_reduce_s(cluster, lin.grad_bytes, par.dp * par.cp, fab.gpus_per_node)
-        bucket_s += all_reduce_s(cluster, lin.expert_grad_bytes, par.dp, 1)
+        per_node = dp_ranks_per_node(par.dp, par.cp, par.pp, fab.gpus_per_node)
+        bucket_s += all_reduce_s(cluster, lin.expert_grad_bytes, par.dp, per_node)
     layout = layout_of(scenario)
     last_b = [last_backward_per_chunk(order) for order in schedule.orders]
 
@@ -113,6 +116,20 @@ def sync_fn(
         return buckets, t
 
     return sync
+
+
+def dp_ranks_per_node(dp: int, cp: int, pp: int, gpus_per_node: int) -> int:
+    """Most members of one DP group (same stage and CP rank) that share a node.
+
+    Placement as :class:`~libra_des.sim.stagetimes.Layout`: GPU id = (stage * dp + replica) *
+    cp + cp_rank, so a DP group is every ``cp``-th GPU of its stage: ``gpus_per_node / cp``
+    replicas per node when CP groups are smaller than a node, one per node otherwise. The
+    busiest node over all groups sets the pace (uneven splits keep the largest count).
+    """
+    first = np.arange(pp)[:, None] * dp * cp + np.arange(min(cp, gpus_per_node))[None, :]
+    ids = first[:, :, None] + np.arange(dp)[None, None, :] * cp
+    nodes = ids // gpus_per_node
+    return int(max(np.unique(row, return_counts=True)[1].max() for row in nodes.reshape(-1, dp)))
 
 
 def all_reduce_s(cluster: Cluster, nbytes: float, group: int, gpus_per_node: int) -> float:
@@ -273,7 +290,8 @@ def simulate_training(
     for step in range(scenario.steps):
         plan = build_step_plan(scenario, stream, queue)
         queue = plan.deferred
-        records.append(simulate_step(scenario, cluster, plan, noise_rng, step))
+        rec = simulate_step(scenario, cluster, plan, noise_rng, step)
+        records.append(replace(rec, comm_tiers=tuple(cluster.cost.tiers().items())))
         if progress is not None:
             progress(step)
     return records
