@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 import pytest
 
+from libra_des.hardware.collectives import NIC_EFFICIENCY
 from libra_des.hardware.costs import CostModel
 from libra_des.hardware.fabric import Fabric
+from libra_des.hardware.importers import import_public_csv
 from libra_des.hardware.profile import Fit, Piece, Profile, load_profile
 
 HDR = 25e9  # one 200 Gb/s HDR NIC (datasheet)
@@ -80,3 +85,32 @@ def test_tier_ledger_and_uncalibrated_ops(base: Profile) -> None:
     plain = CostModel(base, dgx_a100())
     plain.collective("all_gather", 1e8, 8)
     assert plain.tiers() == {"all_gather": "datasheet"}
+
+
+# ----------------------------------------------------------------------------- public evidence
+
+PUBLIC = Path(__file__).resolve().parents[1] / "calibration" / "public"
+
+
+def test_nic_efficiency_is_the_lowest_public_peak() -> None:
+    import csv
+
+    lines = [ln for ln in (PUBLIC / "nic-peak-efficiency.csv").read_text().splitlines()]
+    rows = list(csv.DictReader(ln for ln in lines if not ln.startswith("#")))
+    assert rows and all(r["source"].startswith("https://github.com/") for r in rows)
+    shares = [float(r["peak_gbs"]) / float(r["line_gbs"]) for r in rows]
+    assert pytest.approx(min(shares), abs=0.005) == NIC_EFFICIENCY
+
+
+def test_datasheet_tier_reproduces_a_public_three_node_all_reduce() -> None:
+    """3 nodes x 8 A100 with 4 HDR NICs each (nccl-tests#119): the datasheet inter-node phase
+    with measured intra-node curves lands within 10% of the log."""
+    imported = import_public_csv(PUBLIC / "nccl-tests-119-all_reduce-3node-a100.csv")
+    prof = load_profile("a100-sxm")
+    prof = prof.model_copy(update={"fits": tuple(f for f in prof.fits if f.scope == "intra")})
+    model = CostModel(prof, replace(dgx_a100(3), nics_per_node=4))
+    errors = [
+        model.collective(s.op, s.nbytes or 0, s.group, s.gpus_per_node).seconds / s.time.median - 1
+        for s in imported.samples
+    ]
+    assert len(errors) == 6 and max(abs(e) for e in errors) < 0.10

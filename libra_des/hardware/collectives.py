@@ -48,6 +48,13 @@ FLAT_ALGORITHMS: dict[str, tuple[str, ...]] = {
     "all_to_all": ("direct",),
 }
 
+#: Share of a NIC's line rate NCCL moves between nodes with large messages, used where a
+#: profile has no inter-node measurement (datasheet tier). Public evidence (numbers and links in
+#: calibration/public/nic-peak-efficiency.csv): NCCL's maintainers consider about 24 GB/s the
+#: peak of a 200 Gb/s (25 GB/s) NIC (NVIDIA/nccl-tests#119, #160) and 48-49 GB/s that of a
+#: 400 Gb/s ConnectX-7 (NVIDIA/nccl-tests#267): 0.96-0.98; we take the lower, 0.96.
+NIC_EFFICIENCY = 0.96
+
 #: Algorithm a measurement is attributed to when its log does not say (NCCL's usual choice).
 DEFAULT_ALGORITHM = {op: algs[0] for op, algs in FLAT_ALGORITHMS.items()}
 
@@ -121,9 +128,7 @@ def node_nic_bw(fabric: Fabric, ranks_per_node: int, paths: int | None = None) -
     return nics * fabric.inter_bw
 
 
-def flat_rate(
-    fabric: Fabric, group: int, ranks_per_node: int, paths: int | None = None
-) -> float:
+def flat_rate(fabric: Fabric, group: int, ranks_per_node: int, paths: int | None = None) -> float:
     """Bottleneck rate of a flat algorithm: the GPU's own link, or inside multi-node rings
     (one channel per rail, every channel crossing each node boundary once) the node's NICs."""
     if group <= ranks_per_node:
@@ -144,9 +149,9 @@ class Curve:
     origin: str
 
     @classmethod
-    def datasheet(cls, latency: float) -> Curve:
+    def datasheet(cls, latency: float, eta: float = 1.0) -> Curve:
         return cls(
-            (Piece(start=0.0, alpha_step=latency, eta=1.0, half=0.0, gamma=1.0),), "datasheet"
+            (Piece(start=0.0, alpha_step=latency, eta=eta, half=0.0, gamma=1.0),), "datasheet"
         )
 
     def seconds(self, volume: np.ndarray, bandwidth: float, steps: int) -> np.ndarray:

@@ -38,8 +38,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from libra_des.errors import InputError
+from libra_des.hardware.alltoall import InterNodeA2A
 from libra_des.hardware.collectives import (
     FLAT_ALGORITHMS,
+    NIC_EFFICIENCY,
     Curve,
     busbw_factor,
     check_op,
@@ -61,6 +63,8 @@ BORROW = {
 }
 DATASHEET_TIER = 4
 MEMO_LIMIT = 1 << 16
+#: Collectives whose cross-node time is at least the same collective on one node's ranks.
+NODE_FLOOR_OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
 #: User-facing name of each curve tier (module docstring).
 TIER_NAMES = ("measured", "measured", "borrowed", "borrowed", "datasheet")
 
@@ -100,6 +104,8 @@ class CurveBook:
 
     def __init__(self, profile: Profile, fabric: Fabric, efficiency: bool = True) -> None:
         self.fabric = fabric
+        # Datasheet inter-node curves run at NCCL's usual share of the NIC (collectives.py).
+        self.nic_eta = NIC_EFFICIENCY if efficiency else 1.0
         # Intra-node fits describe the profile's own node fabric (NVSwitch or PCIe); on a
         # different kind of node they do not apply and the datasheet takes over.
         same_node = fabric.intra_kind == profile.interconnect.intra_kind
@@ -151,7 +157,8 @@ class CurveBook:
                 cand = [f for f in fits if f.op == other]
                 if cand:
                     return Curve(nearest(cand, group).pieces, "borrowed"), tier
-        return Curve.datasheet(self.latency(scope)), DATASHEET_TIER
+        eta = self.nic_eta if scope == "inter" else 1.0
+        return Curve.datasheet(self.latency(scope), eta), DATASHEET_TIER
 
 
 def nearest(fits: list[Fit], group: int) -> Fit:
@@ -265,10 +272,17 @@ class Communication:
             (a for a, p in phases.items() if p.tier == best_tier),
             key=lambda a: float(phases[a].seconds[0]),
         )
-        seconds = float(phases[name].seconds[0])
+        seconds, tier = float(phases[name].seconds[0]), phases[name].tier
+        if group > gpn and op in NODE_FLOOR_OPS:
+            # Spanning nodes never removes the work inside one node: every rank still moves
+            # at least the single-node collective's bytes over NVLink (or PCIe), whichever
+            # algorithm crosses the nodes; priced by the same intra-node curves.
+            floor = self.collective(op, size, gpn, gpn)
+            if floor.seconds > seconds:
+                seconds, tier = floor.seconds, max(tier, TIER_NAMES.index(floor.tier))
         busbw = size / seconds * busbw_factor(op, group) / 1e9 if seconds > 0 else 0.0
-        self.note(op, phases[name].tier)
-        return CollectiveCost(seconds, name, busbw, tier_name(phases[name].tier))
+        self.note(op, tier)
+        return CollectiveCost(seconds, name, busbw, tier_name(tier))
 
     def p2p(self, nbytes: float, same_node: bool) -> float:
         """One message between two GPUs (send_recv curve, one hop)."""
@@ -299,28 +313,34 @@ class Communication:
         same = node[:, None] == node[None, :]
         intra, inter = off * same, off * ~same
         v_intra = max(intra.sum(1).max(), intra.sum(0).max())
-        v_rank = max(inter.sum(1).max(), inter.sum(0).max())
-        out_node = np.bincount(node, weights=inter.sum(1))
-        in_node = np.bincount(node, weights=inter.sum(0))
-        v_node = max(out_node.max(), in_node.max())
         v_bridge = self.bridge_volume(intra, gpn)
-        return self.a2a_seconds(n, gpn, v_intra, v_rank, v_node, v_bridge)
+        local, tier = self.local_a2a(n, gpn, np.array([v_intra]), np.array([v_bridge]))
+        seconds = float(local[0])
+        if n > gpn:
+            model, inter_tier = self.inter_a2a(n, gpn)
+            seconds = max(seconds, model.seconds(inter, node))
+            tier = max(tier, inter_tier)
+        self.note("all_to_allv", tier)
+        return seconds
 
     # ------------------------------------------------------------------ internals
-    def a2a_seconds(
-        self, n: int, gpn: int, v_intra: float, v_rank: float, v_node: float, v_bridge: float
-    ) -> float:
+    def local_a2a(
+        self, n: int, gpn: int, v_intra: np.ndarray, v_bridge: np.ndarray
+    ) -> tuple[np.ndarray, int]:
+        """Intra-node part of an all-to-all: the busiest rank's NVLink (or PCIe) volume and
+        the busiest PCIe switch uplink."""
         f = self.fabric
-        intra_curve, _ = self.book.lookup("all_to_all", "direct", "intra", min(n, gpn), gpn)
-        times = [intra_curve.seconds(np.array([v_intra]), f.intra_bw, 1)[0] if v_intra else 0.0]
-        if v_bridge:
-            times.append(intra_curve.seconds(np.array([v_bridge]), f.pcie_bridge_bw, 1)[0])
-        if n > gpn and (v_rank or v_node):
-            inter_curve, tier = self.book.lookup("all_to_all", "direct", "inter", n, gpn)
-            times.append(inter_curve.seconds(np.array([v_rank]), f.inter_bw, 1)[0])
-            node_bw = self.node_bw(gpn, tier)
-            times.append(inter_curve.seconds(np.array([v_node]), node_bw, 1)[0])
-        return float(max(times))
+        curve, tier = self.book.lookup("all_to_all", "direct", "intra", min(n, gpn), gpn)
+        out = np.where(v_intra > 0, curve.seconds(v_intra, f.intra_bw, 1), 0.0)
+        if f.pcie_bridge_bw > 0 and np.any(v_bridge > 0):
+            bridge = curve.seconds(v_bridge, f.pcie_bridge_bw, 1)
+            out = np.maximum(out, np.where(v_bridge > 0, bridge, 0.0))
+        return out, tier
+
+    def inter_a2a(self, n: int, gpn: int) -> tuple[InterNodeA2A, int]:
+        """The cross-node message model (:mod:`libra_des.hardware.alltoall`) for a layout."""
+        curve, tier = self.book.lookup("all_to_all", "direct", "inter", n, gpn)
+        return InterNodeA2A(curve, self.fabric.inter_bw, self.node_bw(gpn, tier)), tier
 
     def bridge_volume(self, intra: np.ndarray, gpn: int) -> float:
         """Bytes the busiest PCIe switch uplink carries (0 on NVSwitch or one switch)."""
@@ -358,16 +378,11 @@ class Communication:
     def uniform_a2a(self, n: int, gpn: int, size: np.ndarray) -> Phase:
         per_peer = np.asarray(size, dtype=np.float64) / n
         g = min(n, gpn)
-        secs = np.array(
-            [
-                self.a2a_seconds(
-                    n, gpn, (g - 1) * p, (n - g) * p, g * (n - g) * p, self.uniform_bridge(g) * p
-                )
-                for p in per_peer
-            ]
-        )
-        scope = "intra" if n <= gpn else "inter"
-        _, tier = self.book.lookup("all_to_all", "direct", scope, n, gpn)
+        secs, tier = self.local_a2a(n, gpn, (g - 1) * per_peer, self.uniform_bridge(g) * per_peer)
+        if n > gpn:
+            model, inter_tier = self.inter_a2a(n, gpn)
+            secs = np.maximum(secs, model.uniform(n, gpn, per_peer))
+            tier = max(tier, inter_tier)
         return Phase(secs, tier)
 
     def uniform_bridge(self, g: int) -> float:

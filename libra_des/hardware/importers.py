@@ -236,3 +236,34 @@ def import_attention_psv(path: Path) -> Imported:
     samples = tuple(psv_row(row, path, i) for i, row in enumerate(rows, start=2))
     device = rows[0].get("gpu_type") or None
     return Imported(samples, device)
+
+
+# ----------------------------------------------------------------------------- public evidence
+
+
+def import_public_csv(path: Path) -> Imported:
+    """Rows copied from public nccl-tests logs (``calibration/public/*.csv``): ``#`` lines
+    name the source; columns ``op, group, gpus_per_node, nbytes, time_us``."""
+    lines = [ln for ln in read_file(path).splitlines() if ln.strip() and not ln.startswith("#")]
+    samples = []
+    for i, row in enumerate(csv.DictReader(lines), start=2):
+        try:
+            op, group, gpn = row["op"], int(row["group"]), int(row["gpus_per_node"])
+            nbytes, secs = float(row["nbytes"]), float(row["time_us"]) * 1e-6
+        except (KeyError, TypeError, ValueError):
+            raise InputError(
+                f"{path.name}:{i}", row, "op,group,gpus_per_node,nbytes,time_us"
+            ) from None
+        if op not in COLLECTIVE_OPS or group < 1 or gpn < 1 or nbytes <= 0 or secs <= 0:
+            raise InputError(f"{path.name}:{i}", row, "a collective with positive numbers")
+        samples.append(
+            Sample(
+                op=op,
+                nbytes=nbytes,
+                group=group,
+                gpus_per_node=gpn,
+                time=TimeStats(median=secs),
+                source=path.name,
+            )
+        )
+    return Imported(tuple(samples), None)

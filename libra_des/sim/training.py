@@ -24,7 +24,7 @@ from libra_des.hardware.profile import load_profile
 from libra_des.hardware.topology import Topology, load_topology
 from libra_des.hardware.variance import VarianceModel
 from libra_des.plan.step import StepPlan, build_step_plan, pool_size_of
-from libra_des.sim.detailed import DetailedPipelineSim
+from libra_des.sim.detailed import DetailedPipelineSim, flow_times
 from libra_des.sim.network import Network
 from libra_des.sim.opcost import LinearCosts, SlotAttention, linear_costs, slot_attention
 from libra_des.sim.pipeline import PipelineRun, PipelineSim
@@ -89,9 +89,9 @@ def sync_fn(
     Assumptions: attention, router and dense weights are replicated over DP x CP and reduced
     with one all-reduce per layer bucket over those GPUs; expert weights are sharded over the
     CP group (expert parallelism) and reduced over DP only, across the GPUs that hold the same
-    CP rank (:func:`dp_ranks_per_node` gives how they sit on nodes). A bucket is ready on an entity when
-    its layer's share of the entity's last backward op of that model chunk has run; buckets go
-    one after another on the communication stream.
+    CP rank (:func:`dp_ranks_per_node` gives how they sit on nodes). A bucket is ready on an
+    entity when its layer's share of the entity's last backward op of that model chunk has
+    run; buckets go one after another on the communication stream.
     """
     par, fab = scenario.parallelism, cluster.cost.fabric
     bucket_s = 0.0
@@ -201,6 +201,8 @@ def simulate_step(
     began = time.perf_counter()
     run = sim.run()
     sim_wall = time.perf_counter() - began
+    if isinstance(sim, DetailedPipelineSim):
+        times = flow_times(times, sim)
     executed = executed_pair_heads(times, run, schedule)
     check_step(scenario, plan, schedule, run, executed)
     step_time = float(max(run.sync_end.max(), np.nanmax(run.finish)))
