@@ -114,3 +114,22 @@ def test_datasheet_tier_reproduces_a_public_three_node_all_reduce() -> None:
         for s in imported.samples
     ]
     assert len(errors) == 6 and max(abs(e) for e in errors) < 0.10
+
+
+def test_cost_without_bytes_sweeps_sizes_and_names_tiers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], base: Profile
+) -> None:
+    import json
+
+    from libra_des.cli import main
+    from libra_des.hardware.profile import save_profile
+
+    path = save_profile(with_inter_p2p(load_profile("a100-sxm")), tmp_path / "p.json")
+    argv = ["cost", "--profile", str(path), "--op", "all_reduce", "--group", "16"]
+    topo = ["--topology", "a100-dgx-ib-hdr", "--gpus-per-node", "8", "--json"]
+    assert main([*argv, *topo]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["tier"] == "measured" and len(out["rows"]) >= 8
+    big = out["rows"][-1]
+    inter = next(p for p in big["phases"] if p["phase"].startswith("inter"))
+    assert inter["node_gbs"] == pytest.approx(ETA * HDR / 1e9, rel=0.05)

@@ -368,7 +368,6 @@ def test_cost_command_attention_and_gemm(capsys: pytest.CaptureFixture[str]) -> 
     [
         ["--op", "all_mean", "--bytes", "10", "--group", "2"],
         ["--op", "all_reduce", "--bytes", "-5", "--group", "2"],
-        ["--op", "all_reduce", "--group", "2"],
         ["--op", "all_reduce", "--bytes", "10", "--group", "8", "--algorithm", "butterfly"],
         ["--op", "all_reduce", "--bytes", "10", "--group", "8", "--gpus-per-node", "9"],
         ["--op", "all_reduce", "--bytes", "10", "--group", "0"],

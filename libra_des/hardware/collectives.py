@@ -55,6 +55,15 @@ FLAT_ALGORITHMS: dict[str, tuple[str, ...]] = {
 #: 400 Gb/s ConnectX-7 (NVIDIA/nccl-tests#267): 0.96-0.98; we take the lower, 0.96.
 NIC_EFFICIENCY = 0.96
 
+#: Fixed cost of one point-to-point message between GPUs on two nodes (NIC, switches and
+#: NCCL's network proxy), used as the per-peer latency of cross-node all-to-all messages and
+#: send/recv where a profile has no inter-node measurement. Public measurements (numbers and
+#: links in calibration/public/p2p-latency-between-nodes.csv): 31-34 us for small sendrecv_perf
+#: messages between two A40 nodes (NVIDIA/nccl-tests#214), 24 us for 2-10 KB send/recv between
+#: two A100 DGX nodes (Vidur's profiles); we take the lower, 24 us. The topology's hop
+#: latencies (a few us) describe the wire, not the software path.
+NET_P2P_LATENCY = 24e-6
+
 #: Algorithm a measurement is attributed to when its log does not say (NCCL's usual choice).
 DEFAULT_ALGORITHM = {op: algs[0] for op, algs in FLAT_ALGORITHMS.items()}
 

@@ -41,6 +41,7 @@ from libra_des.errors import InputError
 from libra_des.hardware.alltoall import InterNodeA2A
 from libra_des.hardware.collectives import (
     FLAT_ALGORITHMS,
+    NET_P2P_LATENCY,
     NIC_EFFICIENCY,
     Curve,
     busbw_factor,
@@ -106,6 +107,7 @@ class CurveBook:
         self.fabric = fabric
         # Datasheet inter-node curves run at NCCL's usual share of the NIC (collectives.py).
         self.nic_eta = NIC_EFFICIENCY if efficiency else 1.0
+        self.net_p2p = NET_P2P_LATENCY if efficiency else 0.0
         # Intra-node fits describe the profile's own node fabric (NVSwitch or PCIe); on a
         # different kind of node they do not apply and the datasheet takes over.
         same_node = fabric.intra_kind == profile.interconnect.intra_kind
@@ -157,8 +159,10 @@ class CurveBook:
                 cand = [f for f in fits if f.op == other]
                 if cand:
                     return Curve(nearest(cand, group).pieces, "borrowed"), tier
-        eta = self.nic_eta if scope == "inter" else 1.0
-        return Curve.datasheet(self.latency(scope), eta), DATASHEET_TIER
+        eta, latency = (self.nic_eta, self.net_p2p) if scope == "inter" else (1.0, 0.0)
+        if op not in ("all_to_all", "send_recv"):
+            latency = 0.0  # collectives' steps are pipelined: the hop latency applies
+        return Curve.datasheet(max(self.latency(scope), latency), eta), DATASHEET_TIER
 
 
 def nearest(fits: list[Fit], group: int) -> Fit:

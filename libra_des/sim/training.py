@@ -137,7 +137,12 @@ def all_reduce_s(cluster: Cluster, nbytes: float, group: int, gpus_per_node: int
     if group <= 1 or nbytes <= 0:
         return 0.0
     per_node = max(1, min(gpus_per_node, group))
-    return cluster.cost.collective("all_reduce", nbytes, group, per_node).seconds
+    try:
+        return cluster.cost.collective("all_reduce", nbytes, group, per_node).seconds
+    except InputError:
+        # A layout the fabric cannot hold: name the scenario's fields, not the cost command's.
+        need = f"a DP x CP layout that fits {cluster.cost.fabric.num_gpus} GPUs"
+        raise InputError("parallelism", f"all-reduce over {group} GPUs", need) from None
 
 
 def last_backward_per_chunk(order: tuple[Op, ...]) -> list[int]:
