@@ -63,7 +63,7 @@ def test_no_nic_carries_more_than_its_line_rate(
     secs = cost.collective(op, size, nodes * g, g).seconds
     nics = min(g, f.nics_per_node)
     per_nic = node_bytes(op, size, nodes * g, g) / nics / secs
-    assert per_nic <= f.inter_bw * (1 + 1e-9)
+    assert per_nic <= f.nic_line_bw * (1 + 1e-9)
 
 
 @settings(max_examples=60, deadline=None)

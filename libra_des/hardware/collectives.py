@@ -56,8 +56,9 @@ FLAT_ALGORITHMS: dict[str, tuple[str, ...]] = {
 NIC_EFFICIENCY = 0.96
 
 #: Fixed cost of one point-to-point message between GPUs on two nodes (NIC, switches and
-#: NCCL's network proxy), used as the per-peer latency of cross-node all-to-all messages and
-#: send/recv where a profile has no inter-node measurement. Public measurements (numbers and
+#: NCCL's network proxy), used where a profile has no inter-node measurement: the latency of a
+#: send/recv, and paid once by a cross-node all-to-all whose further messages each add the
+#: hop latency (a LogGP-style gap; see alltoall.py). Public measurements (numbers and
 #: links in calibration/public/p2p-latency-between-nodes.csv): 31-34 us for small sendrecv_perf
 #: messages between two A40 nodes (NVIDIA/nccl-tests#214), 24 us for 2-10 KB send/recv between
 #: two A100 DGX nodes (Vidur's profiles); we take the lower, 24 us. The topology's hop
@@ -125,24 +126,30 @@ def busbw_factor(op: str, n: int) -> float:
     return 1.0
 
 
-def node_nic_bw(fabric: Fabric, ranks_per_node: int, paths: int | None = None) -> float:
+def node_nic_bw(
+    fabric: Fabric, ranks_per_node: int, paths: int | None = None, nodes: int | None = None
+) -> float:
     """Inter-node bandwidth the group's ranks on one node can use together (rail NICs).
 
     GPU i uses NIC ``i * nics // gpus_per_node``, so ``g`` packed ranks reach
-    ``min(g, nics)`` NICs, each ``fabric.inter_bw`` (already divided by oversubscription).
-    ``paths``: how many concurrent inter-node paths per node a measurement has shown (see
-    :class:`~libra_des.hardware.communication.CurveBook`); ``None`` trusts the datasheet.
+    ``min(g, nics)`` NICs, each ``fabric.inter_bw`` (already divided by oversubscription), or
+    for rail-aligned traffic among ``nodes`` nodes :meth:`Fabric.rail_bw` (line rate while it
+    stays on the rails' leaves). ``paths``: how many concurrent inter-node paths per node a
+    measurement has shown (see :class:`~libra_des.hardware.communication.CurveBook`); ``None``
+    trusts the datasheet.
     """
     nics = max(1, min(ranks_per_node, fabric.nics_per_node or 1, paths or ranks_per_node))
-    return nics * fabric.inter_bw
+    return nics * (fabric.inter_bw if nodes is None else fabric.rail_bw(nodes))
 
 
 def flat_rate(fabric: Fabric, group: int, ranks_per_node: int, paths: int | None = None) -> float:
     """Bottleneck rate of a flat algorithm: the GPU's own link, or inside multi-node rings
-    (one channel per rail, every channel crossing each node boundary once) the node's NICs."""
+    (one channel per rail, every channel crossing each node boundary once on the same NIC
+    index, so rail-aligned) the node's NICs."""
     if group <= ranks_per_node:
         return fabric.intra_bw
-    return min(fabric.intra_bw, node_nic_bw(fabric, ranks_per_node, paths))
+    nodes = -(-group // ranks_per_node)
+    return min(fabric.intra_bw, node_nic_bw(fabric, ranks_per_node, paths, nodes))
 
 
 @dataclass(frozen=True)

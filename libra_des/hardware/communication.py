@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from libra_des.errors import InputError
-from libra_des.hardware.alltoall import InterNodeA2A
+from libra_des.hardware.alltoall import InterNodeA2A, LeafMap
 from libra_des.hardware.collectives import (
     FLAT_ALGORITHMS,
     NET_P2P_LATENCY,
@@ -160,8 +160,10 @@ class CurveBook:
                 if cand:
                     return Curve(nearest(cand, group).pieces, "borrowed"), tier
         eta, latency = (self.nic_eta, self.net_p2p) if scope == "inter" else (1.0, 0.0)
-        if op not in ("all_to_all", "send_recv"):
-            latency = 0.0  # collectives' steps are pipelined: the hop latency applies
+        if op != "send_recv":
+            # Collectives' steps and an all-to-all's back-to-back messages are pipelined: each
+            # pays the hop latency; an all-to-all pays the message latency once (alltoall.py).
+            latency = 0.0
         return Curve.datasheet(max(self.latency(scope), latency), eta), DATASHEET_TIER
 
 
@@ -210,10 +212,11 @@ class Communication:
         """Per op priced so far, the tier of its worst-sourced phase (module docstring)."""
         return {op: tier_name(t) for op, t in sorted(self.ledger.items())}
 
-    def node_bw(self, ranks_per_node: int, tier: int) -> float:
-        """A node's usable inter-node rate for a phase priced from a curve of ``tier``."""
+    def node_bw(self, ranks_per_node: int, tier: int, nodes: int | None = None) -> float:
+        """A node's usable inter-node rate for a phase priced from a curve of ``tier``
+        (rail-aligned among ``nodes`` nodes when given; see :meth:`Fabric.rail_bw`)."""
         paths = self.book.inter_paths if tier < DATASHEET_TIER else None
-        return node_nic_bw(self.fabric, ranks_per_node, paths)
+        return node_nic_bw(self.fabric, ranks_per_node, paths, nodes)
 
     # ------------------------------------------------------------------ layout
     def layout(self, group: int, gpus_per_node: int | None) -> int:
@@ -344,7 +347,16 @@ class Communication:
     def inter_a2a(self, n: int, gpn: int) -> tuple[InterNodeA2A, int]:
         """The cross-node message model (:mod:`libra_des.hardware.alltoall`) for a layout."""
         curve, tier = self.book.lookup("all_to_all", "direct", "inter", n, gpn)
-        return InterNodeA2A(curve, self.fabric.inter_bw, self.node_bw(gpn, tier)), tier
+        leaves = LeafMap.of(self.fabric, gpn)
+        # A datasheet curve's alpha is the per-message gap (hop latency); the first message's
+        # software latency is paid once on top (module docstring of alltoall.py).
+        once = (
+            max(self.book.net_p2p - curve.pieces[0].alpha_step, 0.0)
+            if curve.origin == "datasheet"
+            else 0.0
+        )
+        model = InterNodeA2A(curve, self.fabric.inter_bw, self.node_bw(gpn, tier), leaves, once)
+        return model, tier
 
     def bridge_volume(self, intra: np.ndarray, gpn: int) -> float:
         """Bytes the busiest PCIe switch uplink carries (0 on NVSwitch or one switch)."""
@@ -505,7 +517,7 @@ class InterView:
                 continue
             volume, steps = phase_shape(op, alg, nodes, size)
             curve, tier = self.comm.book.lookup(op, alg, "inter", nodes, 1)
-            rate = self.comm.node_bw(self.gpn, tier) / self.gpn
+            rate = self.comm.node_bw(self.gpn, tier, nodes) / self.gpn
             phases.append(Phase(curve.seconds(volume, rate, steps), tier))
         tier = min(p.tier for p in phases)
         return Phase(np.min([p.seconds for p in phases if p.tier == tier], axis=0), tier)
