@@ -112,3 +112,20 @@ def test_hot_receiver_sets_the_time_and_the_spine_halves_the_rate(topology: str)
     if cost.fabric.oversubscription > 1:
         flat = model("h200-roce-railopt")
         assert cost.all_to_allv(even, g) > 1.8 * flat.all_to_allv(even, g)
+
+
+@pytest.mark.parametrize("topology", ["h200-roce-railopt", "h200-roce-railopt-2to1"])
+def test_linear_fast_path_equals_message_by_message(topology: str) -> None:
+    cost = model(topology)
+    a2a, _ = cost.inter_a2a(32, 8)
+    assert a2a.is_linear
+    rng = np.random.default_rng(3)
+    inter = rng.exponential(1e6, (32, 32)) * (rng.random((32, 32)) < 0.6)
+    node = np.arange(32) // 8
+    inter[node[:, None] == node[None, :]] = 0.0
+    local = a2a.leaves.local(32) if a2a.leaves.gain > 1 else None
+    fast = a2a.linear_parts(inter, inter > 0, local)
+    slow = a2a.message_parts(inter, inter > 0, local)
+    for f, s in zip(fast, slow, strict=True):
+        for x, y in zip(f, s, strict=True):
+            np.testing.assert_allclose(x, y, rtol=1e-12)

@@ -80,6 +80,10 @@ class LeafMap:
         return same
 
 
+#: ((per-rank send s, per-rank receive s), (per-rank share of its node's out s, in s)).
+Parts = tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
 @dataclass(frozen=True)
 class InterNodeA2A:
     """The inter-node part of an all-to-all(v) on one layout (see the module docstring)."""
@@ -95,20 +99,54 @@ class InterNodeA2A:
         nz = inter > 0
         if not nz.any():
             return 0.0
+        gain = self.leaves.gain
+        local = self.leaves.local(inter.shape[0]) if gain > 1 else None
+        per_msg, at_node = (
+            self.linear_parts(inter, nz, local)
+            if self.is_linear
+            else self.message_parts(inter, nz, local)
+        )
+        send, recv = per_msg
+        nodes = int(node.max()) + 1
+        out_node = np.bincount(node, weights=at_node[0], minlength=nodes).max()
+        in_node = np.bincount(node, weights=at_node[1], minlength=nodes).max()
+        return float(self.once + max(send.max(), recv.max(), out_node, in_node))
+
+    @property
+    def is_linear(self) -> bool:
+        """One regime without a small-message term: sums of bytes suffice (fast path)."""
+        return len(self.curve.pieces) == 1 and self.curve.pieces[0].half == 0
+
+    def classes(self, nz: np.ndarray, local: np.ndarray | None) -> list[tuple[np.ndarray, float]]:
+        """(mask, rate multiplier): spine-crossing messages at 1, leaf-local at the gain."""
+        if local is None:
+            return [(nz, 1.0)]
+        return [(nz & ~local, 1.0), (nz & local, self.leaves.gain)]
+
+    def message_parts(self, inter: np.ndarray, nz: np.ndarray, local: np.ndarray | None) -> Parts:
+        """Per rank (send, receive) and per rank towards its node (out, in) seconds."""
         per_msg = np.zeros_like(inter)
         at_node = np.zeros_like(inter)
-        gain = self.leaves.gain
-        local = self.leaves.local(inter.shape[0]) if gain > 1 else np.zeros_like(nz)
-        for mask, scale in ((nz & ~local, 1.0), (nz & local, gain)):
+        for mask, scale in self.classes(nz, local):
             if mask.any():
                 m = inter[mask]
                 per_msg[mask] = self.curve.seconds(m, self.nic_bw * scale, 1)
                 at_node[mask] = self.curve.seconds(m, self.node_bw * scale, 0)
-        send, recv = per_msg.sum(1).max(), per_msg.sum(0).max()
-        nodes = int(node.max()) + 1
-        out_node = np.bincount(node, weights=at_node.sum(1), minlength=nodes).max()
-        in_node = np.bincount(node, weights=at_node.sum(0), minlength=nodes).max()
-        return float(self.once + max(send, recv, out_node, in_node))
+        return (per_msg.sum(1), per_msg.sum(0)), (at_node.sum(1), at_node.sum(0))
+
+    def linear_parts(self, inter: np.ndarray, nz: np.ndarray, local: np.ndarray | None) -> Parts:
+        """:meth:`message_parts` in closed form for a linear curve (alpha + m / (B eta))."""
+        piece = self.curve.pieces[0]
+        zero = np.zeros(inter.shape[0])
+        send, recv, out, into = zero, zero, zero, zero
+        for mask, scale in self.classes(nz, local):
+            m = inter if local is None else np.where(mask, inter, 0.0)
+            rank_rate, node_rate = self.nic_bw * scale * piece.eta, self.node_bw * scale * piece.eta
+            rows, cols = m.sum(1), m.sum(0)
+            send = send + piece.alpha_step * mask.sum(1) + rows / rank_rate
+            recv = recv + piece.alpha_step * mask.sum(0) + cols / rank_rate
+            out, into = out + rows / node_rate, into + cols / node_rate
+        return (send, recv), (out, into)
 
     def uniform(self, n: int, gpn: int, per_peer: np.ndarray) -> np.ndarray:
         """:meth:`seconds` for ``per_peer`` bytes between every pair of ranks, ``gpn`` ranks
