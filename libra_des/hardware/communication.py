@@ -11,7 +11,9 @@ group size) the curve comes from, in order of *tier*:
    direct exchange between nodes is a send/receive between two nodes;
 2. fits of this algorithm for another op in the same scope (its per-step latency and curve);
 3. fits of another algorithm in the same scope (never NVLS for non-NVLS and back);
-4. the datasheet: efficiency 1, the fabric's hop latency per step.
+4. the datasheet: the fabric's hop latency per step; efficiency 1 inside a node and
+   ``NIC_EFFICIENCY`` across nodes, a send/recv across nodes pays ``NET_P2P_LATENCY``
+   (defaults from public measurements, see ``collectives.py`` and docs/communication.md).
 
 Without an explicit algorithm, the fastest candidate among those of the *lowest* available
 tier is chosen, so a measured NCCL curve is never outbid by an idealised datasheet one.
