@@ -23,9 +23,9 @@ Measurement method (assumptions):
   record the public H100 table, so the same fitter applies.
 - gemm: ``[m, k] x [k, n]`` (bf16 on GPU, fp32 on CPU). grouped_gemm: ``E`` experts with
   ``m`` rows each, timed as one batched GEMM launch (``torch.bmm``), i.e. a grouped GEMM under
-  even routing; the sample keeps the per-expert shape in ``gemm`` and ``E`` in ``group``. The
-  fitter has no grouped-GEMM model, so these samples are left out of the fit: ``libra-des
-  validate`` prices them from the plain-GEMM fit, an out-of-sample check.
+  even routing; the sample keeps the per-expert shape in ``gemm`` and ``E`` in ``group``. They
+  enter the fit of the grouped-GEMM tile model (``hardware/kernels.grouped_seconds``), and
+  ``libra-des validate`` reports its error on them.
 - collectives: one process per GPU (NCCL) or ``--world`` processes (gloo on CPU), spawned here.
   A repeat aligns the group (a one-element all_reduce and a synchronisation), then runs the
   collective ``inner`` times back to back (nccl-tests style, so launch skew is amortised) and
@@ -678,7 +678,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not opt.cuda:
             base = cpu_profile(base, opt.world, [s for s in samples if s.op == "gemm"])
         prof = replace_meta(base, opt, name)
-        fitted, results = fit_profile(prof.with_samples(fittable(samples)))
+        fitted, results = fit_profile(prof.with_samples(tuple(samples)))
         save_profile(fitted.with_samples(tuple(samples)), opt.out)
     except InputError as exc:
         sys.stderr.write(exc.line() + "\n")
@@ -686,11 +686,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     took = time.perf_counter() - started
     LOG.log(f"wrote {opt.out}: {len(samples)} samples, {len(results)} fits in {took:.1f} s")
     return 0
-
-
-def fittable(samples: list[Sample]) -> tuple[Sample, ...]:
-    """Samples the project's fitter models (it has no grouped-GEMM model; module docstring)."""
-    return tuple(s for s in samples if s.op != "grouped_gemm")
 
 
 def replace_meta(base: Profile, opt: Options, device: str) -> Profile:

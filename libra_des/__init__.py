@@ -2,6 +2,46 @@
 
 Layers (imports point downwards only): ``cli`` -> ``sim`` -> ``plan`` / ``hardware``
 -> ``workload`` -> ``config``. See ``docs/architecture.md``.
+
+The Python API (:mod:`libra_des.api`) is exported here lazily, so ``import libra_des`` stays
+cheap: ``simulate``, ``load_scenario``, ``step_plan``, ``cost``, ``cost_model`` and ``Result``, plus
+the error types ``InputError`` and ``CheckError``. (The step planner is ``step_plan``, not
+``plan``: ``libra_des.plan`` is the planners' subpackage and would shadow a function.)
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+
+#: Public names and the module that defines each (imported on first use).
+_EXPORTS = {
+    "Result": "libra_des.api",
+    "cost": "libra_des.api",
+    "cost_model": "libra_des.api",
+    "load_scenario": "libra_des.api",
+    "simulate": "libra_des.api",
+    "step_plan": "libra_des.api",
+    "InputError": "libra_des.errors",
+    "CheckError": "libra_des.errors",
+}
+
+__all__ = [
+    "CheckError", "InputError", "Result", "__version__",
+    "cost", "cost_model", "load_scenario", "simulate", "step_plan",
+]
+
+if TYPE_CHECKING:
+    from libra_des.api import Result, cost, cost_model, load_scenario, simulate, step_plan
+    from libra_des.errors import CheckError, InputError
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name's module on first access (PEP 562)."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'libra_des' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

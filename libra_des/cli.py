@@ -2,6 +2,9 @@
 
 Each command lives in ``libra_des/commands/<name>.py`` and exposes ``register(subparsers)``.
 Bad input of any kind ends here as one line on stderr and exit status 2 (no traceback).
+Exit statuses: 0 success; 1 a sweep with failed points; 2 bad input (or an output path
+that cannot be written); 3 a failed built-in check or an internal error, i.e. a bug, reported
+as one line asking for a bug report (:mod:`libra_des.safety`); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -12,7 +15,8 @@ import sys
 from collections.abc import Sequence
 
 from libra_des import __version__
-from libra_des.errors import EXIT_BAD_INPUT, CheckError, InputError
+from libra_des.errors import EXIT_BAD_INPUT
+from libra_des.safety import guarded
 
 #: Command modules, in the order ``--help`` lists them.
 COMMANDS = ("quickstart", "run", "plan", "sweep", "cost", "profile", "validate")
@@ -26,11 +30,24 @@ class OneLineParser(argparse.ArgumentParser):
         raise SystemExit(EXIT_BAD_INPUT)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def chosen_command(argv: Sequence[str]) -> str | None:
+    """The sub-command named on the command line, if it is one of COMMANDS (else None)."""
+    first = next((a for a in argv if not a.startswith("-")), None)
+    return first if first in COMMANDS else None
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The full parser; with ``argv`` naming a command, only that command's module is imported
+    (the others get a bare sub-parser, so choices and errors stay the same): importing every
+    command costs more than a short ``plan`` run."""
     parser = OneLineParser(prog="libra-des", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"libra-des {__version__}")
     subs = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+    only = chosen_command(argv) if argv is not None else None
     for name in COMMANDS:
+        if only is not None and name != only:
+            subs.add_parser(name)
+            continue
         try:
             module = importlib.import_module(f"libra_des.commands.{name}")
         except ModuleNotFoundError as exc:
@@ -42,21 +59,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        code: int = args.handler(args)
-    except InputError as exc:
-        sys.stderr.write(exc.line() + "\n")
-        return EXIT_BAD_INPUT
-    except CheckError as exc:
-        sys.stderr.write(f"error: {exc}\n")
-        return 1
-    except KeyboardInterrupt:
-        sys.stderr.write("interrupted\n")
-        return 130
+    words = list(sys.argv[1:] if argv is None else argv)
+    return guarded(run_command, words, command_name(words))
+
+
+def run_command(argv: list[str]) -> int:
+    """Parse the command line and run the chosen command's handler."""
+    args = build_parser(argv).parse_args(argv)
+    code: int = args.handler(args)
     return code
 
+
+def command_name(argv: Sequence[str]) -> str:
+    """``run`` or ``profile import``: what a bug-report line names."""
+    words = [w for w in argv if not w.startswith("-")]
+    if words and words[0] in COMMANDS:
+        return " ".join(words[:2]) if words[0] == "profile" and len(words) > 1 else words[0]
+    return "libra-des"
 
 if __name__ == "__main__":
     raise SystemExit(main())

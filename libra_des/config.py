@@ -19,10 +19,25 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from libra_des.errors import InputError
+from libra_des.validation import (
+    check_limits,
+    check_scenario,
+    is_file,
+    parse_value,
+    parse_yaml,
+    read_bounded,
+    strict_fields,
+)
 
 #: Repository root: shipped topologies, workloads and profiles are found relative to it.
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,6 +50,18 @@ class Frozen(BaseModel):
     """Base for every configuration object: immutable, unknown keys rejected."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _strict_input(cls, data: Any) -> Any:
+        # No bool-as-int, string-as-number or non-finite values (libra_des.validation).
+        strict_fields(cls.model_fields, data)
+        return data
+
+    @model_validator(mode="after")
+    def _upper_bounds(self) -> Frozen:
+        check_limits(self)
+        return self
 
 
 class ModelSpec(Frozen):
@@ -113,7 +140,7 @@ class MixtureComponent(Frozen):
     dist: LengthDist
 
 
-#: Named MoE routing profiles (PAPERS.md B), plus ``mixed`` (a stream whose mix drifts).
+#: Named MoE routing profiles (docs/model.md B), plus ``mixed`` (a stream whose mix drifts).
 MOE_DATASETS = (
     "bookcorpus",
     "codeforces",
@@ -162,6 +189,9 @@ class WorkloadSpec(Frozen):
     seq_len: int = Field(default=1024, gt=0)
     batches: int = Field(default=4, gt=0)
     routing: RoutingSpec | None = None
+    # Training MoE layers: expert loads from the routing model (``routing`` or its defaults),
+    # so the slowest EP rank sets each layer's time; false runs perfectly balanced experts.
+    expert_skew: bool = True
     source: str | None = None
 
 
@@ -200,8 +230,10 @@ class Balancer(Frozen):
 
     policy: str = "libra"
     pool_size: int = Field(default=8, gt=0)
-    heads_split: int = Field(default=1, gt=0)
-    block_size: int = Field(default=16_384, gt=0)
+    # TAP's head split H and block size B; ``auto`` lets the configuration simulator choose
+    # them per run (libra_des.plan.tap_autotune).
+    heads_split: int | str = "auto"
+    block_size: int | str = "auto"
     slack: float = Field(default=0.03, ge=0)
     chunks: int = Field(default=4, gt=0)
     vrsp: bool = True
@@ -219,6 +251,21 @@ class Balancer(Frozen):
     # the token-sharding stop rule: max GPU load <= mean * (1 + shard_tolerance).
     redundant_experts: int = Field(default=8, ge=0)
     shard_tolerance: float = Field(default=0.01, ge=0)
+
+    @field_validator("heads_split", "block_size", mode="before")
+    @classmethod
+    def _tap_knob(cls, value: Any) -> Any:
+        positive = isinstance(value, int) and not isinstance(value, bool) and value > 0
+        if value == "auto" or positive:
+            return value
+        raise ValueError("a positive integer or auto")
+
+    def tap_knobs(self) -> tuple[int, int]:
+        """(H, B) once resolved (``auto`` is replaced before planning)."""
+        h, b = self.heads_split, self.block_size
+        if not isinstance(h, int) or not isinstance(b, int):
+            raise InputError("balancer.heads_split", h, "resolved before planning (internal)")
+        return h, b
 
 
 class VarianceSpec(Frozen):
@@ -241,6 +288,25 @@ class VarianceSpec(Frozen):
     degraded_link_factor: float = Field(default=1.0, ge=1)
 
 
+class MemorySpec(Frozen):
+    """Training memory policy (see :mod:`libra_des.hardware.memory` and ``docs/memory.md``).
+
+    ``recompute``: what a layer's backward recomputes instead of keeping (none | selective |
+    full). ``keep_remote_kv``: keep the remote K/V groups, remote Q and computed O of TAP /
+    Ulysses until the backward (memory), or free them and fetch again (time). ``check``:
+    ``error`` refuses a run whose peak exceeds the usable HBM (exit 2), ``warn`` simulates it
+    and reports ``oom: true``. ``usable_fraction``: share of HBM a training job can fill
+    (assumption: CUDA context, NCCL buffers and allocator fragmentation take about 10%).
+    ``distributed_optimizer``: shard optimizer states over the reduction group (ZeRO-1).
+    """
+
+    recompute: Literal["none", "selective", "full"] = "none"
+    keep_remote_kv: bool = True
+    check: Literal["error", "warn"] = "error"
+    usable_fraction: float = Field(default=0.9, gt=0, le=1)
+    distributed_optimizer: bool = True
+
+
 class Scenario(Frozen):
     """One fully resolved scenario (the contract of the top-level keys)."""
 
@@ -255,6 +321,7 @@ class Scenario(Frozen):
     parallelism: Parallelism = Parallelism()
     balancer: Balancer = Balancer()
     variance: VarianceSpec = VarianceSpec()
+    memory: MemorySpec = MemorySpec()
     fidelity: Literal["fast", "detailed"] = "fast"
     comm_free: bool = False
     attention_only: bool = False
@@ -267,6 +334,7 @@ class Scenario(Frozen):
             raise InputError("workload.lengths", None, "a length distribution for training")
         if self.kind == "moe_inference" and not self.model.is_moe:
             raise InputError("model.experts", 0, "> 0 for moe_inference")
+        check_scenario(self)
         return self
 
 
@@ -279,6 +347,11 @@ def check_balancer(kind: str, bal: Balancer, par: Parallelism, model: ModelSpec)
         return
     if bal.policy == "libra" and par.dp % bal.pool_size:
         raise InputError("balancer.pool_size", bal.pool_size, f"a divisor of dp={par.dp}")
+    if not isinstance(bal.heads_split, int):
+        if not any(model.heads_q % h == 0 and (model.heads_q // h) % bal.chunks == 0
+                   for h in range(1, model.heads_q + 1)):
+            raise InputError("balancer.chunks", bal.chunks, f"a divisor of heads_q={model.heads_q}")
+        return
     if model.heads_q % bal.heads_split:
         raise InputError(
             "balancer.heads_split", bal.heads_split, f"a divisor of heads_q={model.heads_q}"
@@ -295,18 +368,13 @@ def read_yaml(path: str | Path, field: str = "scenario") -> Any:
     """Read one YAML file; missing, unreadable or malformed files are input errors."""
     p = Path(path)
     try:
-        text = p.read_text()
+        text = read_bounded(p)
     except FileNotFoundError:
         raise InputError(field, str(path), "an existing YAML file") from None
     except (OSError, UnicodeDecodeError) as exc:
         why = exc.__class__.__name__
         raise InputError(field, str(path), f"a readable YAML file ({why})") from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise InputError(field, str(path), f"well-formed YAML{where}") from None
+    return parse_yaml(text, field, str(path))
 
 
 def resolve_path(ref: str, base: Path, folder: str, suffixes: Iterable[str]) -> Path | None:
@@ -314,7 +382,7 @@ def resolve_path(ref: str, base: Path, folder: str, suffixes: Iterable[str]) -> 
     candidates = [base / ref, Path(ref), ROOT / ref, ROOT / folder / ref]
     candidates += [ROOT / folder / f"{ref}{s}" for s in suffixes]
     for cand in candidates:
-        if cand.is_file():
+        if is_file(cand):
             return cand
     return None
 
@@ -371,11 +439,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     key, sep, value = text.partition("=")
     if not sep or not key or any(not part for part in key.split(".")):
         raise InputError("--set", text, "dotted.key=value")
-    try:
-        parsed = yaml.safe_load(value) if value else ""
-    except yaml.YAMLError:
-        parsed = value
-    return key.split("."), parsed
+    return key.split("."), parse_value(value, key)
 
 
 def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str, Any]:

@@ -104,6 +104,17 @@ def microbatch_forward(rec: StepRecord, fwd_mask: np.ndarray) -> list[float]:
     return [float(x) for x in rec.times[0].duration[:, fwd_mask].ravel()]
 
 
+def memory_keys(records: list[StepRecord]) -> dict[str, Any]:
+    """``peak_memory_gib`` per stage, ``oom``, the breakdown (see ``sim/memory.py``) and the
+    TAP knobs chosen when ``auto`` (``tap_autotune``: choice and ranking, or null)."""
+    report = records[0].memory
+    if report is None:
+        return {"tap_autotune": records[0].tap_autotune}
+    detail = report.as_dict()
+    return {"peak_memory_gib": detail["peak_memory_gib"], "oom": detail["oom"], "memory": detail,
+            "tap_autotune": records[0].tap_autotune}
+
+
 def training_result(
     scenario: Scenario,
     records: list[StepRecord],
@@ -161,7 +172,9 @@ def training_result(
             "flops_executed_equal_planned": True,
             "bytes_sent_equal_received": True,
             "every_tile_ran_once": True,
+            "linear_flops_equal_tokens": True,
         },
+        **memory_keys(records),
         "scenario": scenario_dict(scenario),
     }
 

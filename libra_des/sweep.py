@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -35,10 +36,12 @@ from pathlib import Path
 from typing import Any
 
 from libra_des import __version__
-from libra_des.commands.run import simulate
 from libra_des.config import Scenario, load_scenario, parse_override, scenario_dict
 from libra_des.errors import InputError
+from libra_des.simulation import simulate
 from libra_des.storage import dumps, write_atomic
+from libra_des.sweep_safety import check_points, folder_lock, stop_workers, worker_init
+from libra_des.workload import trace_cache
 
 #: Headline metrics copied into the index, as dotted paths into ``result.json``.
 TRAINING_METRICS = (
@@ -181,6 +184,7 @@ def point_id(scenario: Scenario) -> str:
 def resolve(spec: SweepSpec) -> list[Point]:
     """Validate every point (each raises the scenario's own one-line error) before any work."""
     check_axes(spec.axes)
+    check_points(math.prod(len(a.values) for a in spec.axes))
     points = []
     for coords, sets in expand(spec.axes):
         scenario = load_scenario(spec.scenario, [*spec.base, *sets])
@@ -245,17 +249,20 @@ def local_executor(workers: int) -> Executor:
                 yield i, run_point(sc)
             return
         size = min(workers, len(scenarios))
-        with ProcessPoolExecutor(size, mp_context=get_context("spawn")) as pool:
-            pending: dict[Future[Outcome], int] = {
-                pool.submit(run_point, sc): i for i, sc in enumerate(scenarios)
-            }
-            try:
-                while pending:
-                    done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                    for fut in done:
-                        yield pending.pop(fut), fut.result()
-            finally:
-                pool.shutdown(wait=True, cancel_futures=True)
+        pool = ProcessPoolExecutor(size, mp_context=get_context("spawn"),
+                                   initializer=worker_init, initargs=(os.getpid(),))
+        pending: dict[Future[Outcome], int] = {
+            pool.submit(run_point, sc): i for i, sc in enumerate(scenarios)
+        }
+        try:
+            while pending:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    yield pending.pop(fut), fut.result()
+        except BaseException:
+            stop_workers(pool)  # Ctrl-C or a lost worker: do not wait for running points
+            raise
+        pool.shutdown(wait=True)
 
     return run
 
@@ -359,20 +366,33 @@ def run_sweep(
     """
     points = list(points) if points is not None else resolve(spec)
     run = executor or local_executor(default_workers())
+    with folder_lock(out):
+        return run_locked(spec, out, run, advance, points)
+
+
+def run_locked(
+    spec: SweepSpec,
+    out: Path,
+    run: Executor,
+    advance: Callable[[int], None],
+    points: list[Point],
+) -> SweepResult:
+    """:func:`run_sweep`'s work, while this process holds the folder's lock."""
     unique = {p.id: p for p in points}
     found = {i: load_finished(out / "points" / f"{i}.json", p.scenario) for i, p in unique.items()}
     todo = [p for i, p in unique.items() if found[i] is None]
     todo_ids = {p.id for p in todo}
     advance(len(unique) - len(todo))
     errors: dict[str, Outcome] = {}
-    for pos, outcome in run([p.scenario for p in todo]):
-        pid = todo[pos].id
-        if outcome.text is None:
-            errors[pid] = outcome
-        else:
-            write_atomic(out / "points" / f"{pid}.json", outcome.text)
-            found[pid] = json.loads(outcome.text)
-        advance(1)
+    with trace_cache.enabled(out / "trace-cache"):  # MoE points share routing traces
+        for pos, outcome in run([p.scenario for p in todo]):
+            pid = todo[pos].id
+            if outcome.text is None:
+                errors[pid] = outcome
+            else:
+                write_atomic(out / "points" / f"{pid}.json", outcome.text)
+                found[pid] = json.loads(outcome.text)
+            advance(1)
     records = tuple(record(p, found[p.id], errors.get(p.id), out, p.id not in todo_ids)
                     for p in points)
     first = next((o.input_error for o in errors.values() if o.input_error), None)
@@ -381,7 +401,12 @@ def run_sweep(
         failed=tuple(r for r in records if r.error),
         input_error=InputError(*first) if first else None,
     )
-    write_atomic(out / "sweep.json", dumps(result.index()) + "\n")
+    index = dumps(result.index()) + "\n"
+    write_atomic(out / "sweep.json", index)
+    # One index per distinct sweep command too, so a later sweep into the folder with other
+    # axes never loses this one's index (sweep.json is always the latest).
+    spec_id = hashlib.sha256(dumps(result.index() | {"points": []}).encode()).hexdigest()[:16]
+    write_atomic(out / "indexes" / f"{spec_id}.json", index)
     return result
 
 

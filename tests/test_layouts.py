@@ -36,8 +36,10 @@ def test_detailed_attention_figures_come_from_the_flows() -> None:
     path = ROOT / "scenarios" / "paper-dp-scaling-256k.yaml"
     fast, _ = simulate(load_scenario(path, base))
     detailed, _ = simulate(load_scenario(path, [*base, "fidelity=detailed"]))
-    # The flow network prices the exchange its own way (line rate, shared spine links), so
-    # its exposure differs from the fast mode's arithmetic, while the step stays close.
+    # The flow network prices the exchange its own way (line rate, no per-message latency,
+    # shared spine links), so its exposure differs from the fast mode's arithmetic; on this
+    # deliberately comm-heavy 2-layer case the step differs by up to about 10%
+    # (docs/communication.md, "Fast and detailed fidelity").
     assert detailed["attention_comm_exposed_s"] != fast["attention_comm_exposed_s"]
     assert detailed["attention_straggler_s"]["mean"] != fast["attention_straggler_s"]["mean"]
-    assert detailed["step_time_s"]["mean"] == pytest.approx(fast["step_time_s"]["mean"], rel=0.05)
+    assert detailed["step_time_s"]["mean"] == pytest.approx(fast["step_time_s"]["mean"], rel=0.15)

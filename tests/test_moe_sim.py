@@ -13,12 +13,16 @@ import simpy
 from libra_des.cli import main
 from libra_des.config import Scenario, load_scenario
 from libra_des.errors import InputError
+from libra_des.hardware.costs import CostModel
+from libra_des.hardware.profile import load_profile
+from libra_des.hardware.topology import load_topology
 from libra_des.plan.moe import static_home
 from libra_des.plan.moe.assignment import origin_counts
 from libra_des.plan.moe.replication import libra_replicas
 from libra_des.plan.moe.sharding import shard_remote_tokens
-from libra_des.sim.moe_costs import batch_shape, cpu_plan_seconds
-from libra_des.sim.moe_inference import WALL_CLOCK_FIELDS, simulate_moe
+from libra_des.sim.moe_costs import HOST_BW, HOST_LATENCY, StageCoster, batch_shape
+from libra_des.sim.moe_cpu import sharding_seconds
+from libra_des.sim.moe_inference import STAGES, WALL_CLOCK_FIELDS, simulate_moe
 from libra_des.sim.moe_layer import SharedLink, Stage, critical_exposure, launch
 from libra_des.sim.moe_policy import BatchPlanner
 from libra_des.workload.routing import RoutingTrace, save_trace
@@ -66,6 +70,23 @@ def test_result_keys_and_breakdown_adds_up(traces: list[RoutingTrace]) -> None:
     exposed = sum(v["exposed"] for v in r["layer_breakdown_s"].values())
     assert exposed == pytest.approx(r["moe_layer_s"], rel=1e-9)
     assert r["events"] > 0 and r["bytes_moved"]["total"] > 0
+    assert set(r["cost_sources"]) == set(STAGES)
+    assert set(r["cost_sources"].values()) <= {"measured", "borrowed", "assumed"}
+    assert r["cost_sources"]["moe_local"] == "borrowed"  # H200 BF16: DeepGEMM-fitted constants
+
+
+def test_harmoeny_fetches_from_host_over_pcie(traces: list[RoutingTrace]) -> None:
+    sc = scenario("balancer.policy=harmoeny")
+    prof = load_profile(sc.profile)
+    fabric = load_topology(sc.topology, sc.topology_params).fabric()
+    coster = StageCoster(CostModel(prof, fabric), fabric, sc.model, 8)
+    copy = np.zeros((8, 8))
+    copy[0, 3] = copy[1, 3] = 37.7e6
+    got = coster.host_fetch(copy)
+    assert got[3] == pytest.approx(HOST_LATENCY + 2 * 37.7e6 / HOST_BW)
+    assert got[0] == 0.0
+    r = run("balancer.policy=harmoeny", traces=traces)
+    assert r["cost_sources"]["replica_copy"] == "assumed"  # PCIe datasheet rate
 
 
 def test_oracle_libra_balances_while_sglang_shows_raw_imbalance(
@@ -114,7 +135,7 @@ def test_degradation_small(traces: list[RoutingTrace]) -> None:
 
 def exposed_cpu(r: dict[str, Any]) -> float:
     b = r["layer_breakdown_s"]
-    return float(b["sharding_cpu"]["exposed"] + b["metadata"]["exposed"])
+    return float(sum(b[s]["exposed"] for s in ("sharding_cpu", "metadata", "replication_cpu")))
 
 
 def test_short_inputs_expose_cpu_work() -> None:
@@ -143,7 +164,7 @@ def test_modelled_cpu_time_tracks_our_sharding_code(traces: list[RoutingTrace]) 
             start = time.perf_counter()
             iterations = shard_remote_tokens(counts, holders, home, 0.01).iterations
             best = min(best, time.perf_counter() - start)
-        modelled = cpu_plan_seconds(iterations)
+        modelled = sharding_seconds(iterations)
         assert modelled / 10 < best < modelled * 10
 
 

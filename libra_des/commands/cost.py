@@ -17,13 +17,15 @@ from typing import Any
 
 import numpy as np
 
+from libra_des.api import fabric_for
 from libra_des.commands.common import dumps, positive_ints
 from libra_des.errors import InputError
 from libra_des.hardware.collectives import ALGORITHMS
 from libra_des.hardware.costs import CostModel
-from libra_des.hardware.fabric import Fabric
 from libra_des.hardware.kernels import cp_shard, shard_pairs
-from libra_des.hardware.profile import COLLECTIVE_OPS, DTYPE_BYTES, Profile, load_profile
+from libra_des.hardware.profile import COLLECTIVE_OPS, DTYPE_BYTES, load_profile
+from libra_des.plausibility import check_numbers
+from libra_des.validation import MAX_GPUS, MAX_TOKENS
 
 OPS = (*COLLECTIVE_OPS, "attention", "gemm")
 
@@ -60,29 +62,43 @@ def require(args: argparse.Namespace, *names: str) -> None:
             raise InputError(f"--{name}", None, f"a value (needed for --op {args.op})")
 
 
-def fabric_for(profile: Profile, topology: str | None, group: int, gpn: int | None) -> Fabric:
-    """The fabric of ``topology`` (or the profile's machine), grown to fit the group."""
-    name = topology or profile.interconnect.topology
-    if name is None:
-        per_node = gpn or profile.interconnect.gpus_per_node
-        return profile.interconnect.fabric(max(1, math.ceil(group / per_node)))
-    from libra_des.hardware.topology import load_topology
+#: Upper bounds of the numeric flags: (maximum, why). Our choices, far beyond real calls.
+FLAG_LIMITS = {
+    "group": (MAX_GPUS, "GPUs of the largest supported cluster"),
+    "gpus_per_node": (1024, "GPUs per node"),
+    "heads": (4096, "attention heads"),
+    "kv_heads": (4096, "attention heads"),
+    "head_dim": (4096, "head dimension"),
+    "cp": (4096, "context-parallel workers"),
+    "m": (1 << 24, "GEMM rows"),
+    "n": (1 << 24, "GEMM columns"),
+    "k": (1 << 24, "GEMM inner dimension"),
+}
+MAX_BYTES = float(1 << 40)  # 1 TiB: far above any GPU's memory
 
-    topo = load_topology(name)
-    per_node = gpn or min(group, topo.gpus_per_node)
-    needed = math.ceil(group / max(per_node, 1))
-    if needed > topo.nodes:
-        topo = load_topology(name, {"nodes": needed})
-    return topo.fabric()
+
+def check_flags(args: argparse.Namespace) -> None:
+    """Every numeric flag within its bounds, before any cost model is built."""
+    for name, (hi, why) in FLAG_LIMITS.items():
+        value = getattr(args, name)
+        if value is not None and not 1 <= value <= hi:
+            raise InputError(f"--{name.replace('_', '-')}", value, f"1..{hi:,} ({why})")
+    if args.bytes is not None and not (math.isfinite(args.bytes) and 1 <= args.bytes <= MAX_BYTES):
+        raise InputError("--bytes", args.bytes, "a finite size in bytes, >= 1 and <= 2^40")
+    if args.gpus_per_node is not None and args.group is not None and (
+        args.gpus_per_node > args.group
+    ):
+        raise InputError("--gpus-per-node", args.gpus_per_node, f"<= --group={args.group}")
+    if args.heads is not None and args.kv_heads is not None and args.heads % args.kv_heads:
+        raise InputError("--kv-heads", args.kv_heads, f"a divisor of --heads={args.heads}")
 
 
 def handle(args: argparse.Namespace) -> int:
     if args.op not in OPS:
         raise InputError("--op", args.op, " | ".join(OPS))
+    check_flags(args)
     profile = load_profile(args.profile)
     group = args.group or 1
-    if group < 1:
-        raise InputError("--group", group, "a positive number of GPUs")
     fabric = fabric_for(profile, args.topology, group, args.gpus_per_node)
     model = CostModel(profile, fabric, efficiency=not args.no_fit)
     if args.op == "attention":
@@ -91,6 +107,7 @@ def handle(args: argparse.Namespace) -> int:
         result, text = gemm(model, args)
     else:
         result, text = collective(model, args)
+    check_numbers(result)  # a non-finite or negative answer is a bug, never printed
     print(dumps(result) if args.json else text)
     return 0
 
@@ -137,6 +154,9 @@ def sweep(model: CostModel, args: argparse.Namespace) -> tuple[dict[str, Any], s
 def attention(model: CostModel, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     require(args, "doc-lengths", "heads")
     lengths = positive_ints("--doc-lengths", args.doc_lengths)
+    if len(lengths) > 1_000_000 or max(lengths) > MAX_TOKENS:
+        raise InputError("--doc-lengths", f"{len(lengths)} lengths up to {max(lengths)}",
+                         f"at most 10^6 documents of <= {MAX_TOKENS:,} tokens")
     kv = args.kv_heads if args.kv_heads is not None else args.heads
     secs = model.attention_docs(lengths, args.heads, kv, args.head_dim, args.backward, args.cp)
     q, k = cp_shard(np.asarray(lengths, dtype=np.float64), args.cp)

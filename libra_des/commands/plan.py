@@ -1,4 +1,4 @@
-"""``libra-des plan``: the configuration simulator of the Libra training paper (PAPERS.md A).
+"""``libra-des plan``: the configuration simulator of the Libra training paper (docs/model.md A).
 
 For each candidate (grouping policy, pool size P, head split H, block size B) it replays the
 planners over N windows of GBS packed sequences drawn from the corpus and reports:
@@ -49,6 +49,7 @@ from libra_des.plan.baselines import wlb_cost_coefficients, wlb_llm_pack
 from libra_des.plan.grouping import POLICIES as GROUPINGS
 from libra_des.plan.grouping import Grouping, group, lln_estimate
 from libra_des.plan.tap import plan_pool
+from libra_des.preflight import check_plan_sizes
 from libra_des.workload.packing import PackedBatch, make_stream
 
 POLICIES = (*GROUPINGS, "wlb_llm")
@@ -98,6 +99,9 @@ def register(subs: argparse._SubParsersAction) -> None:
     p.add_argument("--cp", type=str, default=None,
                    help="CP workers per sequence (packed length / 128K)")
     p.add_argument("--model", default=None, help=f"model name or YAML ({DEFAULT_MODEL})")
+    p.add_argument("--tap", action="store_true",
+                   help="with --scenario: rank TAP (H, B) candidates by predicted attention time "
+                   "on the run's first window, as heads_split/block_size: auto do for a run")
     p.add_argument("--json", action="store_true", help="print one JSON object to stdout")
     p.set_defaults(handler=handle)
 
@@ -150,8 +154,11 @@ def settings_from_args(args: argparse.Namespace) -> PlanSettings:
             raise InputError("kind", sc.kind, "training (plan replays training planners)")
         workload, model = sc.workload, sc.model
         bal, par = sc.balancer, sc.parallelism
-        base.update(gbs=par.gbs, cp=par.cp, pool=bal.pool_size, heads=bal.heads_split,
-                    block=bal.block_size, seed=sc.seed, slack=bal.slack)
+        # ``auto`` knobs are chosen per run (see --tap); the table then shows H 1, B 16K.
+        heads = bal.heads_split if isinstance(bal.heads_split, int) else 1
+        block = bal.block_size if isinstance(bal.block_size, int) else 16_384
+        base.update(gbs=par.gbs, cp=par.cp, pool=bal.pool_size, heads=heads,
+                    block=block, seed=sc.seed, slack=bal.slack)
     else:
         workload = load_workload(args.workload or DEFAULT_WORKLOAD, args.set)
         model = load_model(DEFAULT_MODEL)
@@ -177,7 +184,10 @@ def settings_from_args(args: argparse.Namespace) -> PlanSettings:
 
 
 def check_settings(s: PlanSettings) -> None:
-    """Cross-flag rules: P | GBS and H | heads_q."""
+    """Cross-flag rules: P | GBS and H | heads_q; sizes this machine can replay."""
+    rows = len(s.pool_sizes) * len(s.heads_splits) * len(s.block_sizes) * len(s.policies)
+    check_plan_sizes(s.gbs, s.cp, s.pool_sizes, rows, s.windows, s.workload.packed_length,
+                     min(s.block_sizes))
     for p in s.pool_sizes:
         if s.gbs % p:
             raise InputError("--pool-size", p, f"a divisor of --gbs={s.gbs}")
@@ -311,6 +321,10 @@ def table(s: PlanSettings, rows: Sequence[dict[str, Any]]) -> Table:
 
 
 def handle(args: argparse.Namespace) -> int:
+    if args.tap:
+        from libra_des.commands.plan_tap import handle_tap
+
+        return handle_tap(args)
     s = settings_from_args(args)
     total = len(s.pool_sizes) * len(s.policies) * len(s.heads_splits) * len(s.block_sizes)
     err = Console(stderr=True)

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -30,6 +31,7 @@ from libra_des.hardware.profile import (
     resolve_profile,
     save_profile,
 )
+from libra_des.validation import check_output_file
 
 
 def register(subs: argparse._SubParsersAction) -> None:
@@ -78,6 +80,10 @@ def handle_import(args: argparse.Namespace) -> int:
     paths = [Path(f) for f in args.files]
     imported = import_files(args.format, paths)
     out = Path(args.out)
+    check_output_file(out, "--out")
+    if imported.skipped:
+        sys.stderr.write(f"note: skipped {imported.skipped} rows without a measurement "
+                         "(size 0)\n")
     prof = base_profile(out, args.device or (None if out.exists() else imported.device))
     fresh = {s.source for s in imported.samples}
     kept = tuple(s for s in prof.samples if s.source not in fresh)

@@ -14,6 +14,8 @@ from rich.table import Table
 
 from libra_des.commands.run import simulate, summary_rows
 from libra_des.config import ROOT, load_scenario
+from libra_des.errors import InputError
+from libra_des.preflight import check_feasible
 
 DEFAULT = ROOT / "scenarios" / "quickstart.yaml"
 
@@ -22,14 +24,22 @@ def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subs.add_parser("quickstart", help="run the quickstart scenario: Libra Full vs Ulysses")
     p.add_argument("--scenario", default=str(DEFAULT), help="scenario to compare policies on")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--no-preflight", action="store_true",
+                   help="run even when the memory/time estimate exceeds this machine")
     p.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
     console = Console()
     results: dict[str, dict[str, Any]] = {}
-    for policy in ("libra", "ulysses"):
-        scenario = load_scenario(args.scenario, [*args.set, f"balancer.policy={policy}"])
+    scenarios = {p: load_scenario(args.scenario, [*args.set, f"balancer.policy={p}"])
+                 for p in ("libra", "ulysses")}  # both validated before any work
+    for scenario in scenarios.values():
+        if scenario.kind != "training":
+            raise InputError("kind", scenario.kind, "training (quickstart compares policies)")
+        if not args.no_preflight:
+            check_feasible(scenario)
+    for policy, scenario in scenarios.items():
         with console.status(f"simulating {scenario.name} with {policy} ..."):
             results[policy], _ = simulate(scenario)
     table = Table(title=f"{args.scenario}: one training step, Libra Full vs Ulysses")

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
+import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from rich.console import Console
-from rich.progress import Progress
 from rich.table import Table
 
 from libra_des.commands.common import dumps, int_list, write_atomic
-from libra_des.config import Scenario, load_scenario
+from libra_des.config import load_scenario
+from libra_des.outputs import claim, default_folder, remove_stale
+from libra_des.preflight import check_feasible, trace_ranks
+from libra_des.simulation import simulate
+from libra_des.validation import check_output_dir
 
 
 def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -26,57 +28,9 @@ def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--trace", action="store_true", help="also write DIR/trace.json (Perfetto)")
     p.add_argument("--trace-ranks", default=None, help="rank groups to trace, e.g. 0,1,2")
     p.add_argument("--json", action="store_true", help="print result.json to stdout")
+    p.add_argument("--no-preflight", action="store_true",
+                   help="run even when the memory/time estimate exceeds this machine")
     p.set_defaults(handler=handle)
-
-
-def simulate(
-    scenario: Scenario, progress: bool = False, trace_ranks: list[int] | None = None,
-    want_trace: bool = False,
-) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """Run a scenario; returns (result, trace or None). Wall-clock fields: ``wall_s``."""
-    rng = np.random.default_rng(scenario.seed)
-    t0 = time.perf_counter()
-    if scenario.kind == "moe_inference":
-        from libra_des.sim.moe_inference import simulate_moe
-
-        result = simulate_moe(scenario, rng, progress=progress)
-        result.setdefault("scenario", scenario.model_dump(mode="json"))
-        result["wall_s"] = time.perf_counter() - t0
-        return result, None
-    return simulate_training_result(scenario, rng, t0, progress, want_trace, trace_ranks)
-
-
-def simulate_training_result(
-    scenario: Scenario,
-    rng: np.random.Generator,
-    t0: float,
-    progress: bool,
-    want_trace: bool,
-    trace_ranks: list[int] | None,
-) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    from libra_des.metrics import training_result
-    from libra_des.sim.schedules import build_schedule
-    from libra_des.sim.training import simulate_training
-    from libra_des.trace import chrome_trace
-
-    with Progress(transient=True, disable=not progress) as bar:
-        task = bar.add_task("simulating steps", total=scenario.steps)
-        records = simulate_training(scenario, rng, lambda _s: bar.advance(task))
-    par = scenario.parallelism
-    schedule = build_schedule(par.schedule, par.pp, par.microbatches, par.virtual_stages)
-    masks = [np.array([op.kind == "F" for op in order]) for order in schedule.orders]
-    peak = elaborate_peak(scenario)
-    result = training_result(scenario, records, masks, peak)
-    result["wall_s"] = time.perf_counter() - t0
-    trace = chrome_trace(records, schedule, trace_ranks) if want_trace else None
-    return result, trace
-
-
-def elaborate_peak(scenario: Scenario) -> float:
-    """Dense bf16 peak FLOP/s of the scenario's device (from its profile)."""
-    from libra_des.hardware.profile import load_profile
-
-    return float(load_profile(scenario.profile).peak_flops("bf16"))
 
 
 def summary_table(result: dict[str, Any], title: str) -> Table:
@@ -111,20 +65,48 @@ def summary_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
                                               f"{r['attention_imbalance']['intra_pool']:.4f}"),
         ("attention straggler (s, mean / max)", f"{r['attention_straggler_s']['mean']:.4g} / "
                                                 f"{r['attention_straggler_s']['max']:.4g}"),
+        ("peak memory (GiB per stage)", memory_text(r)),
+        ("TAP (H, B)", tap_text(r)),
         ("events", str(r["events"])),
         ("wall (s)", f"{r['wall_s']:.2f}"),
     ]
 
 
+def memory_text(r: dict[str, Any]) -> str:
+    peaks = r.get("peak_memory_gib") or []
+    text = " / ".join(f"{x:.1f}" for x in peaks)
+    return f"{text} (OOM)" if r.get("oom") else text
+
+
+def tap_text(r: dict[str, Any]) -> str:
+    tuned = r.get("tap_autotune")
+    if tuned:
+        return f"{tuned['heads_split']}, {tuned['block_size']} (auto)"
+    if r.get("policy") not in ("libra", "distca"):
+        return "unused (no TAP)"
+    bal = r.get("scenario", {}).get("balancer", {})
+    return f"{bal.get('heads_split')}, {bal.get('block_size')}"
+
+
 def handle(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, args.set)
-    ranks = int_list("--trace-ranks", args.trace_ranks, minimum=0) if args.trace_ranks else None
+    parsed = None if args.trace_ranks is None else int_list("--trace-ranks", args.trace_ranks, 0)
+    ranks = trace_ranks(scenario, args.trace, args.trace_ranks, parsed)
+    if not args.no_preflight:
+        check_feasible(scenario)
+    out = Path(args.out) if args.out else default_folder(args.scenario)
+    check_output_dir(out, "--out", ("result.json", "trace.json"))
+    if not args.out and out.name != Path(args.scenario).stem:
+        sys.stderr.write(f"note: runs/{Path(args.scenario).stem} holds another scenario's "
+                         f"results; writing to {out}\n")
     result, trace = simulate(scenario, progress=not args.json, trace_ranks=ranks,
                              want_trace=args.trace)
-    out = Path(args.out) if args.out else Path("runs") / Path(args.scenario).stem
     write_atomic(out / "result.json", dumps(result) + "\n")
+    if not args.out:
+        claim(out, args.scenario)
     if trace is not None:
         write_atomic(out / "trace.json", json.dumps(trace))
+    remove_stale(out, {"trace.json"} if trace is not None else set())
     if args.json:
         print(dumps(result))
     else:

@@ -18,6 +18,8 @@ from rich.table import Table
 
 from libra_des.commands.common import dumps, int_list
 from libra_des.errors import InputError
+from libra_des.outputs import claim, default_folder
+from libra_des.preflight import check_feasible
 from libra_des.sweep import (
     Executor,
     PointRecord,
@@ -30,6 +32,8 @@ from libra_des.sweep import (
     resolve,
     run_sweep,
 )
+from libra_des.sweep_safety import MAX_WORKERS
+from libra_des.validation import check_output_dir
 
 
 def tagged(kind: str) -> Callable[[str], tuple[str, str]]:
@@ -65,6 +69,8 @@ def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--ray", action="store_true",
                    help="run points as Ray tasks on the cluster ray.init() finds")
     p.add_argument("--json", action="store_true", help="print sweep.json to stdout")
+    p.add_argument("--no-preflight", action="store_true",
+                   help="run points even when their memory/time estimate exceeds this machine")
     p.set_defaults(handler=handle)
 
 
@@ -79,8 +85,8 @@ def pick_executor(args: argparse.Namespace) -> Executor:
             raise InputError("--workers", args.workers, "unset with --ray (Ray schedules tasks)")
         return ray_executor()
     workers = int_list("--workers", args.workers or str(default_workers()))
-    if len(workers) != 1:
-        raise InputError("--workers", args.workers, "a single integer >= 1")
+    if len(workers) != 1 or workers[0] > MAX_WORKERS:
+        raise InputError("--workers", args.workers, f"a single integer in 1..{MAX_WORKERS}")
     return local_executor(workers[0])
 
 
@@ -131,11 +137,27 @@ def handle(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
     executor = pick_executor(args)
     points = resolve(spec)  # every point validated before any work starts
-    out = Path(args.out) if args.out else Path("runs") / f"sweep-{Path(args.scenario).stem}"
+    if not args.no_preflight:
+        for point in points:
+            check_feasible(point.scenario)
+    out = Path(args.out) if args.out else default_folder(args.scenario, "sweep-")
+    check_output_dir(out, "--out", ("sweep.json",))
+    for sub in ("points", "indexes"):
+        if (out / sub).exists() and not (out / sub).is_dir():
+            raise InputError("--out", str(out / sub), "a folder (this path is a file)")
     err = Console(stderr=True)
-    with Progress(console=err, transient=True, disable=not err.is_terminal) as bar:
-        task = bar.add_task(f"sweep ({len(points)} points)", total=len({p.id for p in points}))
-        result = run_sweep(spec, out, executor, lambda n: bar.advance(task, n), points)
+    try:
+        with Progress(console=err, transient=True, disable=not err.is_terminal) as bar:
+            task = bar.add_task(f"sweep ({len(points)} points)",
+                                total=len({p.id for p in points}))
+            result = run_sweep(spec, out, executor, lambda n: bar.advance(task, n), points)
+    except KeyboardInterrupt:
+        done = len(list((out / "points").glob("*.json")))
+        sys.stderr.write(f"interrupted: {done} finished points are kept in {out / 'points'}; "
+                         "rerun the same command to resume\n")
+        return 130
+    if not args.out:
+        claim(out, args.scenario)
     err.print(f"sweep: {len(points)} points, {result.ran} run, {result.reused} reused, "
               f"{len(result.failed)} failed -> {out / 'sweep.json'}", highlight=False)
     if args.json:

@@ -9,11 +9,12 @@ Errors are ``|predicted / measured - 1|`` against the measured median, per op an
 ``kind`` says what the replay tests: ``in_sample`` when the profile holds a fit for that op,
 group and layout (for harness and import output, fitted on these very samples: the replay
 then checks the fit and the simulator's curve lookup, not generalisation); ``predicted``
-when it does not (e.g. grouped GEMMs, which the model derives from the plain-GEMM fit, or a
-group size whose curve is borrowed from a neighbour): a genuine out-of-sample prediction.
+when it does not (e.g. grouped GEMMs priced with borrowed constants, or a group size whose
+curve is borrowed from a neighbour): a genuine out-of-sample prediction.
 
-Grouped-GEMM samples (written by the calibration harness) hold the per-expert shape in
-``gemm`` and the number of experts in ``group``; every expert gets the same rows.
+Grouped-GEMM samples (the calibration harness, ``profile import --format grouped-gemm-csv``)
+hold the per-expert shape in ``gemm`` and the number of experts in ``group``; every expert
+gets the same rows unless ``gemm.rows`` lists them.
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ def replay_sample(model: CostModel, s: Sample, where: str) -> Replay:
         if s.op == "gemm":
             secs = float(model.gemm(g.m, g.n, g.k, g.dtype))
             return Replay(s, secs, None, f"{g.m}x{g.n}x{g.k} {g.dtype}")
-        secs = model.grouped_gemm(np.full(s.group, g.m), g.n, g.k, g.dtype)
+        secs = model.grouped_gemm(np.array(g.expert_rows(s.group)), g.n, g.k, g.dtype)
         return Replay(s, secs, None, f"{s.group} experts x {g.m}x{g.n}x{g.k} {g.dtype}")
     allowed = " | ".join((*COLLECTIVE_OPS, *KERNEL_REPLAY_OPS))
     raise InputError(f"{where}.op", s.op, f"{allowed} (with its shape: nbytes, attention, gemm)")

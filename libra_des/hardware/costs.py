@@ -21,12 +21,17 @@ from libra_des.errors import InputError
 from libra_des.hardware.communication import CollectiveCost, Communication
 from libra_des.hardware.fabric import Fabric
 from libra_des.hardware.kernels import (
+    BORROWED_GROUPED,
     AttentionParams,
     GemmParams,
+    GroupedGemmParams,
     attention_call,
     attention_work,
     cp_shard,
     gemm_body,
+    grouped_gemm_time,
+    grouped_shape,
+    sm_count,
     tile_geometry,
 )
 from libra_des.hardware.profile import DTYPE_BYTES, Profile
@@ -52,6 +57,12 @@ class CostModel(Communication):
             if f.op == "gemm"
         }
         self.gemm_default = GemmParams.from_kernels(profile.kernels)
+        self.grouped_params = {
+            f.dtype or "bf16": GroupedGemmParams.from_dict(f.params)
+            for f in profile.fits
+            if f.op == "grouped_gemm"
+        }
+        self.sms = sm_count(profile.device)
 
     # ------------------------------------------------------------------ attention
     def attention(
@@ -128,15 +139,27 @@ class CostModel(Communication):
         return np.where(rows > 0, params.launch_s + body, 0.0)
 
     def grouped_gemm(self, tokens_per_expert: Any, n: int, k: int, dtype: str = "bf16") -> float:
-        """One grouped-GEMM launch over experts; each expert's GEMM at its own efficiency,
-        reading its own ``[k, n]`` weights (experts with no tokens are skipped)."""
-        params, peak, nbytes = self.gemm_for(dtype)
+        """One grouped-GEMM launch over experts (the tile model of
+        :func:`~libra_des.hardware.kernels.grouped_seconds`): rows padded to the M tile, waves
+        of tiles over the SMs, every active expert's weights read. Experts with no tokens are
+        skipped; the profile's fit for ``dtype`` when it has one, else the borrowed constants."""
         rows = np.asarray(tokens_per_expert, dtype=np.float64).ravel()
         check_dims(rows, n, k)
-        if not np.any(rows > 0):
+        nbytes = DTYPE_BYTES.get(dtype, 2)
+        shape = grouped_shape(rows, n, k, nbytes)
+        if shape.tiles <= 0:
             return 0.0
-        body = gemm_body(params, peak, self.profile.hbm_bw, rows, n, k, nbytes)
-        return float(params.launch_s + body.sum())
+        peak = self.profile.peak_flops(dtype)
+        return grouped_gemm_time(self.grouped_for(dtype), peak, self.profile.hbm_bw, self.sms,
+                                 shape, k)
+
+    def grouped_for(self, dtype: str) -> GroupedGemmParams:
+        return self.grouped_params.get(dtype) or GroupedGemmParams.from_dict(BORROWED_GROUPED)
+
+    def grouped_provenance(self, dtype: str = "bf16") -> str:
+        """``measured`` when the profile holds a grouped-GEMM fit for ``dtype``, else
+        ``borrowed`` (constants fitted on another device's public table)."""
+        return "measured" if dtype in self.grouped_params else "borrowed"
 
     def elementwise(self, nbytes: Any) -> np.ndarray:
         """Seconds of memory-bound element-wise ops moving ``nbytes`` (read + write)."""

@@ -9,6 +9,10 @@
 - ``attention-psv``: the pipe-separated FlashAttention varlen table (one row per call;
   ``batch`` lists the document lengths as ``[32] * (1024)`` or ``[100, 200]``, parsed without
   ``eval``); heads per call are ``hqo/tp`` query and ``max(hkv/tp, 1)`` KV heads.
+- ``grouped-gemm-csv``: public grouped-GEMM measurements (``calibration/public/``): ``#``
+  comment lines naming the source, then ``device, dtype, layout, groups, rows, n, k, tflops,
+  time_us``; ``rows`` is one count for every group or ``;``-separated counts per expert; the
+  time is ``time_us``, else derived from the reported TFLOPS (``2 * sum(rows) * n * k``).
 
 Each importer returns the samples and, when the file says, the device name.
 """
@@ -22,21 +26,24 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from libra_des.errors import InputError
+from libra_des.hardware import import_checks as checks
 from libra_des.hardware.profile import (
     COLLECTIVE_OPS,
     AttentionShape,
+    GemmShape,
     Sample,
     TimeStats,
     read_text,
 )
 
-FORMATS = ("nccl-tests", "vidur-csv", "attention-psv")
+FORMATS = ("nccl-tests", "vidur-csv", "attention-psv", "grouped-gemm-csv")
 
 
 @dataclass(frozen=True)
 class Imported:
     samples: tuple[Sample, ...]
     device: str | None
+    skipped: int = 0  # rows without a measurement (size 0), reported by the command
 
 
 def read_file(path: Path) -> str:
@@ -49,12 +56,14 @@ def import_files(fmt: str, paths: list[Path]) -> Imported:
         "nccl-tests": import_nccl_tests,
         "vidur-csv": import_vidur_csv,
         "attention-psv": import_attention_psv,
+        "grouped-gemm-csv": import_grouped_gemm_csv,
     }
     if fmt not in readers:
         raise InputError("--format", fmt, " | ".join(FORMATS))
     parts = [readers[fmt](p) for p in paths]
     device = next((p.device for p in parts if p.device), None)
-    return Imported(tuple(s for p in parts for s in p.samples), device)
+    skipped = sum(p.skipped for p in parts)
+    return Imported(tuple(s for p in parts for s in p.samples), device, skipped)
 
 
 # ----------------------------------------------------------------------------- nccl-tests
@@ -114,18 +123,19 @@ def import_nccl_tests(path: Path) -> Imported:
     text = read_file(path)
     op = nccl_op(text, path)
     ranks, per_node, device = nccl_layout(text, path)
-    col = nccl_time_column(text, path)
-    samples = []
-    for line in text.splitlines():
+    checks.group_size(ranks, f"{path}: ranks")
+    checks.group_size(per_node, f"{path}: ranks per node")
+    header = checks.nccl_header(text, path)
+    samples, skipped = [], 0
+    for lineno, line in enumerate(text.splitlines(), start=1):
         cols = line.split()
-        if not cols or not cols[0].isdigit() or len(cols) <= col:
+        if not cols or not cols[0][:1].isdigit():
             continue
-        try:
-            size, micros = float(cols[0]), float(cols[col])
-        except ValueError:
-            raise InputError("FILE", f"{path}: {line.strip()}", "numeric size and time") from None
-        if size <= 0 or micros <= 0:
+        row = checks.nccl_row(cols, header, f"{path}:{lineno}")
+        if row is None:
+            skipped += 1
             continue
+        size, micros = row
         samples.append(
             Sample(
                 op=op,
@@ -138,7 +148,7 @@ def import_nccl_tests(path: Path) -> Imported:
         )
     if not samples:
         raise InputError("FILE", str(path), "nccl-tests output with at least one result row")
-    return Imported(tuple(samples), device)
+    return Imported(tuple(samples), device, skipped)
 
 
 # ----------------------------------------------------------------------------- vidur
@@ -146,22 +156,28 @@ def import_nccl_tests(path: Path) -> Imported:
 _VIDUR_DEVICE = re.compile(r"(a100|h100|h200|a40|l40s?)", re.IGNORECASE)
 
 
-def vidur_row(row: dict[str, str], path: Path, line: int) -> Sample:
+def vidur_row(row: dict[str, str], path: Path, line: int) -> Sample | None:
+    """One Vidur row as a sample; None for a row of size 0 (no measurement)."""
     op = row.get("collective", "")
+    where = f"{path}:{line}"
     if op not in COLLECTIVE_OPS:
-        raise InputError(f"{path}:{line}", op, " | ".join(COLLECTIVE_OPS))
+        raise InputError(where, op, " | ".join(COLLECTIVE_OPS))
     try:
         stats = {
-            k: float(row[f"time_stats.{op}.{k}"]) * 1e-3
+            k: checks.number(row[f"time_stats.{op}.{k}"], where, f"{k} time (ms)",
+                             checks.MAX_SECONDS * 1e3, positive=k != "std") * 1e-3
             for k in ("median", "mean", "min", "max", "std")
         }
-        size = float(row["size"])
-        workers = int(row["num_workers"])
-        per_node = int(row["devices_per_node"])
-    except (KeyError, ValueError) as exc:
+        size = checks.number(row["size"], where, "size (bytes)", checks.MAX_BYTES, False)
+        workers = checks.count(row["num_workers"], where, "num_workers", checks.MAX_GPUS)
+        per_node = checks.count(row["devices_per_node"], where, "devices_per_node",
+                                checks.MAX_GPUS)
+    except KeyError as exc:
         raise InputError(
-            f"{path}:{line}", str(exc), "Vidur profiling columns (time_stats.OP.*, size, ...)"
+            where, str(exc), "Vidur profiling columns (time_stats.OP.*, size, ...)"
         ) from None
+    if size == 0:
+        return None
     return Sample(
         op=op,
         nbytes=size,
@@ -180,10 +196,11 @@ def import_vidur_csv(path: Path) -> Imported:
     samples = []
     for i, row in enumerate(rows, start=2):
         s = vidur_row(row, path, i)
-        if s.nbytes and s.time.median > 0:
+        if s is not None:
             samples.append(s)
     device = _VIDUR_DEVICE.search(path.name)
-    return Imported(tuple(samples), device.group(1).upper() if device else None)
+    return Imported(tuple(samples), device.group(1).upper() if device else None,
+                    len(rows) - len(samples))
 
 
 # ----------------------------------------------------------------------------- attention
@@ -198,8 +215,9 @@ def parse_batch(text: str, where: str) -> tuple[tuple[int, int], ...]:
         match = _TERM.match(term.strip())
         if not match or match.group(1) is None:
             raise InputError(where, text, "a list like [32] * (1024) or [100, 200] (+ ...)")
-        repeat = int(match.group(2) or 1)
-        for length in (int(x) for x in match.group(1).split(",")):
+        repeat = checks.count(match.group(2) or "1", where, "a repeat count", checks.MAX_TOKENS)
+        for length in (checks.count(x, where, "a document length", checks.MAX_TOKENS)
+                       for x in match.group(1).split(",")):
             runs[length] = runs.get(length, 0) + repeat
     return tuple(sorted(runs.items()))
 
@@ -207,11 +225,12 @@ def parse_batch(text: str, where: str) -> tuple[tuple[int, int], ...]:
 def psv_row(row: dict[str, str], path: Path, line: int) -> Sample:
     where = f"{path}:{line}"
     try:
-        tp, cp = int(row["tp"]), int(row["cp"])
-        hqo, hkv, dim = int(row["hqo"]), int(row["hkv"]), int(row["d"])
-        total = int(row["total_len"])
-        millis = float(row["total_latency(ms)"])
-    except (KeyError, ValueError) as exc:
+        tp, cp = (checks.count(row[k], where, k, 4096) for k in ("tp", "cp"))
+        hqo, hkv, dim = (checks.count(row[k], where, k, 4096) for k in ("hqo", "hkv", "d"))
+        total = checks.count(row["total_len"], where, "total_len", 1 << 40)
+        millis = checks.number(row["total_latency(ms)"], where, "total_latency(ms)",
+                               checks.MAX_SECONDS * 1e3)
+    except KeyError as exc:
         raise InputError(
             where, str(exc), "tp, cp, hqo, hkv, d, total_len, total_latency(ms)"
         ) from None
@@ -236,6 +255,47 @@ def import_attention_psv(path: Path) -> Imported:
     samples = tuple(psv_row(row, path, i) for i, row in enumerate(rows, start=2))
     device = rows[0].get("gpu_type") or None
     return Imported(samples, device)
+
+
+# ----------------------------------------------------------------------------- grouped GEMM
+
+GROUPED_COLUMNS = ("device", "dtype", "layout", "groups", "rows", "n", "k", "tflops", "time_us")
+
+
+def grouped_row(row: dict[str, str], path: Path, line: int) -> Sample:
+    where = f"{path}:{line}"
+    try:
+        groups, n, k = int(row["groups"]), int(row["n"]), int(row["k"])
+        counts = tuple(int(x) for x in row["rows"].split(";"))
+        micros = float(row["time_us"]) if row.get("time_us") else None
+        tflops = float(row["tflops"]) if row.get("tflops") else None
+    except (KeyError, ValueError, AttributeError) as exc:
+        raise InputError(where, str(exc), ", ".join(GROUPED_COLUMNS)) from None
+    if len(counts) not in (1, groups) or min(counts) <= 0 or min(groups, n, k) <= 0:
+        raise InputError(where, row.get("rows"), f"1 or groups={groups} positive row counts")
+    rows = counts if len(counts) > 1 else ()
+    total = sum(rows) if rows else counts[0] * groups
+    if micros is None and tflops:
+        micros = 2.0 * total * n * k / (tflops * 1e12) * 1e6
+    if not micros or micros <= 0:
+        raise InputError(where, f"tflops={tflops} time_us={micros}", "a positive time or TFLOPS")
+    dtype = row.get("dtype") or "bf16"
+    shape = GemmShape(m=max(counts), n=n, k=k, dtype=dtype, rows=rows)
+    return Sample(op="grouped_gemm", gemm=shape, group=groups,
+                  time=TimeStats(median=micros * 1e-6), source=str(path))
+
+
+def import_grouped_gemm_csv(path: Path) -> Imported:
+    """One sample per row; the file must name a single device."""
+    lines = [ln for ln in read_file(path).splitlines() if ln.strip() and not ln.startswith("#")]
+    rows = list(csv.DictReader(lines))
+    if not rows or any(c not in rows[0] for c in GROUPED_COLUMNS):
+        raise InputError("FILE", str(path), "a CSV with columns " + ", ".join(GROUPED_COLUMNS))
+    devices = {r.get("device") or "" for r in rows}
+    if len(devices) != 1:
+        raise InputError("FILE", str(path), "rows of one device (got " + ", ".join(devices) + ")")
+    samples = tuple(grouped_row(r, path, i) for i, r in enumerate(rows, start=2))
+    return Imported(samples, devices.pop() or None)
 
 
 # ----------------------------------------------------------------------------- public evidence

@@ -22,6 +22,7 @@ keeps time non-decreasing in every dimension.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 
@@ -171,3 +172,142 @@ def gemm_body(
     compute = (flops + slow) / (peak * p.efficiency)
     traffic = dtype_bytes * (m * k + k * n + m * n) / hbm
     return np.where(m > 0, np.maximum(compute, traffic), 0.0)
+
+
+# ----------------------------------------------------------------------------- grouped GEMM
+
+#: Streaming multiprocessors per GPU (datasheets / CUDA device properties: H100 SXM, H800 and
+#: H200 SXM 132, A100 108, L40S 142). A grouped GEMM's tiles run in waves over these.
+SM_COUNT = {"H200": 132, "H100": 132, "H800": 132, "H20": 78, "A100": 108, "L40S": 142}
+#: Used when the device name matches none of the above (our assumption: a Hopper SXM part).
+DEFAULT_SMS = 132
+#: Rows of one CTA tile. Hopper's warpgroup MMA computes 64 rows per warpgroup, so grouped
+#: kernels (DeepGEMM, CUTLASS SM90 grouped GEMM) tile M by 64 when no expert has more than 64
+#: rows and by 128 otherwise (DeepGEMM's README and launch heuristics; our reading of them).
+BLOCK_M_SMALL = 64
+BLOCK_M_LARGE = 128
+#: Output columns per tile (assumption: the common 128-wide N tile of those kernels).
+GROUPED_BLOCK_N = 128
+#: Output element size: fp8 GEMMs write bf16 (DeepGEMM's ``*_bf16_nt`` kernels, SGLang MoE).
+MIN_OUT_BYTES = 2
+
+
+def sm_count(device: str) -> int:
+    """SMs of ``device`` by name (``SM_COUNT``), else :data:`DEFAULT_SMS`."""
+    name = device.upper()
+    for prefix, sms in SM_COUNT.items():
+        if prefix in name:
+            return sms
+    return DEFAULT_SMS
+
+
+@dataclass(frozen=True)
+class GroupedGemmParams:
+    """Tile model of one grouped-GEMM launch over experts (see :func:`grouped_gemm_time`).
+
+    ``efficiency``: share of an SM's peak one tile's MMAs reach; ``tile_s``: fixed cost per
+    tile (prologue, pipeline fill, epilogue store); ``mem_eff``: share of HBM bandwidth the
+    launch streams at (<= 1, so time never beats reading the weights at full bandwidth);
+    ``launch_s``: launch and scheduling gap; ``overlap``: the p-norm combining MMA and HBM
+    time (1: no overlap, their sum; large: perfect overlap, their maximum).
+    """
+
+    efficiency: float
+    tile_s: float
+    mem_eff: float
+    launch_s: float
+    overlap: float
+
+    @classmethod
+    def from_dict(cls, params: Mapping[str, float]) -> GroupedGemmParams:
+        return cls(**{f.name: float(params[f.name]) for f in fields(cls)})
+
+    def to_dict(self) -> dict[str, float]:
+        return asdict(self)
+
+
+#: Grouped-GEMM constants used where a profile has no ``grouped_gemm`` fit for a dtype
+#: (``borrowed``): the fit of the public DeepGEMM H800 FP8 table
+#: (``calibration/public/grouped_gemm_h800_fp8_deepgemm.csv``; ``profile import --format
+#: grouped-gemm-csv ... --cv``: leave-one-size-out median error 3%), rounded. Efficiencies are
+#: shares of the dtype's own peak and bandwidth, so applying them to BF16 or to another Hopper
+#: part is our assumption (checked against the BF16 H100/H200 rows in ``docs/moe.md``).
+BORROWED_GROUPED = {
+    "efficiency": 0.73, "tile_s": 1.8e-6, "mem_eff": 0.86, "launch_s": 1.9e-6, "overlap": 2.9,
+}
+BORROWED_SOURCE = "DeepGEMM H800 FP8 table fit (calibration/public), as shares of peak"
+
+
+@dataclass(frozen=True)
+class GroupedShape:
+    """One launch's work: CTA tiles, rows per tile, and bytes it must move."""
+
+    tiles: float
+    block_m: float
+    weight_bytes: float
+    bytes: float
+
+
+def grouped_shape(rows: np.ndarray, n: float, k: float, dtype_bytes: int) -> GroupedShape:
+    """Tiles and bytes of ``[rows_e, k] x [k, n]`` for every expert ``e`` with rows > 0.
+
+    Each active expert's rows are padded to the M tile; every active expert's ``[k, n]``
+    weights are read once; activations are read and outputs written once.
+    """
+    m = np.asarray(rows, dtype=np.float64)
+    m = m[m > 0]
+    if m.size == 0:
+        return GroupedShape(0.0, BLOCK_M_SMALL, 0.0, 0.0)
+    block_m = BLOCK_M_SMALL if m.max() <= BLOCK_M_SMALL else BLOCK_M_LARGE
+    n_tiles = math.ceil(n / GROUPED_BLOCK_N)
+    tiles = float(np.ceil(m / block_m).sum() * n_tiles)
+    weights = m.size * k * n * dtype_bytes
+    moved = weights + float(m.sum()) * (k * dtype_bytes + n * max(dtype_bytes, MIN_OUT_BYTES))
+    return GroupedShape(tiles, block_m, float(weights), float(moved))
+
+
+def grouped_gemm_time(
+    p: GroupedGemmParams,
+    peak: float,
+    hbm: float,
+    sms: int,
+    shape: GroupedShape,
+    k: float,
+) -> float:
+    """Seconds of one grouped-GEMM launch (0 when no expert has rows); see
+    :func:`grouped_seconds`."""
+    if shape.tiles <= 0:
+        return 0.0
+    return float(
+        grouped_seconds(p, peak, hbm, sms, np.array([shape.tiles]), np.array([shape.block_m]),
+                        np.array([shape.bytes]), np.array([k]))[0]
+    )
+
+
+def grouped_seconds(
+    p: GroupedGemmParams,
+    peak: float,
+    hbm: float,
+    sms: int,
+    tiles: np.ndarray,
+    block_m: np.ndarray,
+    nbytes: np.ndarray,
+    k: np.ndarray,
+) -> np.ndarray:
+    """``launch + ||(waves * tile MMA time + ceil(waves) * tile_s, bytes / (hbm * mem_eff))||_p``
+    per launch, with ``waves = ceil(tiles / SMs)`` (fractional below one wave).
+
+    A hot expert adds tiles (its rows padded to the M tile), a tile count just past a multiple
+    of the SM count costs a whole extra wave, and at small M the weight reads set the floor.
+    Every term is non-decreasing in every expert's rows.
+    """
+    per_tile = 2.0 * block_m * GROUPED_BLOCK_N * k / (peak / sms * p.efficiency)
+    waves = tiles / sms
+    # A first wave with fewer tiles than SMs is spread over more SMs with narrower N tiles
+    # (DeepGEMM's unaligned block sizes); from one full wave on, a partial wave costs a whole.
+    waves = np.where(waves < 1.0, waves, np.ceil(waves))
+    compute = waves * per_tile + np.ceil(waves) * p.tile_s
+    memory = nbytes / (hbm * p.mem_eff)
+    # Compute and HBM streams overlap imperfectly: a p-norm between max (overlap) and sum.
+    both = np.power(np.power(compute, p.overlap) + np.power(memory, p.overlap), 1.0 / p.overlap)
+    return np.asarray(p.launch_s + both)

@@ -11,17 +11,17 @@ Units everywhere: seconds, bytes, bytes/s, FLOP/s. Link bandwidths are per direc
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 
 from libra_des.config import ROOT, Frozen, pydantic_line
 from libra_des.errors import InputError
 from libra_des.hardware.fabric import Fabric
 from libra_des.storage import dumps, write_atomic
+from libra_des.validation import is_file, parse_json, read_bounded
 
 SCHEMA_VERSION = 1
 PROFILE_DIR = ROOT / "calibration" / "profiles"
@@ -34,7 +34,7 @@ COLLECTIVE_OPS = (
     "send_recv",
     "all_to_all",
 )
-KERNEL_OPS = ("attention", "gemm")
+KERNEL_OPS = ("attention", "gemm", "grouped_gemm")
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "tf32": 4, "fp8": 1}
 
 
@@ -55,6 +55,17 @@ class Peaks(Frozen):
     tf32_flops: Sourced | None = None
     fp8_flops: Sourced | None = None
 
+    @model_validator(mode="after")
+    def _positive(self) -> Peaks:
+        # A zero peak divides MFU by zero; an absurd one makes every kernel free. 10^17 FLOP/s
+        # (100 PFLOP/s) and 10^14 B/s per GPU are far above any datasheet (our bound).
+        for name in type(self).model_fields:
+            peak = getattr(self, name)
+            hi = 1e14 if name == "hbm_bytes_per_s" else 1e17
+            if peak is not None and not 0 < peak.value <= hi:
+                raise InputError(f"{name}.value", peak.value, f"> 0 and <= {hi:g}")
+        return self
+
 
 class Interconnect(Frozen):
     """The machine the profile was measured on (its fits are relative to these link rates).
@@ -74,6 +85,13 @@ class Interconnect(Frozen):
     intra_latency: Sourced
     inter_latency: Sourced
     nvls_ops: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _links(self) -> Interconnect:
+        for name in ("intra_bw", "inter_bw"):
+            if not getattr(self, name).value > 0:
+                raise InputError(f"{name}.value", getattr(self, name).value, "> 0 bytes/s")
+        return self
 
     def fabric(self, nodes: int = 1) -> Fabric:
         """A :class:`Fabric` with this machine's numbers (no topology file needed)."""
@@ -136,10 +154,18 @@ class AttentionShape(Frozen):
 
 
 class GemmShape(Frozen):
+    """``[m, k] x [k, n]``. For a grouped GEMM ``m`` is every expert's rows unless ``rows``
+    lists them per expert (uneven routing; ``m`` is then their maximum)."""
+
     m: int = Field(gt=0)
     n: int = Field(gt=0)
     k: int = Field(gt=0)
     dtype: str = "bf16"
+    rows: tuple[int, ...] = ()
+
+    def expert_rows(self, group: int) -> tuple[int, ...]:
+        """Rows of every expert of a ``group``-expert launch."""
+        return self.rows or (self.m,) * group
 
 
 class Sample(Frozen):
@@ -178,7 +204,7 @@ class Fit(Frozen):
     gpus_per_node: int | None = Field(default=None, gt=0)
     algorithm: str | None = None
     dtype: str | None = None
-    model: Literal["alpha_beta", "flash_tiles", "gemm_roofline"]
+    model: Literal["alpha_beta", "flash_tiles", "gemm_roofline", "grouped_tiles"]
     pieces: tuple[Piece, ...] = ()
     params: dict[str, float] = Field(default_factory=dict)
     link_bw: float | None = Field(default=None, gt=0)
@@ -190,6 +216,12 @@ class Fit(Frozen):
     cv_p90_abs_pct_error: float | None = None
     points: tuple[tuple[float, float], ...] = ()
     source: str = ""
+
+    @model_validator(mode="after")
+    def _has_curve(self) -> Fit:
+        if self.model == "alpha_beta" and not self.pieces:
+            raise InputError("pieces", "[]", "at least one piece for an alpha_beta fit")
+        return self
 
     @property
     def scope(self) -> str:
@@ -258,10 +290,10 @@ def shipped_profiles() -> list[str]:
 def resolve_profile(ref: str | Path) -> Path:
     """A path, or a shipped name (``h200-sxm`` -> ``calibration/profiles/h200-sxm.json``)."""
     path = Path(ref)
-    if path.is_file():
+    if is_file(path):
         return path
     for cand in (PROFILE_DIR / f"{ref}.json", PROFILE_DIR / str(ref)):
-        if cand.is_file():
+        if is_file(cand):
             return cand
     names = ", ".join(shipped_profiles()) or "none shipped"
     raise InputError("profile", str(ref), f"an existing profile JSON file or one of: {names}")
@@ -270,7 +302,7 @@ def resolve_profile(ref: str | Path) -> Path:
 def read_text(path: Path, field: str, what: str) -> str:
     """A file's text; a missing or unreadable file is an input error naming ``what``."""
     try:
-        return path.read_text()
+        return read_bounded(path)
     except FileNotFoundError:
         raise InputError(field, str(path), f"an existing {what}") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -280,10 +312,7 @@ def read_text(path: Path, field: str, what: str) -> str:
 
 def read_json(path: Path, field: str = "profile") -> Any:
     text = read_text(path, field, "JSON file")
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(field, str(path), f"well-formed JSON (line {exc.lineno})") from None
+    return parse_json(text, field, str(path))
 
 
 def parse_profile(data: Any, where: str = "profile") -> Profile:

@@ -239,11 +239,16 @@ class Topology:
         nics = self.template.nics
         self.rails = nics if spec.network.rail_optimized else min(1, nics)
         self.spines = spec.network.spines if self.num_leaves > 1 else 0
-        self.graph = self.build_graph()
         self._routes: dict[tuple[int, int], tuple[LinkId, ...]] = {}
         self.check_connected()
 
     # ------------------------------------------------------------------ construction
+    @cached_property
+    def graph(self) -> nx.Graph:
+        """The whole fabric as a graph, grown on first use: routes and link lookups do not
+        need it (at 131,072 GPUs it takes seconds and hundreds of MB)."""
+        return self.build_graph()
+
     @property
     def num_leaves(self) -> int:
         return self.groups * self.rails
@@ -292,7 +297,18 @@ class Topology:
         return graph
 
     def check_connected(self) -> None:
-        parts = nx.number_connected_components(self.graph)
+        """Connectivity, checked on a copy of at most ``nodes_per_leaf + 1`` nodes.
+
+        Every node is the same template wired the same way, so a fabric of two leaf groups
+        (where it has two or more) is connected exactly when the full one is: it has the
+        same rails, the same spines, and each node joins its leaves as in the full graph.
+        """
+        small = min(self.nodes, self.spec.network.nodes_per_leaf + 1)
+        if small == self.nodes:
+            graph = self.graph
+        else:
+            graph = Topology(self.spec.model_copy(update={"nodes": small})).graph
+        parts = nx.number_connected_components(graph)
         if parts != 1:
             raise InputError(
                 "topology", self.name, f"a connected graph (this one has {parts} components)"
@@ -336,8 +352,23 @@ class Topology:
         return hops
 
     def link(self, link_id: LinkId) -> Link:
-        data = self.graph.edges[link_id]
+        """A link's numbers from the spec (the same as the graph's edge data, without it)."""
+        data = self.link_attrs(*link_id)
         return Link(float(data["bandwidth"]), float(data["latency"]), str(data["kind"]))
+
+    def link_attrs(self, u: str, v: str) -> Mapping[str, Any]:
+        """Edge data of (u, v): node-internal edges from the template, NIC-leaf edges from
+        the NIC spec, leaf-spine edges from :meth:`spine_link` (see :meth:`build_graph`)."""
+        (a, _, x), (b, _, y) = u.partition("/"), v.partition("/")
+        if x and y:
+            if a != b:
+                raise KeyError((u, v))
+            return dict(self.template.graph.edges[x, y])
+        if u.startswith("spine") or v.startswith("spine"):
+            return link_attrs(self.spine_link())
+        if self.spec.nic is None:
+            raise KeyError((u, v))
+        return link_attrs(self.spec.nic)
 
     @cached_property
     def links(self) -> dict[LinkId, Link]:

@@ -1,4 +1,4 @@
-"""Core-attention work proxies for packed sequences (PAPERS.md part A).
+"""Core-attention work proxies for packed sequences (docs/model.md part A).
 
 A packed sequence is a run of raw samples laid end to end; attention is causal *inside* each
 sample and never crosses a sample boundary (varlen masks). Model assumptions:

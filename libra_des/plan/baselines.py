@@ -1,4 +1,4 @@
-"""Baseline plans the Libra training paper compares against (PAPERS.md part A).
+"""Baseline plans the Libra training paper compares against (docs/model.md part A).
 
 * Ulysses: one CP group splits the query heads; each of the ``cp`` workers computes
   ``heads_q/cp`` heads of the whole packed sequence, so the group is perfectly balanced but

@@ -2,7 +2,7 @@
 
 Every grouping is a permutation of the window's sequences: no sequence is split, repacked or
 moved to another step, so the step's multiset of raw samples is unchanged ("step
-equivalence"). Weights are attention-FLOPs proxies F_i = Σ_j l_ij² (PAPERS.md A).
+equivalence"). Weights are attention-FLOPs proxies F_i = Σ_j l_ij² (docs/model.md A).
 
 Policies: ``random`` (uniform shuffle), ``zigzag`` (snake order by decreasing F),
 ``zigzag_swap`` (zigzag, then swaps of the heaviest pool's largest sequence while one
@@ -157,7 +157,7 @@ def zigzag_swap(
 
 
 def vrsp(weights: np.ndarray, pool_size: int, rng: np.random.Generator | None = None) -> Grouping:
-    """VRSP: exact-cardinality LPT, exactly as PAPERS.md A (deterministic, ``rng`` unused).
+    """VRSP: exact-cardinality LPT, exactly as docs/model.md A (deterministic, ``rng`` unused).
 
     Sequences by decreasing F (ties by index); a min-heap of (load, pool id) over non-full
     pools; each sequence goes to the lightest pool, which is pushed back only while it holds
@@ -203,7 +203,7 @@ def group(policy: str, weights: np.ndarray, pool_size: int, rng: np.random.Gener
 
 
 def lln_estimate(cv: float, pool_size: int, d: int) -> float:
-    """Analytic E[R] - 1 ≈ (CV/√P)·√(2 ln(D/P)) for IID loads (PAPERS.md A); 0 when K = 1."""
+    """Analytic E[R] - 1 ≈ (CV/√P)·√(2 ln(D/P)) for IID loads (docs/model.md A); 0 when K = 1."""
     if pool_size <= 0 or d < pool_size:
         raise InputError("pool_size", pool_size, f"a positive divisor of gbs={d}")
     k = d / pool_size

@@ -13,7 +13,7 @@ microbatch ``j // E`` on pipeline ``j % E``.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -43,6 +43,7 @@ class StepPlan:
     plan_seconds: float
     changes_step_samples: bool = False
     deferred: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    kept_tiles: int = -1  # the tile count once ``slots`` are dropped (see without_slots)
 
     @property
     def tokens(self) -> int:
@@ -51,7 +52,14 @@ class StepPlan:
 
     @property
     def tiles(self) -> int:
+        if self.kept_tiles >= 0:
+            return self.kept_tiles
         return sum(p.tiles for row in self.slots for p in row)
+
+    def without_slots(self) -> StepPlan:
+        """This plan once its step ran: the per-slot attention plans (about 3 KB per GPU)
+        dropped, the summary figures kept."""
+        return replace(self, slots=(), kept_tiles=self.tiles)
 
 
 def pool_size_of(scenario: Scenario) -> int:
@@ -106,24 +114,43 @@ def inter_pool(weights: np.ndarray, order: np.ndarray, pool: int) -> float:
     return float(loads.max()) / mean - 1.0 if mean > 0 else 0.0
 
 
-def attention_plan(scenario: Scenario, seqs: list[np.ndarray]) -> AttentionPlan:
-    """The policy's attention plan for one slot (one pool's sequences)."""
+def pipeliner_chunks(scenario: Scenario) -> int:
+    """M: the Pipeliner's chunks (1 when it is off; DistCA always pipelines)."""
+    bal = scenario.balancer
+    return bal.chunks if (bal.pipeliner or bal.policy == "distca") else 1
+
+
+#: A step planning at least this many pools places them with the compiled TAP kernel: 64
+#: Python placements of a 512-tile pool (~5 ms each) cost about what loading the kernel does
+#: once (~0.3 s); our assumption, measured with benchmarks/planners.py.
+COMPILED_MIN_POOLS = 64
+
+
+def attention_plan(
+    scenario: Scenario, seqs: list[np.ndarray], compiled: bool | None = None
+) -> AttentionPlan:
+    """The policy's attention plan for one slot (one pool's sequences).
+
+    ``compiled`` chooses TAP's placement kernel (see :func:`plan_pool`; same result).
+    """
     bal, par, model = scenario.balancer, scenario.parallelism, scenario.model
     if bal.policy in ("ulysses", "wlb_llm"):
-        return ulysses_plan(
-            seqs[0], cp=par.cp, model=model, packed_length=scenario.workload.packed_length
-        )
-    chunks = bal.chunks if (bal.pipeliner or bal.policy == "distca") else 1
+        # Fixed-length packing pads every sequence to L and moves the padded tensors;
+        # WLB-LLM's variable-length microbatches move their real tokens.
+        padded = scenario.workload.packed_length if bal.policy == "ulysses" else None
+        return ulysses_plan(seqs[0], cp=par.cp, model=model, packed_length=padded)
+    heads_split, block_size = bal.tap_knobs()
     pool = plan_pool(
         seqs,
         cp=par.cp,
         model=model,
-        heads_split=bal.heads_split,
-        block_size=bal.block_size,
+        heads_split=heads_split,
+        block_size=block_size,
         packed_length=scenario.workload.packed_length,
         slack=bal.slack,
-        chunks=chunks,
+        chunks=pipeliner_chunks(scenario),
         policy=bal.policy,
+        compiled=compiled,
     )
     return pool.attention
 
@@ -144,9 +171,10 @@ def build_step_plan(
     weights = window.sum_sq()
     order = pool_order(scenario, weights, pool)
     seq_of = order.reshape(par.microbatches, pipelines, pool).transpose(1, 0, 2)
+    compiled = True if pipelines * par.microbatches >= COMPILED_MIN_POOLS else None
     slots = tuple(
         tuple(
-            attention_plan(scenario, [window.seq(int(i)) for i in seq_of[e, m]])
+            attention_plan(scenario, [window.seq(int(i)) for i in seq_of[e, m]], compiled)
             for m in range(par.microbatches)
         )
         for e in range(pipelines)

@@ -1,6 +1,6 @@
 """TAP (Tiled Attention Pooling): balance core attention inside one sequence pool.
 
-PAPERS.md part A, implemented as written there: SH-tiles (block b, head shard h), KV groups
+docs/model.md part A, implemented as written there: SH-tiles (block b, head shard h), KV groups
 (sample j, head shard h), a communication-aware greedy placement with slack τ, an exchange plan
 with KV de-duplication, and the Pipeliner's head-chunk schedule.
 
@@ -37,11 +37,12 @@ import numpy as np
 from libra_des.config import ModelSpec
 from libra_des.errors import InputError
 from libra_des.plan.attention import (
+    Segments,
     as_lengths,
     block_doc_len,
     expand_runs,
     per_block,
-    segments,
+    prefix_pairs,
 )
 from libra_des.plan.types import AttentionPlan
 
@@ -139,7 +140,7 @@ class ExchangePlan:
 
 @dataclass(frozen=True)
 class ChunkPlan:
-    """The Pipeliner's view of a worker's work: M equal head chunks (PAPERS.md A)."""
+    """The Pipeliner's view of a worker's work: M equal head chunks (docs/model.md A)."""
 
     chunks: int
     heads_per_chunk: int
@@ -217,25 +218,42 @@ class Blocks:
 
 
 def pool_blocks(lens_list: Sequence[np.ndarray], block_size: int) -> Blocks:
-    """Cut every packed sequence into blocks of ``block_size`` tokens (one pass per sequence)."""
-    rows: list[tuple[np.ndarray, ...]] = []
-    first_sample = 0
-    for p, lens in enumerate(lens_list):
-        seg = segments(lens, block_size)
-        rows.append(
-            (
-                np.full(seg.blocks, p, dtype=np.int64),
-                np.arange(seg.blocks, dtype=np.int64),
-                seg.block_starts,
-                seg.block_ends - seg.block_starts,
-                per_block(seg, seg.pairs),
-                block_doc_len(seg, lens),
-                seg.sample + first_sample,
-                np.bincount(seg.block, minlength=seg.blocks),
-            )
-        )
-        first_sample += lens.size
-    return Blocks(*(np.concatenate(col) for col in zip(*rows, strict=True)))
+    """Cut every packed sequence into blocks of ``block_size`` tokens, all sequences at once.
+
+    The same table as :func:`~libra_des.plan.attention.segments` per sequence, concatenated:
+    block ids run on across sequences, so per-block sums see the same segments in the same
+    order (tests/test_tap_kernel.py compares the two).
+    """
+    if block_size <= 0:
+        raise InputError("block_size", block_size, "a positive number of tokens")
+    lens = np.concatenate(lens_list).astype(np.int64)
+    ptr = csr_ptr(np.array([x.size for x in lens_list], dtype=np.int64))
+    owner = np.repeat(np.arange(len(lens_list), dtype=np.int64), np.diff(ptr))
+    cum = np.concatenate([[0], np.cumsum(lens)])
+    totals = cum[ptr[1:]] - cum[ptr[:-1]]
+    starts = cum[:-1] - cum[ptr[:-1]][owner]  # sample start inside its sequence
+    nblocks = -(-totals // block_size)
+    seq, local = expand_runs(nblocks)
+    block_starts = local * block_size
+    block_ends = np.minimum(block_starts + block_size, totals[seq])
+    first = starts // block_size
+    sample, pos = expand_runs((starts + lens - 1) // block_size - first + 1)
+    block = csr_ptr(nblocks)[owner[sample]] + first[sample] + pos
+    begin = starts[sample]
+    a = np.maximum(block_starts[block], begin) - begin
+    e = np.minimum(block_ends[block], begin + lens[sample]) - begin
+    seg = Segments(block, sample, a, e, prefix_pairs(e, None) - prefix_pairs(a, None),
+                   block_starts, block_ends)
+    return Blocks(
+        seq=seq,
+        local=local,
+        start=block_starts,
+        tokens=block_ends - block_starts,
+        pairs=per_block(seg, seg.pairs),
+        doc_len=block_doc_len(seg, lens),
+        seg_sample=sample,
+        seg_count=np.bincount(block, minlength=seq.size),
+    )
 
 
 def build_tiles(
@@ -313,15 +331,27 @@ def missing_tokens(tiles: TileSet, workers: int) -> np.ndarray:
     return cost
 
 
+#: Pools of at least this many tiles are placed by the compiled kernel when ``place`` decides
+#: on its own: about the size where one Python placement (~10 µs per tile here) costs as much
+#: as loading the cached kernel once; our assumption, measured in benchmarks/planners.py.
+COMPILED_MIN_TILES = 2048
+#: float64 represents every integer below this exactly (IEEE 754 double, 53-bit significand).
+EXACT_FLOAT_INT = 2**53
+
+
 def place(tiles: TileSet, workers: int, slack: float = 0.03) -> Placement:
-    """PAPERS.md's greedy: target C=(1+τ)Σf/W, tiles by decreasing f then id, pick the
+    """docs/model.md's greedy placement (see :func:`place_with`), compiled for large pools."""
+    return place_with(tiles, workers, slack, compiled=len(tiles) >= COMPILED_MIN_TILES)
+
+
+def place_with(tiles: TileSet, workers: int, slack: float, *, compiled: bool) -> Placement:
+    """docs/model.md's greedy: target C=(1+τ)Σf/W, tiles by decreasing f then id, pick the
     candidate (load+f<=C) with least (Δcomm, load, id), else the worker with least
     (load, Δcomm, id); then add f to its load and K(t) to its fetched set.
 
-    Δcomm for all workers at once per tile: the [G, W] matrix of tokens still missing is
-    summed over K(t)'s rows; fetching zeroes the chosen worker's entries. Shortcut with the
-    same result: when the Q-home fits and already holds all of K(t), its Δcomm is 0 while
-    every other worker pays V_Q + V_O > 0, so it wins without computing the others.
+    ``compiled`` runs the numba kernel of ``tap_kernel.py`` (bit-identical; used only while
+    Σf < 2**53 so that its float64 capacity tests equal Python's exact ones), else the
+    pure-Python reference :func:`greedy_reference`.
     """
     if workers < tiles.workers:
         raise InputError("workers", workers, f">= the pool's {tiles.workers} workers")
@@ -329,9 +359,40 @@ def place(tiles: TileSet, workers: int, slack: float = 0.03) -> Placement:
         raise InputError("slack", slack, ">= 0")
     n = len(tiles)
     flops = tiles.flops.astype(np.int64)
-    capacity = (1.0 + slack) * float(flops.sum()) / workers
+    total = int(flops.sum())
+    capacity = (1.0 + slack) * float(total) / workers
     order = np.lexsort((np.arange(n), -flops))
     missing = missing_tokens(tiles, workers)
+    if compiled and total < EXACT_FLOAT_INT:
+        from libra_des.plan import tap_kernel  # lazy: numba's import is costly
+
+        chosen, load, delta = tap_kernel.greedy(
+            order,
+            flops,
+            tiles.q_home.astype(np.int64),
+            (tiles.q_bytes + tiles.o_bytes).astype(np.int64),
+            tiles.group_ptr.astype(np.int64),
+            tiles.group_ids.astype(np.int64),
+            missing,
+            int(tiles.kv_bytes_per_token),
+            capacity,
+        )
+    else:
+        chosen, load, delta = greedy_reference(tiles, order, flops, missing, capacity)
+    return Placement(chosen, load, delta, capacity, order)
+
+
+def greedy_reference(
+    tiles: TileSet, order: np.ndarray, flops: np.ndarray, missing: np.ndarray, capacity: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The greedy loop in Python (the reference the compiled kernel is tested against).
+
+    Δcomm for all workers at once per tile: the [G, W] matrix of tokens still missing is
+    summed over K(t)'s rows; fetching zeroes the chosen worker's entries. Shortcut with the
+    same result: when the Q-home fits and already holds all of K(t), its Δcomm is 0 while
+    every other worker pays V_Q + V_O > 0, so it wins without computing the others.
+    """
+    n, workers = len(tiles), int(missing.shape[1])
     load = np.zeros(workers, dtype=np.int64)
     chosen = np.zeros(n, dtype=np.int64)
     delta = np.zeros(n, dtype=np.int64)
@@ -353,7 +414,7 @@ def place(tiles: TileSet, workers: int, slack: float = 0.03) -> Placement:
         load[r] += f
         scalar_load[r] += f
         chosen[t] = r
-    return Placement(chosen, load, delta, capacity, order)
+    return chosen, load, delta
 
 
 def choose(d: np.ndarray, load: np.ndarray, headroom: float) -> int:
@@ -392,7 +453,11 @@ def exchange_plan(tiles: TileSet, placement: Placement) -> ExchangePlan:
     """
     workers = int(placement.loads.shape[0])
     dest = np.repeat(placement.worker, np.diff(tiles.group_ptr))
-    need = np.unique(tiles.group_ids * workers + dest)
+    # The sorted distinct (group, destination) keys, as np.unique gives them, by marking a
+    # dense table (keys are < groups x workers; cheaper than unique's hash and sort).
+    mark = np.zeros(tiles.num_groups * workers, dtype=bool)
+    mark[tiles.group_ids * workers + dest] = True
+    need = np.flatnonzero(mark)
     need_group, need_dst = need // workers, need % workers
     hold = tiles.holdings  # rows are in sample order (see holdings())
     hold_ptr = csr_ptr(np.bincount(hold.sample, minlength=tiles.sample_lengths.size))
@@ -427,7 +492,7 @@ def pair_matrix(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, workers: i
 
 
 def check_chunks(chunks: int, heads_per_shard: int) -> None:
-    """M must divide heads_q/H so that every chunk has the same heads (PAPERS.md A)."""
+    """M must divide heads_q/H so that every chunk has the same heads (docs/model.md A)."""
     if chunks <= 0 or heads_per_shard % chunks:
         raise InputError("chunks", chunks, f"a divisor of heads_q/H={heads_per_shard}")
 
@@ -449,7 +514,7 @@ def pipelined_time(
 ) -> ArrayOrFloat:
     """Makespan of the Pipeliner schedule for M equal chunks on one worker.
 
-    Schedule (PAPERS.md A): dispatch chunk 0; for each chunk k, wait for its input, then
+    Schedule (docs/model.md A): dispatch chunk 0; for each chunk k, wait for its input, then
     compute it while dispatching chunk k+1 and returning chunk k-1; finally wait for the last
     return. Assumption: transfers share one communication channel and run one at a time in
     issue order (dispatch k+1 before return k-1), because both use the same links; compute
@@ -516,18 +581,22 @@ def plan_pool(
     slack: float = 0.03,
     chunks: int = 1,
     policy: str = "libra",
+    compiled: bool | None = None,
     **layout: Unpack[TileLayout],
 ) -> PoolPlan:
     """TAP for one pool: tiles -> placement -> exchange plan -> AttentionPlan (timed).
 
     ``layout`` is ``cp, model, heads_split, block_size, packed_length`` (see build_tiles).
+    ``compiled``: placement by the compiled kernel (True), the Python reference (False) or as
+    :func:`place` decides from the pool's size (None); the placement is the same.
     """
     if policy not in POLICIES:
         raise InputError("policy", policy, " | ".join(POLICIES))
     check_chunks(chunks, shard_model(layout["model"], layout["heads_split"])[0])
     began = time.perf_counter()
     tiles = build_tiles(seqs, **layout)
-    placement = place(tiles, tiles.workers, slack)
+    use_kernel = len(tiles) >= COMPILED_MIN_TILES if compiled is None else compiled
+    placement = place_with(tiles, tiles.workers, slack, compiled=use_kernel)
     exchange = exchange_plan(tiles, placement)
     attention = attention_plan(tiles, placement, exchange, policy, chunks)
     return PoolPlan(

@@ -52,3 +52,18 @@ class AttentionPlan:
         """max worker load / mean worker load - 1."""
         mean = float(self.worker_pairs.mean())
         return float(self.worker_pairs.max()) / mean - 1.0 if mean > 0 else 0.0
+
+    @property
+    def held_remote_bytes(self) -> float:
+        """Largest worker's extra attention buffers of one layer (see ``sim/memory.py``).
+
+        What it received before compute plus the outputs it computed for other workers.
+        Ulysses (and WLB-LLM, which runs it) swaps its token-split Q, K, V for the head-split
+        copy it receives (the QKV projection's backward does not need its output), so only
+        its head-split O is extra; TAP keeps the worker's own Q, K, V beside the remote ones.
+        """
+        computed_for_others = self.return_bytes.sum(axis=1)
+        if computed_for_others.size == 0:
+            return 0.0
+        received = 0.0 if self.policy == "ulysses" else self.dispatch_bytes.sum(axis=0)
+        return float((received + computed_for_others).max())

@@ -44,8 +44,13 @@ class DetailedPipelineSim(PipelineSim):
         net_factory: Callable[[simpy.Environment], Network],
         act_bytes: float,
         sync: SyncFn,
+        backward: tuple[float, float, float] = (1.0, 0.0, 0.0),
     ) -> None:
         super().__init__(schedule, [t.duration for t in times], 0.0, act_bytes, sync)
+        # Backward traffic as shares of the forward plan's matrices: Q, K, V re-sent (0 when
+        # kept), and a full recomputation's dispatch and O return (merged into the backward's
+        # Pipeliner schedule, whose compute already includes the recomputed forward).
+        self.backward = backward
         self.times = times
         self.plan = plan
         self.net = net_factory(self.env)
@@ -67,8 +72,11 @@ class DetailedPipelineSim(PipelineSim):
         if op.kind == "F":
             disp, ret = slot.dispatch_bytes, slot.return_bytes
         else:
-            # Backward: Q, K, V again plus dO (home -> worker) out; dQ, dK, dV back home.
-            disp, ret = slot.dispatch_bytes + slot.return_bytes.T, slot.dispatch_bytes.T
+            # Backward: dO (home -> worker) out, plus Q, K, V again unless kept; dQ, dK, dV
+            # back home; plus a full recomputation's forward exchange.
+            resend, redo_d, redo_r = self.backward
+            disp = (resend + redo_d) * slot.dispatch_bytes + slot.return_bytes.T
+            ret = slot.dispatch_bytes.T + redo_r * slot.return_bytes
         m = slot.chunks
         walls = self.attn_wall.setdefault((e, d, i), [])
         for layer in range(int(t.layers[i])):
@@ -156,11 +164,13 @@ class DetailedPipelineSim(PipelineSim):
 def flow_times(times: tuple[DeviceTimes, ...], sim: DetailedPipelineSim) -> tuple[DeviceTimes, ...]:
     """The devices' attention figures as the flows ran them (module docstring).
 
-    Per op: the straggler of each layer is the pooled call's wall time; exposed attention
-    communication is the fast mode's (worker-mean) exposure plus what the wall time exceeds the
-    fast mode's call time by; hidden is the channel's busy time not exposed.
+    Per op: its duration is the time it ran (finish - start); the straggler of each layer is
+    the pooled call's wall time; exposed attention communication is the fast mode's
+    (worker-mean) exposure plus what the wall time exceeds the fast mode's call time by; hidden
+    is the channel's busy time not exposed.
     """
     out = []
+    ran = np.array(sim.fin, dtype=float) - sim.start  # [E, p, n]
     for d, t in enumerate(times):
         straggler = np.zeros_like(t.straggler)
         busy = np.zeros_like(t.attn_hidden)
@@ -170,5 +180,13 @@ def flow_times(times: tuple[DeviceTimes, ...], sim: DetailedPipelineSim) -> tupl
                 busy[e, i] = sim.comm_busy.get((e, dd, i), 0.0)
         exposed = np.maximum(t.attn_exposed + (straggler - t.straggler).sum(axis=-1), 0.0)
         hidden = np.maximum(busy - exposed, 0.0)
-        out.append(replace(t, straggler=straggler, attn_exposed=exposed, attn_hidden=hidden))
+        out.append(
+            replace(
+                t,
+                duration=ran[:, d, :],
+                straggler=straggler,
+                attn_exposed=exposed,
+                attn_hidden=hidden,
+            )
+        )
     return tuple(out)

@@ -15,6 +15,9 @@ Assumptions (stated once):
 * All2All dispatch sends a token once per remote GPU that needs it; AllGather sends every
   token to every GPU (sized by the largest per-GPU share, as an all-gather-v is). Combine
   mirrors dispatch: all-to-all-v back, or a reduce-scatter after an all-gather.
+* HarMoEny keeps every expert in pinned host memory: a GPU that takes pairs of an expert it
+  does not hold pulls the weights over its own PCIe link (not NVLink, so no contention with
+  dispatch) while its resident experts compute; those experts' GEMMs (``moe_remote``) wait.
 * CPU planning (Libra sharding, HarMoEny moves): each GPU counts its pairs per expert after
   the gate and sends that row to the host (D2H); the CPU plans over the ``[G, E]`` counts; the
   load matrix goes back to every GPU (metadata, H2D), over PCIe.
@@ -30,22 +33,16 @@ import numpy as np
 from libra_des.config import ModelSpec
 from libra_des.hardware.costs import CostModel
 from libra_des.hardware.fabric import Fabric
-from libra_des.plan.moe.assignment import MoeLayerPlan
+from libra_des.plan.moe.assignment import MoeLayerPlan, static_home
+from libra_des.sim.moe_cpu import replication_seconds, sharding_seconds
 
 #: Host link for routing and metadata: PCIe Gen5 x16 (about 64 GB/s per direction, the
 #: datasheet figure for H100/H200 HGX boards) at an assumed 80% efficiency, plus an assumed
 #: 10 us of launch and synchronisation latency per transfer.
 HOST_BW = 0.8 * 64e9
 HOST_LATENCY = 10e-6
-#: Modelled CPU planning time: fixed + per greedy move, over the [G, E] pair counts.
-#: Fitted to the wall-clock of our own numpy sharding (``cpu_time: measured``) on this
-#: project's 2-core CI machine (least squares over 96 layers: 30 us + 13.4 us per move);
-#: tests/test_moe_sim.py checks the two stay within an order of magnitude.
-CPU_BASE_S = 30e-6
-CPU_PER_ITERATION_S = 13e-6
-#: Lina's path-table lookup on the CPU, per token (assumption: a few table reads per token;
-#: off the critical path either way).
-LINA_LOOKUP_PER_TOKEN_S = 20e-9
+# CPU stage costs and their sources live in ``moe_cpu`` (tests/test_moe_sim.py checks the
+# modelled sharding time stays within an order of magnitude of our implementation's).
 
 
 class FlowLike(Protocol):
@@ -59,6 +56,10 @@ class FlowLike(Protocol):
     def cpu_plan(self) -> bool: ...
     @property
     def two_stage(self) -> bool: ...
+    @property
+    def prefetch(self) -> bool: ...
+    @property
+    def fetch(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,7 @@ class LayerCosts:
     combine: float
     copy: np.ndarray  # this layer's replica copies / weight fetches, received per GPU
     cpu: float  # routing D2H + planning
+    replan: float  # CPU planning of this layer's replicas (runs during the previous layer)
     metadata: float
     dispatch_bytes: float
     combine_bytes: float
@@ -196,14 +198,15 @@ class StageCoster:
             out[dst] += float(self.cost.p2p(float(copy_bytes[src, dst]), same_node=same))
         return out
 
+    def host_fetch(self, copy_bytes: np.ndarray) -> np.ndarray:
+        """``[G]`` seconds each GPU needs to pull its fetched experts from host memory over its
+        own PCIe link (HarMoEny keeps every expert in pinned host memory)."""
+        received = np.asarray(copy_bytes).sum(axis=0)
+        return np.array([self.host(float(b)) for b in received])
+
     @staticmethod
     def host(nbytes: float) -> float:
         return HOST_LATENCY + nbytes / HOST_BW if nbytes > 0 else 0.0
-
-
-def cpu_plan_seconds(iterations: int) -> float:
-    """Modelled CPU planning time (``cpu_time: modelled``)."""
-    return CPU_BASE_S + CPU_PER_ITERATION_S * iterations
 
 
 def layer_costs(
@@ -220,6 +223,11 @@ def layer_costs(
     if flow.two_stage:
         local = np.array([coster.experts(plan.local[i]) for i in range(g)])
         remote = np.array([coster.experts(plan.remote[i]) for i in range(g)])
+    elif flow.fetch:
+        # Resident experts first, then the experts whose weights arrive from the host.
+        fetched = plan.holders & ~static_home(plan.load.shape[1], g)
+        local = np.array([coster.experts(plan.load[i] * ~fetched[i]) for i in range(g)])
+        remote = np.array([coster.experts(plan.load[i] * fetched[i]) for i in range(g)])
     else:
         # One grouped GEMM over all of a GPU's pairs, reported split by the local share.
         total = np.array([coster.experts(plan.load[i]) for i in range(g)])
@@ -242,7 +250,7 @@ def layer_costs(
     cpu = 0.0
     if flow.cpu_plan:
         plan_s = plan.cpu_wall_s if measured_cpu and plan.cpu_wall_s is not None else (
-            cpu_plan_seconds(plan.sharding_iterations))
+            sharding_seconds(plan.sharding_iterations))
         cpu = coster.host(routing / g) + plan_s
     return LayerCosts(
         attention=attention,
@@ -252,8 +260,10 @@ def layer_costs(
         moe_remote=remote,
         dispatch=dispatch,
         combine=combine,
-        copy=coster.copies(plan.copy_bytes),
+        copy=coster.host_fetch(plan.copy_bytes) if flow.fetch else coster.copies(plan.copy_bytes),
         cpu=cpu,
+        replan=replication_seconds(plan.replica_count, g, plan.load.shape[1])
+        if flow.prefetch else 0.0,
         metadata=coster.host(meta / g) if flow.cpu_plan else 0.0,
         dispatch_bytes=d_bytes,
         combine_bytes=c_bytes,

@@ -1,4 +1,4 @@
-"""MoE prefill under expert parallelism: SGLang, EPLB, Lina, HarMoEny and Libra (PAPERS.md B).
+"""MoE prefill under expert parallelism: SGLang, EPLB, Lina, HarMoEny and Libra (docs/model.md B).
 
 ``simulate_moe`` runs ``workload.batches`` prefill batches of ``workload.batch`` requests
 through every layer of the model on an EP group. Per MoE layer it builds the system's plan
@@ -11,13 +11,19 @@ System designs (what runs where, what waits for what):
 * SGLang: static placement; All2All dispatch after the gate; one grouped GEMM; combine.
 * EPLB: SGLang plus ``redundant_experts`` static replicas per layer placed by DeepSeek's
   algorithm from a profiling sample of the same data; pairs split evenly over copies.
-* Lina: path-table prediction on the CPU (hidden); replicas of predicted-hot experts copied
-  one layer ahead on the copy engine; pairs split evenly over copies.
-* HarMoEny: routing to the CPU, greedy moves, metadata back, then All2All dispatch and weight
-  fetches for moved experts: all on the critical path.
-* Libra: lookahead prediction (one extra gate GEMM), locality-aware replicas copied one layer
-  ahead (double-buffered), two-stage execution: MoE_local starts right after the gate while
-  AllGather dispatch and CPU sharding run; MoE_remote waits for all three.
+* Lina: path-table prediction and replica planning on the CPU (hidden while the layer
+  lasts); replicas of predicted-hot experts copied one layer ahead on the copy engine; pairs
+  split evenly over copies.
+* HarMoEny: routing to the CPU, greedy moves, metadata back, then All2All dispatch; the
+  experts a GPU lacks stream from host memory over its PCIe link while its resident experts
+  compute (``moe_local``), and their GEMMs (``moe_remote``) wait for the fetch.
+* Libra: lookahead prediction (one extra gate GEMM), locality-aware replicas planned on the
+  CPU and copied one layer ahead (double-buffered), two-stage execution: MoE_local starts
+  right after the gate while AllGather dispatch and CPU sharding run; MoE_remote waits for all
+  three. Across nodes, replica placement and sharding prefer GPUs of the same node.
+
+Every stage's cost provenance (measured / borrowed / assumed) is listed in the result under
+``cost_sources`` (``sim/moe_cpu.py``); CPU stage defaults and their sources are there too.
 
 Batches are served closed-loop (a batch's requests arrive as the previous batch ends), so a
 request's TTFT is its batch's prefill time. Embedding and LM head are not modelled.
@@ -29,6 +35,7 @@ wall-clock of our own sharding code, so every time field then varies run to run.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,22 +50,26 @@ from libra_des.hardware.profile import load_profile
 from libra_des.hardware.topology import load_topology
 from libra_des.hardware.variance import VarianceModel
 from libra_des.plan.moe import MoeLayerPlan
+from libra_des.sim import moe_policy, moe_setup
 from libra_des.sim.moe_costs import (
     LayerCosts,
     StageCoster,
     batch_shape,
     layer_costs,
 )
+from libra_des.sim.moe_cpu import cost_sources
 from libra_des.sim.moe_layer import CountingEnvironment, SharedLink
 from libra_des.sim.moe_policy import BatchPlanner, Flow, LayerRecord, run_batch
 from libra_des.sim.moe_setup import check_memory, ep_group
+from libra_des.workload import routing as routing_module
+from libra_des.workload import sampling, trace_cache
 from libra_des.workload.routing import RoutingTrace
 
 #: Result fields measured with the host's clock (excluded from determinism checks).
 WALL_CLOCK_FIELDS = ("wall_s", "cpu_sharding_wall_s")
 STAGES = (
     "attention", "gate", "prediction", "replica_copy", "dispatch", "moe_local",
-    "sharding_cpu", "metadata", "moe_remote", "combine",
+    "sharding_cpu", "metadata", "moe_remote", "combine", "replication_cpu",
 )
 
 
@@ -161,8 +172,11 @@ def simulate_moe(
     cost = CostModel(load_profile(scenario.profile), fabric)
     coster = StageCoster(cost, fabric, scenario.model, group.gpus)
     trace_rng, pred_rng, noise_rng, var_rng = rng.spawn(4)
+    if traces is None:
+        traces = shared_traces(scenario, group.gpus, trace_rng)
     run = MoeRun(
-        scenario, coster, BatchPlanner.build(scenario, group.gpus, trace_rng, traces),
+        scenario, coster,
+        BatchPlanner.build(scenario, group.gpus, trace_rng, traces, group.gpus_per_node),
         Flow.of(scenario), VarianceModel.build(scenario.variance, group.gpus, var_rng),
         (pred_rng, noise_rng),
     )
@@ -172,7 +186,38 @@ def simulate_moe(
         for b in range(run.planner.batches):
             run.batch(b, totals)
             bar.advance(task)
-    return {**assemble(scenario, run.flow, totals, run.env.processed), **tier_keys(cost.tiers())}
+    result = assemble(scenario, run.flow, totals, run.env.processed)
+    result["cost_sources"] = cost_sources(cost, group.gpus, group.gpus_per_node,
+                                          run.flow.allgather, run.flow.fetch,
+                                          scenario.balancer.cpu_time == "measured")
+    return {**result, **tier_keys(cost.tiers())}
+
+
+def shared_traces(
+    scenario: Scenario, gpus: int, rng: np.random.Generator
+) -> list[RoutingTrace] | None:
+    """The generated routing batches from the on-disk cache (see ``workload.trace_cache``),
+    or None when caching is off or the routing comes from a trace file.
+
+    Made, on a miss, exactly as the run's own planner would draw them (from a copy of its
+    stream, which stays untouched), so a run gives the same result with or without the cache.
+    """
+    directory = trace_cache.cache_dir()
+    routing = scenario.workload.routing
+    if directory is None or (routing is not None and routing.trace):
+        return None
+
+    def make() -> list[RoutingTrace]:
+        planner = BatchPlanner.build(scenario, gpus, copy.deepcopy(rng))
+        return [planner.trace(b) for b in range(planner.batches)]
+
+    parts = {
+        "model": scenario.model.model_dump(mode="json"),
+        "workload": scenario.workload.model_dump(mode="json"),
+        "gpus": gpus,
+        "code": trace_cache.source_fingerprint((moe_policy, moe_setup, routing_module, sampling)),
+    }
+    return trace_cache.cached_traces(directory, rng, parts, make)
 
 
 def percentiles(batch_s: Sequence[float], requests: Sequence[int]) -> dict[str, float]:

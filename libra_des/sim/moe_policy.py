@@ -19,7 +19,8 @@ from libra_des.config import ROOT, RoutingSpec, Scenario, resolve_path
 from libra_des.errors import InputError
 from libra_des.hardware.variance import VarianceModel
 from libra_des.plan.moe import MoeLayerPlan, MoeSetup, rebalance_experts, static_home, systems
-from libra_des.sim.moe_costs import LINA_LOOKUP_PER_TOKEN_S, BatchShape, LayerCosts
+from libra_des.sim.moe_costs import BatchShape, LayerCosts
+from libra_des.sim.moe_cpu import LINA_LOOKUP_PER_TOKEN_S
 from libra_des.sim.moe_layer import SharedLink, Stage, critical_exposure, launch, stage_spans
 from libra_des.sim.moe_setup import batch_lengths, expert_bytes
 from libra_des.workload.predictors import Predictor, make_predictor, topk_agreement
@@ -46,7 +47,7 @@ class Flow:
     gpu_predict: bool  # a prediction kernel on the GPU stream (lookahead)
     cpu_predict: bool  # a path-table lookup on the CPU (Lina), off the critical path
     prefetch: bool  # replicas for the next layer copied during this one
-    fetch: bool  # weights fetched after planning, this layer (HarMoEny)
+    fetch: bool  # weights fetched from host memory after planning, this layer (HarMoEny)
     cpu_plan: bool
     two_stage: bool
 
@@ -104,6 +105,7 @@ class BatchPlanner:
         gpus: int,
         rng: np.random.Generator,
         traces: Sequence[RoutingTrace] | None = None,
+        gpus_per_node: int = 0,
     ) -> BatchPlanner:
         m, w, bal = scenario.model, scenario.workload, scenario.balancer
         routing = w.routing
@@ -133,7 +135,7 @@ class BatchPlanner:
             layout = rebalance_experts(profile.expert_load(), m.experts + bal.redundant_experts,
                                        1, 1, gpus)[0]
         setup = MoeSetup(static_home(m.experts, gpus), bal.slots, bal.alpha, bal.shard_tolerance,
-                         m.hidden * m.dtype_bytes, expert_bytes(m))
+                         m.hidden * m.dtype_bytes, expert_bytes(m), gpus_per_node)
         timer = time.perf_counter if bal.cpu_time == "measured" else None
         return cls(scenario, setup, flow, batches, router, source, predictor, layout, rng, timer)
 
@@ -229,7 +231,7 @@ def with_noise(c: LayerCosts, f: np.ndarray) -> LayerCosts:
 
 
 def build_graph(
-    flow: Flow, c: LayerCosts, prefetched: list[Stage] | None, next_copy: np.ndarray | None,
+    flow: Flow, c: LayerCosts, prefetched: list[Stage] | None, nxt: LayerCosts | None,
     lookup_s: float,
 ) -> tuple[list[Stage], Stage, list[Stage] | None]:
     """Stages of one layer (and the copies it issues for the next layer)."""
@@ -249,31 +251,35 @@ def build_graph(
     disp = Stage("dispatch", None, c.dispatch,
                  list(gate) + (plan_ready if flow.dispatch_after_plan else []), every)
     stages.append(disp)
-    local = []
+    local, remote = [], []
     for g in gpus:
         deps = [pred[g]] if flow.two_stage else [disp]
         if prefetched is not None:
             deps.append(prefetched[g])
-        if flow.fetch and c.copy[g] > 0:
-            fetch = Stage("replica_copy", g, c.copy[g], list(plan_ready), (g,))
-            stages.append(fetch)
-            deps.append(fetch)
         local.append(Stage("moe_local", g, c.moe_local[g], deps))
-    remote = [Stage("moe_remote", g, c.moe_remote[g],
-                    [local[g], disp] + (plan_ready if flow.remote_after_plan else []))
-              for g in gpus]
+        after = [local[g], disp] + (plan_ready if flow.remote_after_plan else [])
+        if flow.fetch and c.copy[g] > 0:
+            # HarMoEny: the fetched experts' weights stream from host memory over the GPU's
+            # own PCIe link (not its NVLink port) while its resident experts compute.
+            fetch = Stage("replica_copy", g, c.copy[g], list(plan_ready))
+            stages.append(fetch)
+            after.append(fetch)
+        remote.append(Stage("moe_remote", g, c.moe_remote[g], after))
     combine = Stage("combine", None, c.combine, list(remote), every)
     stages += local + remote + [combine]
     issued = None
-    if next_copy is not None:
+    if nxt is not None:
         ready: list[Stage] = list(pred)
         if flow.cpu_predict:
             lookup = Stage("prediction", None, lookup_s, list(gate))
             stages.append(lookup)
             ready = [lookup]
-        # Issued once this layer's dispatch is done, so the copies overlap the grouped GEMMs
-        # (the paper's schedule); they may still contend with the combine.
-        issued = [Stage("replica_copy", g, next_copy[g], [*ready, disp], (g,)) for g in gpus]
+        # The host plans the next layer's replicas from the prediction (a CPU thread of its
+        # own: assumption), then the copies are issued once this layer's dispatch is done, so
+        # they overlap the grouped GEMMs (the paper's schedule) and may contend with combine.
+        replan = Stage("replication_cpu", None, nxt.replan, ready)
+        stages.append(replan)
+        issued = [Stage("replica_copy", g, nxt.copy[g], [replan, disp], (g,)) for g in gpus]
         stages += issued
     return stages, combine, issued
 
@@ -312,7 +318,7 @@ def run_batch(
             launch(env, s, ports)
     layers: list[tuple[list[Stage], float, float, dict[str, float]]] = []
     for layer, c in enumerate(costs):
-        nxt = costs[layer + 1].copy if flow.prefetch and layer + 1 < len(costs) else None
+        nxt = costs[layer + 1] if flow.prefetch and layer + 1 < len(costs) else None
         stages, last, issued = build_graph(flow, c, prefetched, nxt, lookup_s)
         if layer == 0 and prefetched is not None:
             stages += prefetched

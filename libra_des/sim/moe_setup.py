@@ -17,11 +17,9 @@ import numpy as np
 
 from libra_des.config import ModelSpec, Scenario
 from libra_des.errors import InputError
+from libra_des.hardware.memory import device_hbm
 from libra_des.hardware.topology import Topology
 
-#: Device memory by GPU name prefix (datasheets: H200 141 GB HBM3e, H100 SXM 80 GB,
-#: A100 80 GB, L40S 48 GB GDDR6).
-HBM_BYTES = {"H200": 141e9, "H100": 80e9, "A100": 80e9, "L40S": 48e9}
 #: Share of HBM a serving engine can use (assumption: CUDA context, allocator slack).
 USABLE_HBM = 0.9
 ACTIVATION_COPIES = 4
@@ -56,13 +54,6 @@ def ep_group(scenario: Scenario, topo: Topology) -> EpGroup:
 def expert_bytes(model: ModelSpec) -> float:
     """Weights of one routed expert: gate, up and down projections."""
     return 3.0 * model.hidden * (model.expert_ffn or model.hidden) * model.dtype_bytes
-
-
-def device_hbm(gpu_name: str) -> float:
-    for prefix, size in HBM_BYTES.items():
-        if gpu_name.upper().startswith(prefix):
-            return size
-    raise InputError("topology.gpu", gpu_name, " | ".join(HBM_BYTES) + " (known HBM size)")
 
 
 def resident_bytes(scenario: Scenario, gpus: int) -> float:

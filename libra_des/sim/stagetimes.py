@@ -31,6 +31,7 @@ class DeviceTimes:
     straggler: np.ndarray  # [E, n, L] slowest worker's attention time per layer call
     layers: np.ndarray  # [n] layers each op covers
     pair_heads: np.ndarray  # [E, n] attention pair-heads the op's durations were costed for
+    linear_share: np.ndarray  # [E, n] layers x token share the linear work was costed for
     # Per-layer lockstep parts, kept for the detailed mode which replays them as events:
     pre: np.ndarray  # [E, n, L] slowest worker's pre-attention work
     compute_max: np.ndarray  # [E, n, L] slowest worker's attention compute (all chunks)
@@ -58,6 +59,12 @@ class Layout:
         return self.layers // stages + (1 if vs < self.layers % stages else 0)
 
 
+#: Pipeline entities costed together: bounds the [E, n, L, W] temporaries, which set the
+#: step's memory peak at scale (all 256 entities of 131k GPUs at once need about 250 MiB of
+#: them). Entities are independent, so the result does not depend on it (our choice).
+ENTITY_BLOCK = 64
+
+
 def device_times(
     plan: StepPlan,
     schedule: Schedule,
@@ -81,40 +88,119 @@ def device_times(
     f = variance.factors(rng, gpus, n * lmax * 3, step)
     f = f.reshape(n, lmax, 3, e_count, width).transpose(3, 0, 1, 2, 4)
     mask = (np.arange(lmax)[None, :] < layers[:, None]).astype(float)  # [n, L]
+    # Per-slot real-token share of the linear work (WLB-LLM's variable-length microbatches).
+    share_all = np.ones((e_count, n)) if lin.token_share is None else lin.token_share[:, mb]
+    g = global_layers(schedule, device, layout, lmax) if lin.expert_extra is not None else None
+    ctx = OpContext(is_f, mb, mask, layers, lmax)
 
-    comp = np.where(is_f[None, :, None], att.compute_fwd[:, mb], att.compute_bwd[:, mb])
-    disp = np.where(is_f[None, :], att.dispatch_fwd[:, mb], att.dispatch_bwd[:, mb])
-    ret = np.where(is_f[None, :], att.return_fwd[:, mb], att.return_bwd[:, mb])
-    comp_l = comp[:, :, None, :] * f[:, :, :, 1, :]  # [E, n, L, W]
+    parts = [entity_block(slice(lo, min(lo + ENTITY_BLOCK, e_count)), f, share_all, att, lin,
+                          ctx, g)
+             for lo in range(0, e_count, ENTITY_BLOCK)]
+    return DeviceTimes(
+        **{key: np.concatenate([part[key] for part in parts]) for key in parts[0]},
+        layers=layers,
+    )
+
+
+@dataclass(frozen=True)
+class OpContext:
+    """What every entity block of one device shares: op kinds, microbatches, layer mask."""
+
+    is_f: np.ndarray  # [n] forward ops
+    mb: np.ndarray  # [n] microbatch of each op
+    mask: np.ndarray  # [n, L] 1 where the op covers that local layer
+    layers: np.ndarray  # [n] layers each op covers
+    lmax: int
+
+
+def entity_block(
+    sl: slice,
+    f: np.ndarray,
+    share_all: np.ndarray,
+    att: SlotAttention,
+    lin: LinearCosts,
+    ctx: OpContext,
+    g: np.ndarray | None,
+) -> dict[str, np.ndarray]:
+    """The [E, ...] fields of the entities in ``sl`` (entities are independent)."""
+    is_f, mb, mask = ctx.is_f, ctx.mb, ctx.mask
+    fb, share = f[sl], share_all[sl]
+    comp = np.where(is_f[None, :, None], att.compute_fwd[sl, mb], att.compute_bwd[sl, mb])
+    disp = np.where(is_f[None, :], att.dispatch_fwd[sl, mb], att.dispatch_bwd[sl, mb])
+    ret = np.where(is_f[None, :], att.return_fwd[sl, mb], att.return_bwd[sl, mb])
+    comp_l = comp[:, :, None, :] * fb[:, :, :, 1, :]  # [E, n, L, W]
     m = att.chunks
     t_w = np.asarray(
         pipelined_time(comp_l / m, disp[:, :, None, None], ret[:, :, None, None], m)
     )
+    comm_total = (disp + ret)[:, :, None, None] * m
+    if att.recompute:
+        comp_l, t_w, comm_total = with_recompute(att, sl, is_f, mb, fb,
+                                                 (comp_l, t_w, comm_total))
     attn = t_w.max(axis=-1)  # [E, n, L]
 
-    pre_base = np.where(is_f, lin.pre_fwd, lin.pre_bwd)[None, :, None, None]
-    post_base = np.where(is_f, lin.post_fwd, lin.post_bwd)[None, :, None, None]
-    pre_w = pre_base * f[:, :, :, 0, :]
-    post_w = post_base * f[:, :, :, 2, :]
-    pre, post = pre_w.max(axis=-1), post_w.max(axis=-1)
+    pre_base = np.where(is_f, lin.pre_fwd, lin.pre_bwd)[None, :] * share
+    post_base = np.where(is_f, lin.post_fwd, lin.post_bwd)[None, :] * share
+    post_l = post_base[:, :, None] * np.ones(ctx.lmax)  # [E, n, L]
     # The backward's expert all-to-all moves the same bytes as the forward's (dispatch+combine).
-    ep = np.full((1, n, 1), lin.ep_comm_fwd)
+    ep = (np.where(is_f, lin.ep_comm_fwd, lin.ep_comm_bwd)[None, :] * share)[:, :, None]
+    if g is not None and lin.expert_extra is not None and lin.ep_factor is not None:
+        # Routing skew: the hottest EP rank's extra expert work and all-to-all, per layer.
+        passes = np.where(is_f, 1.0, lin.backward_passes)[:, None]
+        post_l = post_l + lin.expert_extra[g] * passes * share[:, :, None]
+        ep = ep * lin.ep_factor[g]
+    pre_w = pre_base[:, :, None, None] * fb[:, :, :, 0, :]
+    post_w = post_l[..., None] * fb[:, :, :, 2, :]
+    pre, post = pre_w.max(axis=-1), post_w.max(axis=-1)
 
     per_layer = (pre + attn + post + ep) * mask
     exposed_w = t_w - comp_l
-    comm_total = (disp + ret)[:, :, None, None] * m
     wait = (pre[..., None] - pre_w) + (attn[..., None] - t_w) + (post[..., None] - post_w)
-    return DeviceTimes(
-        duration=per_layer.sum(axis=-1),
-        attn_compute=(comp_l.mean(axis=-1) * mask).sum(axis=-1),
-        attn_exposed=(exposed_w.mean(axis=-1) * mask).sum(axis=-1),
-        attn_hidden=(np.maximum(comm_total - exposed_w, 0.0).mean(axis=-1) * mask).sum(-1),
-        pool_wait=(wait.mean(axis=-1) * mask).sum(axis=-1),
-        other_comm=(ep * mask).sum(axis=-1),
-        straggler=attn * mask,
-        layers=layers,
-        pair_heads=att.pair_heads[:, mb] * layers[None, :],
-        pre=pre * mask,
-        compute_max=comp_l.max(axis=-1) * mask,
-        post=(post + ep) * mask,
-    )
+    return {
+        "duration": per_layer.sum(axis=-1),
+        "attn_compute": (comp_l.mean(axis=-1) * mask).sum(axis=-1),
+        "attn_exposed": (exposed_w.mean(axis=-1) * mask).sum(axis=-1),
+        "attn_hidden": (np.maximum(comm_total - exposed_w, 0.0).mean(axis=-1) * mask).sum(-1),
+        "pool_wait": (wait.mean(axis=-1) * mask).sum(axis=-1),
+        "other_comm": (ep * mask).sum(axis=-1),
+        "straggler": attn * mask,
+        "pair_heads": att.pair_heads[sl, mb] * ctx.layers[None, :],
+        "linear_share": share * ctx.layers[None, :],
+        "pre": pre * mask,
+        "compute_max": comp_l.max(axis=-1) * mask,
+        "post": (post + ep) * mask,
+    }
+
+
+def with_recompute(
+    att: SlotAttention,
+    sl: slice,
+    is_f: np.ndarray,
+    mb: np.ndarray,
+    f: np.ndarray,
+    parts: tuple[np.ndarray, np.ndarray, np.ndarray],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Add a full recomputation's forward attention (and its exchange) to every backward op.
+
+    The recomputed forward runs its own Pipeliner schedule before the backward's, with the
+    same per-worker noise draw as the backward's attention of that layer.
+    """
+    comp_l, t_w, comm_total = parts
+    assert att.recompute_dispatch is not None and att.recompute_return is not None
+    m = att.chunks
+    is_b = (~is_f).astype(float)
+    comp_r = att.compute_fwd[sl, mb][:, :, None, :] * f[:, :, :, 1, :] * is_b[None, :, None, None]
+    disp = att.recompute_dispatch[sl, mb] * is_b
+    ret = att.recompute_return[sl, mb] * is_b
+    t_r = np.asarray(pipelined_time(comp_r / m, disp[:, :, None, None], ret[:, :, None, None], m))
+    return comp_l + comp_r, t_w + t_r, comm_total + (disp + ret)[:, :, None, None] * m
+
+
+def global_layers(schedule: Schedule, device: int, layout: Layout, lmax: int) -> np.ndarray:
+    """[n, L] model-layer index of every (op, local layer) of ``device`` (clipped past the end)."""
+    counts = [layout.layers_of(schedule, *schedule.device_of(v))
+              for v in range(schedule.stages * schedule.virtual)]
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    first = np.array([starts[schedule.virtual_stage(device, op)]
+                      for op in schedule.orders[device]])
+    return np.minimum(first[:, None] + np.arange(lmax), layout.layers - 1)

@@ -10,9 +10,12 @@ attention exchange with per-chunk flows on the flow-level network
 
 from __future__ import annotations
 
+import copy
+import gc
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import simpy
@@ -23,14 +26,29 @@ from libra_des.hardware.costs import CostModel
 from libra_des.hardware.profile import load_profile
 from libra_des.hardware.topology import Topology, load_topology
 from libra_des.hardware.variance import VarianceModel
-from libra_des.plan.step import StepPlan, build_step_plan, pool_size_of
+from libra_des.plan.step import StepPlan, build_step_plan, pipeliner_chunks, pool_size_of
+from libra_des.plan.tap_autotune import Ranking, resolve_knobs
 from libra_des.sim.detailed import DetailedPipelineSim, flow_times
+from libra_des.sim.memory import (
+    MemoryReport,
+    PlanFootprint,
+    check_memory,
+    footprint,
+    shard_tokens_of,
+    stage_memory,
+)
 from libra_des.sim.network import Network
-from libra_des.sim.opcost import LinearCosts, SlotAttention, linear_costs, slot_attention
+from libra_des.sim.opcost import (
+    LinearCosts,
+    SlotAttention,
+    backward_traffic,
+    linear_costs,
+    slot_attention,
+)
 from libra_des.sim.pipeline import PipelineRun, PipelineSim
 from libra_des.sim.schedules import Op, Schedule, build_schedule
 from libra_des.sim.stagetimes import DeviceTimes, Layout, device_times
-from libra_des.workload.packing import make_stream
+from libra_des.workload.packing import PackedBatch, make_stream
 
 
 @dataclass(frozen=True)
@@ -54,6 +72,8 @@ class StepRecord:
     p2p_seconds: np.ndarray  # [src stage, dst stage] hand-off seconds
     executed_pair_heads: tuple[float, float]  # (forward, backward) over all layers
     sim_seconds: float = 0.0  # wall clock inside SimPy (benchmarks only; not in results)
+    memory: MemoryReport | None = None
+    tap_autotune: dict[str, Any] | None = None  # the (H, B) ranking when knobs were auto
     comm_tiers: tuple[tuple[str, str], ...] = ()  # (op, curve tier) priced so far in the run
 
 
@@ -184,7 +204,7 @@ def simulate_step(
     """Cost the plan, fold in noise, and run the pipeline processes for one step."""
     par = scenario.parallelism
     schedule = build_schedule(par.schedule, par.pp, par.microbatches, par.virtual_stages)
-    lin = linear_costs(scenario, cluster.cost)
+    lin = replace(linear_costs(scenario, cluster.cost), token_share=token_share(scenario, plan))
     att = slot_attention(scenario, cluster.cost, plan)
     if scenario.comm_free:
         lin, att = free_comm(lin, att)
@@ -198,7 +218,8 @@ def simulate_step(
     sim: PipelineSim
     if scenario.fidelity == "detailed":
         sim = DetailedPipelineSim(
-            schedule, times, plan, layout, network_factory(scenario, cluster), lin.act_bytes, sync
+            schedule, times, plan, layout, network_factory(scenario, cluster), lin.act_bytes, sync,
+            backward_traffic(scenario),
         )
     else:
         width = layout.pool * par.cp
@@ -210,8 +231,55 @@ def simulate_step(
         times = flow_times(times, sim)
     executed = executed_pair_heads(times, run, schedule)
     check_step(scenario, plan, schedule, run, executed)
+    check_linear_tokens(scenario, plan, times, run, schedule)
     step_time = float(max(run.sync_end.max(), np.nanmax(run.finish)))
     return StepRecord(plan, times, run, step_time, lin, p2p, executed, sim_wall)
+
+
+def slot_tokens(scenario: Scenario, plan: StepPlan) -> np.ndarray:
+    """[E, m] tokens the linear layers of each slot run on.
+
+    WLB-LLM's variable-length microbatches hold their real tokens; the fixed-length packers
+    pad every packed sequence to L and compute the padding too.
+    """
+    if scenario.balancer.policy == "wlb_llm":
+        return plan.window.tokens()[plan.seq_of].sum(axis=-1).astype(float)
+    full = float(plan.pool_size * scenario.workload.packed_length)
+    return np.full(plan.seq_of.shape[:2], full)
+
+
+def token_share(scenario: Scenario, plan: StepPlan) -> np.ndarray | None:
+    """Per-slot share of the padded length the linear work runs on (None: all padded)."""
+    if scenario.balancer.policy != "wlb_llm":
+        return None
+    return slot_tokens(scenario, plan) / float(plan.pool_size * scenario.workload.packed_length)
+
+
+def check_linear_tokens(
+    scenario: Scenario,
+    plan: StepPlan,
+    times: tuple[DeviceTimes, ...],
+    run: PipelineRun,
+    schedule: Schedule,
+) -> None:
+    """Built-in check: linear work executed = the slots' tokens x layers, both directions.
+
+    Taken from the per-op arrays that set the durations (share x layers) times how often each
+    op ran; for WLB-LLM the expected tokens are its real tokens (per-token FLOPs x tokens).
+    """
+    width = float(plan.pool_size * scenario.workload.packed_length)
+    expected = float(slot_tokens(scenario, plan).sum()) * scenario.model.layers
+    done = {"F": 0.0, "B": 0.0}
+    for d, t in enumerate(times):
+        ran = run.ran[:, d, :] * t.linear_share * width
+        for i, op in enumerate(schedule.orders[d]):
+            done[op.kind] += float(ran[:, i].sum())
+    for kind, tokens in done.items():
+        if not np.isclose(tokens, expected, rtol=1e-9):
+            raise CheckError(
+                "linear FLOPs executed equal tokens x per-token FLOPs",
+                f"{kind}: executed {tokens:.6g} token-layers, expected {expected:.6g}",
+            )
 
 
 def executed_pair_heads(
@@ -244,8 +312,11 @@ def network_factory(
 def free_comm(lin: LinearCosts, att: SlotAttention) -> tuple[LinearCosts, SlotAttention]:
     """Zero every communication cost (closed-form bubble checks use this)."""
     zero = np.zeros_like
-    return replace(lin, ep_comm_fwd=0.0), replace(
+    redo_d, redo_r = att.recompute_dispatch, att.recompute_return
+    return replace(lin, ep_comm_fwd=0.0, recompute_ep=0.0), replace(
         att,
+        recompute_dispatch=None if redo_d is None else zero(redo_d),
+        recompute_return=None if redo_r is None else zero(redo_r),
         dispatch_fwd=zero(att.dispatch_fwd),
         return_fwd=zero(att.return_fwd),
         dispatch_bwd=zero(att.dispatch_bwd),
@@ -291,14 +362,93 @@ def simulate_training(
     # change in how many noise numbers a step draws) must not change the data a step sees.
     cluster_rng, data_rng, noise_rng = rng.spawn(3)
     cluster = elaborate_cluster(scenario, cluster_rng)
+    # Memory without any attention buffers first: a run that cannot fit fails before planning.
+    check_memory_floor(scenario, cluster, data_rng)
+    scenario, ranking = choose_tap_knobs(scenario, cluster, data_rng)
+    tuned = None if ranking is None else ranking.as_dict()
     stream = make_stream(scenario.workload, data_rng)
-    records = []
+    plans = []
     queue = np.zeros(0, dtype=np.int64)
-    for step in range(scenario.steps):
-        plan = build_step_plan(scenario, stream, queue)
-        queue = plan.deferred
-        rec = simulate_step(scenario, cluster, plan, noise_rng, step)
-        records.append(replace(rec, comm_tiers=tuple(cluster.cost.tiers().items())))
-        if progress is not None:
-            progress(step)
+    for _ in range(scenario.steps):
+        # Plans are pure and drawn from the data stream only, so planning every step first
+        # lets the memory check refuse a run before any simulation.
+        plans.append(build_step_plan(scenario, stream, queue))
+        queue = plans[-1].deferred
+    report = training_memory(scenario, cluster, plans)
+    records = []
+    # The elaborated objects live for the whole run: freezing them keeps the collector's full
+    # passes (several at 131k GPUs) from walking them again; undone on the way out.
+    gc.freeze()
+    try:
+        for step, plan in enumerate(plans):
+            rec = simulate_step(scenario, cluster, plan, noise_rng, step)
+            # Measured: the per-slot plans are no longer needed (metrics and trace read none).
+            records.append(replace(rec, plan=plan.without_slots(), memory=report,
+                                   tap_autotune=tuned,
+                                   comm_tiers=tuple(cluster.cost.tiers().items())))
+            plans[step] = plans[step].without_slots()
+            if progress is not None:
+                progress(step)
+    finally:
+        gc.unfreeze()
     return records
+
+
+def resolved_scenario(scenario: Scenario) -> Scenario:
+    """The scenario with ``auto`` TAP knobs replaced as a run of it replaces them.
+
+    Uses the same seed streams as :func:`simulate_training` (hardware and data children).
+    """
+    bal = scenario.balancer
+    if isinstance(bal.heads_split, int) and isinstance(bal.block_size, int):
+        return scenario
+    cluster_rng, data_rng, _noise = np.random.default_rng(scenario.seed).spawn(3)
+    return choose_tap_knobs(scenario, elaborate_cluster(scenario, cluster_rng), data_rng)[0]
+
+
+def first_window(scenario: Scenario, data_rng: np.random.Generator) -> PackedBatch:
+    """The run's first GBS window, drawn from a copy of the data stream (it stays unused)."""
+    stream = make_stream(scenario.workload, copy.deepcopy(data_rng))
+    return stream.next_window(scenario.parallelism.gbs)
+
+
+def check_memory_floor(
+    scenario: Scenario, cluster: Cluster, data_rng: np.random.Generator
+) -> None:
+    """Refuse (exit 2) a run whose memory without remote attention buffers already exceeds HBM."""
+    tokens = shard_tokens_of(first_window(scenario, data_rng), scenario.parallelism.cp)
+    check_memory(scenario, memory_report(scenario, cluster, PlanFootprint(tokens, 0.0, 1)))
+
+
+def memory_report(scenario: Scenario, cluster: Cluster, need: PlanFootprint) -> MemoryReport:
+    par = scenario.parallelism
+    schedule = build_schedule(par.schedule, par.pp, par.microbatches, par.virtual_stages)
+    return stage_memory(scenario, schedule, layout_of(scenario), need, cluster.topology.spec.gpu)
+
+
+def choose_tap_knobs(
+    scenario: Scenario, cluster: Cluster, data_rng: np.random.Generator
+) -> tuple[Scenario, Ranking | None]:
+    """Resolve ``auto`` TAP knobs on the run's first window (a copy of the data stream)."""
+    window = first_window(scenario, data_rng)
+    return resolve_knobs(scenario, cluster.cost, window, memory_fits(scenario, cluster, window))
+
+
+def training_memory(scenario: Scenario, cluster: Cluster, plans: list[StepPlan]) -> MemoryReport:
+    """Peak memory per stage; exits 2 (one line) when it does not fit, unless check: warn."""
+    report = memory_report(scenario, cluster, footprint(plans, scenario.parallelism.cp))
+    check_memory(scenario, report)
+    return report
+
+
+def memory_fits(
+    scenario: Scenario, cluster: Cluster, window: PackedBatch
+) -> Callable[[float], bool]:
+    """Whether the run fits with a TAP candidate's remote buffers (for ``auto`` knobs)."""
+    tokens = shard_tokens_of(window, scenario.parallelism.cp)
+    chunks = pipeliner_chunks(scenario)
+
+    def fits(remote: float) -> bool:
+        return not memory_report(scenario, cluster, PlanFootprint(tokens, remote, chunks)).oom
+
+    return fits

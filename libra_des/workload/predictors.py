@@ -6,7 +6,7 @@
   ``a``; a miss becomes the expert's substitute in that layer (see :class:`NoisyPredictor`),
   drawn by popularity (a gate applied to slightly stale states errs towards experts that are
   popular anyway). Per-layer accuracy defaults to a draw inside the paper's per-model range
-  (PAPERS.md B).
+  (docs/model.md B).
 * ``lina``: an expert-selection-path table built from a profiling trace: for each layer, the
   co-occurrence counts of (expert at layer l-1, expert at layer l); a token's prediction is the
   top-k of the rows of its layer-(l-1) experts. Its accuracy is whatever the table achieves on
@@ -27,7 +27,7 @@ from libra_des.errors import InputError
 from libra_des.workload.routing import CHUNK, RoutingTrace, stable_seed
 from libra_des.workload.sampling import Scratch, thin_matmul, top_k_ascending
 
-#: Lookahead accuracy ranges reported in the Libra MoE paper (PAPERS.md B), by model family.
+#: Lookahead accuracy ranges reported in the Libra MoE paper (docs/model.md B), by model family.
 LOOKAHEAD_RANGES = {"qwen3": (0.865, 0.917), "glm": (0.727, 0.796)}
 #: Rejection-sampling rounds for replacement experts before the exact fallback.
 REJECTION_ROUNDS = 6

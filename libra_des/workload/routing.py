@@ -343,7 +343,10 @@ def save_trace(path: str | Path, trace: RoutingTrace) -> None:
 def read_npz(path: str | Path) -> dict[str, np.ndarray]:
     """All arrays of an ``.npz`` file; unreadable or malformed files are input errors."""
     try:
-        with np.load(Path(path), allow_pickle=False) as data:
+        data = np.load(Path(path), allow_pickle=False)
+        if not isinstance(data, np.lib.npyio.NpzFile):  # a bare .npy array, not an archive
+            return {}
+        with data:
             return {key: np.asarray(data[key]) for key in data.files}
     except FileNotFoundError:
         raise InputError(TRACE_FIELD, str(path), "an existing .npz file") from None
@@ -358,6 +361,8 @@ def load_trace(
 ) -> RoutingTrace:
     """Load and validate a real trace; tokens without request ids form ``seq_len`` requests."""
     arrays = read_npz(path)
+    if not arrays:
+        raise InputError(TRACE_FIELD, str(path), "an .npz archive holding 'experts' (not .npy)")
     experts = arrays.get("experts")
     if experts is None:
         raise InputError(TRACE_FIELD, str(path), "an .npz holding an 'experts' array")

@@ -1,4 +1,4 @@
-"""MoE expert-parallel plans (PAPERS.md B): EPLB, Lina, Libra replication + sharding, HarMoEny.
+"""MoE expert-parallel plans (docs/model.md B): EPLB, Lina, Libra replication + sharding, HarMoEny.
 
 Pure numpy functions; a layer's plan is a frozen :class:`MoeLayerPlan`.
 """

@@ -1,5 +1,5 @@
 """EPLB: DeepSeek's expert-parallel load balancer (static replication), written from its
-published description (PAPERS.md B), in numpy.
+published description (docs/model.md B), in numpy.
 
 Hierarchical policy (used when expert groups divide evenly over nodes):
 

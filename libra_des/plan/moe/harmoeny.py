@@ -1,9 +1,18 @@
-"""HarMoEny: greedy token moves on the exact routing, on the critical path (PAPERS.md B).
+"""HarMoEny: greedy token moves on the exact routing, on the critical path (docs/model.md B).
 
 After the gate, every pair sits on its expert's home GPU; the planner moves pairs from the
 most- to the least-loaded GPU (any pair, any GPU) with the same greedy engine as Libra's
 sharding. A GPU that receives pairs of an expert it lacks must fetch that expert's weights
 before computing them (``fetched``).
+
+Published system (HarMoEny, arXiv 2506.12417): redistributes tokens from overloaded to
+underused GPUs and prefetches the needed experts asynchronously from host (system) memory to
+the GPUs, so fetching overlaps computation. Modelled (``sim/moe_costs.py``,
+``sim/moe_policy.py``): a CPU plan after the gate (routing to the host, greedy moves, metadata
+back), then each GPU pulls the experts it lacks over its own PCIe link while its resident
+experts compute; the fetched experts' GEMMs wait for the fetch. Simplified: our greedy engine
+stands in for HarMoEny's scheduler, and experts are fetched per layer after the plan, not
+prefetched across layers.
 """
 
 from __future__ import annotations

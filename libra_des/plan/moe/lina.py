@@ -1,9 +1,16 @@
-"""Lina's inference-time replication, driven by its path-table prediction (PAPERS.md B).
+"""Lina's inference-time replication, driven by its path-table prediction (docs/model.md B).
 
 From the predicted pairs per expert, repeatedly give one more replica to the expert with the
 largest predicted load per copy, on the GPU with the least predicted load that has a free slot
 and lacks the expert, until the slots are full. Tokens are then spread evenly over an expert's
 copies (no token sharding), and copies move off the critical path on the copy engine.
+
+Published system (Lina, ATC'23): estimates expert popularity per layer from the
+expert-selection paths of earlier layers and schedules replicas and resources ahead of the
+layer. Where the model simplifies: the path table is one co-occurrence table per adjacent
+layer pair, learned from a profiling sample of the served dataset's routing model (its
+accuracy is measured, not set: ``workload/predictors.py``); replica placement is the greedy
+rule above; the planning runs on the host (``sim/moe_cpu.py``, ``replication_cpu``).
 """
 
 from __future__ import annotations

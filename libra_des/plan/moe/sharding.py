@@ -1,4 +1,4 @@
-"""Libra's token sharding: iterative greedy over remote tokens only (PAPERS.md B).
+"""Libra's token sharding: iterative greedy over remote tokens only (docs/model.md B).
 
 Model: a GPU's load is the number of (token, expert) pairs it computes. Local pairs (the
 token's own GPU holds the expert, as home or replica) never move. Every remote pair starts on
@@ -8,7 +8,8 @@ holding that expert, at most half the load gap, so the maximum never rises; if t
 cannot help, try the next; stop when no move helps. One move is one iteration.
 
 :func:`greedy_moves` is the shared engine; HarMoEny calls it with every pair movable and every
-GPU a receiver.
+GPU a receiver. Across nodes (``node`` given) a move prefers the least-loaded holder on the
+source's node, and crosses to another node only when no holder there can take pairs.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ class ShardResult:
 
 
 def best_move(
-    load: np.ndarray, movable: np.ndarray, receivers: np.ndarray, loads: np.ndarray, src: int
+    load: np.ndarray, movable: np.ndarray, receivers: np.ndarray, loads: np.ndarray, src: int,
+    node: np.ndarray | None = None,
 ) -> tuple[int, int, int] | None:
     """(expert, destination, pairs) of the first helpful move off GPU ``src``, or None."""
     others = np.arange(load.shape[0]) != src
@@ -37,10 +39,14 @@ def best_move(
         ok = receivers[:, e] & others
         if not ok.any():
             continue
-        dst = int(np.argmin(np.where(ok, loads, np.iinfo(np.int64).max)))
-        amount = int(min(movable[src, e], (loads[src] - loads[dst]) // 2))
-        if amount > 0:
-            return int(e), dst, amount
+        tiers = [ok & (node == node[src]), ok] if node is not None else [ok]
+        for cand in tiers:
+            if not cand.any():
+                continue
+            dst = int(np.argmin(np.where(cand, loads, np.iinfo(np.int64).max)))
+            amount = int(min(movable[src, e], (loads[src] - loads[dst]) // 2))
+            if amount > 0:
+                return int(e), dst, amount
     return None
 
 
@@ -50,6 +56,7 @@ def greedy_moves(
     receivers: np.ndarray,
     tolerance: float,
     max_iterations: int | None = None,
+    node: np.ndarray | None = None,
 ) -> ShardResult:
     """Move pairs from the most- to the least-loaded eligible GPU until balanced or stuck."""
     load = load.astype(np.int64).copy()
@@ -61,7 +68,7 @@ def greedy_moves(
         src = int(np.argmax(loads))
         if loads[src] <= target:
             break
-        move = best_move(load, movable, receivers, loads, src)
+        move = best_move(load, movable, receivers, loads, src, node)
         if move is None:
             break
         e, dst, amount = move
@@ -87,8 +94,9 @@ def shard_remote_tokens(
     home: np.ndarray,
     tolerance: float = 0.01,
     max_iterations: int | None = None,
+    node: np.ndarray | None = None,
 ) -> ShardResult:
     """Libra's sharding of the remote pairs of ``counts[origin, expert]`` over ``holders``."""
     start = initial_load(counts, holders, home)
     movable = start - counts * holders
-    return greedy_moves(start, movable, holders, tolerance, max_iterations)
+    return greedy_moves(start, movable, holders, tolerance, max_iterations, node)

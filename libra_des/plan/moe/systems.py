@@ -41,11 +41,20 @@ class MoeSetup:
     tolerance: float  # sharding stop rule
     token_bytes: float  # one token's hidden state
     expert_bytes: float  # one expert's weights
+    gpus_per_node: int = 0  # 0: the whole group is one node
 
     @property
     def shape(self) -> tuple[int, int]:
         """(GPUs, experts)."""
         return int(self.home.shape[0]), int(self.home.shape[1])
+
+    @property
+    def node(self) -> np.ndarray | None:
+        """``[G]`` node of every GPU, or None when the group is one node."""
+        g = self.home.shape[0]
+        if self.gpus_per_node <= 0 or self.gpus_per_node >= g:
+            return None
+        return np.arange(g) // self.gpus_per_node
 
 
 def finish(
@@ -138,11 +147,11 @@ def libra_plan(
     """Locality-aware replicas from the prediction, then CPU sharding of the remote pairs."""
     g, e = setup.shape
     replicas = libra_replicas(origin_counts(predicted, origin, g, e), setup.home, setup.slots,
-                              setup.alpha)
+                              setup.alpha, setup.node)
     holders = setup.home | replicas
     counts = origin_counts(routed, origin, g, e)  # on the GPU, right after the gate
     start = timer() if timer else 0.0
-    shard = shard_remote_tokens(counts, holders, setup.home, setup.tolerance)
+    shard = shard_remote_tokens(counts, holders, setup.home, setup.tolerance, node=setup.node)
     wall = timer() - start if timer else None
     copies = copy_matrix(replicas, setup.home, setup.expert_bytes)
     return finish("libra", routed, origin, setup, holders, replicas, shard.load, copies,

@@ -1,0 +1,83 @@
+"""A scenario run, new code against a baseline checkout, timed in the same run (not a test).
+
+Each (tree, scenario, repeat) runs ``commands.run.simulate`` in a fresh interpreter (module
+imports are excluded from both figures: the run is timed in-process; lazy imports during the
+run count), alternating trees so that machine load hits both alike. Prints median wall and
+CPU seconds, the peak RSS of the process, and new/base ratios. Works for training and MoE
+scenarios alike. The baseline is any checkout of the package, e.g. a worktree of ``main``:
+
+    git worktree add ../base main --detach
+    python benchmarks/scale_vs_base.py --base ../base [--scenarios scale-16384] [--repeats 3]
+    python benchmarks/scale_vs_base.py --base ../base --scenarios scale-16384 \\
+        --set parallelism.dp=2048 --repeats 1      # 131,072 GPUs
+
+Results must be identical: the script also compares result.json-style metrics of the two.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parents[1]
+
+CHILD = """
+import json, resource, sys, time
+try:
+    from libra_des.simulation import simulate
+except ImportError:  # checkouts from before the module existed
+    from libra_des.commands.run import simulate
+from libra_des.config import ROOT, load_scenario
+name, sets = sys.argv[1], json.loads(sys.argv[2])
+scenario = load_scenario(ROOT / "scenarios" / f"{name}.yaml", sets)
+w0, c0 = time.perf_counter(), time.process_time()
+result, _ = simulate(scenario)
+wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+result.pop("wall_s")
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps({"wall": wall, "cpu": cpu, "peak_mib": peak, "gpus": result.get("gpus", 0),
+                  "result": json.dumps(result, sort_keys=True, default=str)}))
+"""
+
+
+def run_once(tree: Path, name: str, sets: list[str]) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    out = subprocess.run([sys.executable, "-c", CHILD, name, json.dumps(sets)], env=env,
+                         cwd=tree, check=True, capture_output=True, text=True)
+    row = json.loads(out.stdout.strip().splitlines()[-1])
+    row["result"] = row["result"].replace(str(tree), "<tree>")  # scenario file paths differ
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", required=True, type=Path, help="baseline checkout")
+    parser.add_argument("--scenarios", default="scale-16384")
+    parser.add_argument("--set", action="append", default=[], help="KEY=VALUE override")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    print(f"{'scenario':<14}{'GPUs':>8}{'tree':>6}{'wall s':>9}{'cpu s':>9}{'peak MiB':>10}")
+    for name in args.scenarios.split(","):
+        runs: dict[str, list[dict]] = {"base": [], "new": []}
+        for _ in range(args.repeats):
+            for label, tree in (("base", args.base.resolve()), ("new", HERE)):
+                runs[label].append(run_once(tree, name, args.set))
+        med = {k: {f: statistics.median(r[f] for r in v) for f in ("wall", "cpu", "peak_mib")}
+               for k, v in runs.items()}
+        for label in ("base", "new"):
+            m = med[label]
+            print(f"{name:<14}{runs[label][0]['gpus']:>8}{label:>6}{m['wall']:>9.2f}"
+                  f"{m['cpu']:>9.2f}{m['peak_mib']:>10.0f}")
+        ratio = {f: med["new"][f] / med["base"][f] for f in ("wall", "cpu", "peak_mib")}
+        same = runs["new"][0]["result"] == runs["base"][0]["result"]
+        print(f"{name:<14}{'':>8}{'ratio':>6}{ratio['wall']:>9.3f}{ratio['cpu']:>9.3f}"
+              f"{ratio['peak_mib']:>10.3f}   identical metrics: {same}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+"""How each balancer's step time moves with runtime variance (issue 10, variance study).
+
+Core-attention microbenchmark of the 256K corpus (``paper-attention-microbench-256k``: 32
+query heads, DP 16 x CP 4, Libra pools of P = 8, DistCA one pool of all 16 replicas), cut to
+8 layers and 3 steps, TAP at fixed (H, B) = (8, 32K) (what ``auto`` picks for this scenario)
+so that every point plans the same tiles. One knob moves at a time from a noiseless baseline:
+
+* ``noise_sigma``: per-GPU per-op lognormal jitter;
+* ``slow_gpu_fraction``: GPUs slowed by 1.5x for the whole run;
+* ``failslow_rate``: chance per GPU per step that a 1.5x fail-slow episode starts (mean 5
+  steps long).
+
+Reported per policy and point: mean step time over seeds, and its ratio to the policy's own
+noiseless step (the *exposure*). Output: JSON (``--out``), read by
+``paper_figs/variance_sensitivity.py``.
+
+    .venv/bin/python benchmarks/variance_sensitivity.py [--seeds 3] [--out runs/variance.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from libra_des.config import ROOT, load_scenario
+from libra_des.simulation import simulate
+
+SCENARIO = ROOT / "scenarios" / "paper-attention-microbench-256k.yaml"
+BASE = ["model.layers=8", "steps=3", "parallelism.gbs=32", "balancer.heads_split=8",
+        "balancer.block_size=32768", "memory.check=warn",
+        # DP groups one replica per node until the layout fix lands: 16 nodes for DP 16.
+        "topology_params.nodes=16"]
+QUIET = ["variance.noise_sigma=0", "variance.failslow_rate=0", "variance.slow_gpu_fraction=0"]
+POLICIES = ("ulysses", "wlb_llm", "distca", "libra")
+KNOBS: dict[str, tuple[list[float], list[str]]] = {
+    "noise_sigma": ([0.0, 0.0115, 0.03, 0.06, 0.1], []),
+    "slow_gpu_fraction": ([0.0, 0.01, 0.03, 0.1], ["variance.slow_factor=1.5"]),
+    "failslow_rate": ([0.0, 5e-4, 5e-3, 2e-2], ["variance.failslow_factor=1.5"]),
+}
+
+
+def step_time(policy: str, sets: list[str], seed: int) -> float:
+    sc = load_scenario(SCENARIO, [*BASE, *QUIET, *sets, f"balancer.policy={policy}",
+                                  f"seed={seed}"])
+    res, _ = simulate(sc)
+    return float(res["step_time_s"]["mean"])
+
+
+def study(seeds: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"scenario": SCENARIO.name, "base": BASE, "seeds": seeds, "knobs": {}}
+    for knob, (values, extra) in KNOBS.items():
+        rows: dict[str, list[float]] = {}
+        for policy in POLICIES:
+            rows[policy] = [
+                float(np.mean([step_time(policy, [*extra, f"variance.{knob}={v}"], s)
+                               for s in range(seeds)]))
+                for v in values
+            ]
+            print(f"{knob:18s} {policy:8s} " + " ".join(f"{t:8.3f}" for t in rows[policy])
+                  + "  exposure " + " ".join(f"{t / rows[policy][0]:.3f}"
+                                             for t in rows[policy]), flush=True)
+        out["knobs"][knob] = {
+            "values": values,
+            "step_time_s": rows,
+            "exposure": {p: [t / r[0] for t in r] for p, r in rows.items()},
+        }
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=Path("runs/variance_sensitivity.json"))
+    args = parser.parse_args()
+    data = study(args.seeds)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(data, indent=1) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,259 @@
+"""The Python API: load a scenario, simulate it, plan a training step, price one operation.
+
+Everything a command does is reachable from Python without importing a command module::
+
+    import libra_des
+
+    sc = libra_des.load_scenario("scenarios/quickstart.yaml", {"parallelism.dp": 16})
+    res = libra_des.simulate(sc, seed=1)            # or simulate("scenarios/x.yaml", ...)
+    res["tokens_per_s"], res.kind, res.to_json()    # the result.json of `libra-des run`
+    step = libra_des.step_plan(sc)                  # StepPlan of step 0 (training), no SimPy
+    libra_des.cost("all_reduce", nbytes=8 << 20, group=8)  # seconds, one cost-model query
+
+Overrides are the CLI's ``--set`` strings (``["parallelism.dp=16"]``) or a mapping of dotted
+keys to values (``{"parallelism.dp": 16}``); ``seed`` overrides the scenario's seed. Bad input
+raises :class:`~libra_des.errors.InputError` (its ``line()`` is what the CLI would print) before
+any work; a failed built-in conservation check raises :class:`~libra_des.errors.CheckError`.
+
+The same scenario and seed give the same result as ``libra-des run`` (apart from ``wall_s``):
+both go through :func:`libra_des.simulation.simulate`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from libra_des import config
+from libra_des.config import Scenario
+from libra_des.errors import InputError
+
+if TYPE_CHECKING:
+    from libra_des.hardware.costs import CostModel
+    from libra_des.hardware.fabric import Fabric
+    from libra_des.hardware.profile import Profile
+    from libra_des.plan.step import StepPlan
+
+__all__ = ["Result", "cost", "cost_model", "fabric_for", "load_scenario", "simulate", "step_plan"]
+
+#: A scenario object or the path of a scenario YAML file.
+ScenarioLike = Scenario | str | os.PathLike[str]
+#: ``--set`` strings, or dotted keys mapped to values.
+Overrides = Iterable[str] | Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Result(Mapping[str, Any]):
+    """One simulation's outcome: the ``result.json`` mapping of ``libra-des run``, read-only.
+
+    ``kind`` is the scenario kind (``training`` or ``moe_inference``) and decides which keys
+    exist (definitions: :mod:`libra_des.metrics` for training, :mod:`libra_des.sim.moe_inference`
+    for MoE prefill). ``trace`` is the Chrome trace when asked for (training only). The mapping
+    is a read-only view of the top level; :meth:`to_dict` gives an independent deep copy.
+    """
+
+    kind: str
+    data: Mapping[str, Any]
+    trace: Mapping[str, Any] | None = field(default=None, repr=False)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.data)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A deep, mutable copy of the result."""
+        out: dict[str, Any] = json.loads(self.to_json())
+        return out
+
+    def to_json(self) -> str:
+        """The exact text ``libra-des run`` writes to ``result.json`` (without the newline)."""
+        from libra_des.storage import dumps
+
+        return dumps(dict(self.data))
+
+
+def override_texts(overrides: Overrides) -> list[str]:
+    """``--set`` strings from either form; mapping values travel as JSON (a YAML subset)."""
+    if isinstance(overrides, str):
+        return [overrides]
+    if not isinstance(overrides, Mapping):
+        return [str(text) for text in overrides]
+    texts = []
+    for key, value in overrides.items():
+        try:
+            texts.append(f"{key}={json.dumps(value)}")
+        except (TypeError, ValueError):
+            allowed = "a JSON-able value (number, text, list, map)"
+            raise InputError(str(key), value, allowed) from None
+    return texts
+
+
+def load_scenario(
+    scenario: ScenarioLike, overrides: Overrides = (), seed: int | None = None
+) -> Scenario:
+    """A validated scenario from a path or a scenario object, with overrides applied in order.
+
+    A path goes through exactly what ``libra-des run PATH --set ...`` does. A scenario object
+    is dumped to its resolved form, overridden and validated again (file references in an
+    override resolve against the current directory, then the shipped folders).
+    """
+    texts = override_texts(overrides)
+    if seed is not None:
+        texts.append(f"seed={json.dumps(seed)}")
+    if not isinstance(scenario, Scenario):
+        return config.load_scenario(Path(scenario), texts)
+    if not texts:
+        return scenario
+    data = config.scenario_dict(scenario)
+    for text in texts:
+        data = config.elaborate(config.apply_overrides(data, [text]), Path.cwd())
+    rescoped: Scenario = config.validate(Scenario, data)
+    return rescoped
+
+
+def simulate(
+    scenario: ScenarioLike,
+    overrides: Overrides = (),
+    seed: int | None = None,
+    *,
+    trace: bool = False,
+    trace_ranks: Sequence[int] | None = None,
+    progress: bool = False,
+) -> Result:
+    """Simulate a scenario (object or YAML path) and return its :class:`Result`.
+
+    ``trace`` also builds the Chrome trace (training; ``trace_ranks`` picks rank groups);
+    ``progress`` shows a progress bar on the terminal.
+    """
+    from libra_des.simulation import simulate as run
+
+    sc = load_scenario(scenario, overrides, seed)
+    ranks = list(trace_ranks) if trace_ranks is not None else None
+    data, chrome = run(sc, progress=progress, trace_ranks=ranks, want_trace=trace)
+    return Result(str(data.get("kind", sc.kind)), MappingProxyType(data), chrome)
+
+
+def step_plan(
+    scenario: ScenarioLike, overrides: Overrides = (), seed: int | None = None, step: int = 0
+) -> StepPlan:
+    """The plan the training simulator executes at step ``step`` (pure: no SimPy, no costs).
+
+    The corpus stream is seeded as :func:`~libra_des.sim.training.simulate_training` seeds it
+    (the data child of the scenario seed's three spawned streams), and WLB-LLM's deferral queue
+    is carried from step to step, so ``step_plan(sc, step=s)`` is the plan of step ``s`` of
+    ``simulate(sc)``. MoE scenarios plan per layer inside the run and are refused here.
+    """
+    import numpy as np
+
+    from libra_des.plan.step import build_step_plan
+    from libra_des.sim.training import resolved_scenario
+    from libra_des.workload.packing import make_stream
+
+    sc = load_scenario(scenario, overrides, seed)
+    if sc.kind != "training":
+        raise InputError("kind", sc.kind, "training (step_plan() plans a training step)")
+    if not isinstance(step, int) or step < 0:
+        raise InputError("step", step, "an integer >= 0")
+    sc = resolved_scenario(sc)  # ``auto`` TAP knobs as the run chooses them
+    _hardware, data_rng, _noise = np.random.default_rng(sc.seed).spawn(3)
+    stream = make_stream(sc.workload, data_rng)
+    built = build_step_plan(sc, stream, None)
+    for _ in range(step):
+        built = build_step_plan(sc, stream, built.deferred)
+    return built
+
+
+def fabric_for(
+    profile: Profile, topology: str | None, group: int, gpus_per_node: int | None
+) -> Fabric:
+    """The fabric of ``topology`` (or the profile's machine), grown to fit ``group`` GPUs."""
+    from libra_des.hardware.topology import load_topology
+
+    name = topology or profile.interconnect.topology
+    if name is None:
+        per_node = gpus_per_node or profile.interconnect.gpus_per_node
+        return profile.interconnect.fabric(max(1, math.ceil(group / per_node)))
+    topo = load_topology(name)
+    per_node = gpus_per_node or min(group, topo.gpus_per_node)
+    needed = math.ceil(group / max(per_node, 1))
+    if needed > topo.nodes:
+        topo = load_topology(name, {"nodes": needed})
+    return topo.fabric()
+
+
+def cost_model(
+    profile: str | None = None,
+    topology: str | None = None,
+    group: int = 1,
+    gpus_per_node: int | None = None,
+    efficiency: bool = True,
+) -> CostModel:
+    """The cost model ``libra-des cost`` queries: a profile (default H200 SXM) on a fabric.
+
+    ``efficiency=False`` is ``--no-fit``: datasheet α-β without fitted efficiencies.
+    """
+    from libra_des.hardware.costs import CostModel
+    from libra_des.hardware.profile import load_profile
+
+    if group < 1:
+        raise InputError("group", group, "a positive number of GPUs")
+    prof = load_profile(profile)
+    return CostModel(prof, fabric_for(prof, topology, group, gpus_per_node), efficiency)
+
+
+def cost(
+    op: str,
+    *,
+    nbytes: float | None = None,
+    group: int = 1,
+    gpus_per_node: int | None = None,
+    algorithm: str | None = None,
+    doc_lengths: Sequence[int] | None = None,
+    heads: int | None = None,
+    kv_heads: int | None = None,
+    head_dim: int = 128,
+    cp: int = 1,
+    backward: bool = False,
+    gemm: tuple[int, int, int] | None = None,
+    dtype: str = "bf16",
+    profile: str | None = None,
+    topology: str | None = None,
+    efficiency: bool = True,
+) -> float:
+    """Seconds of one operation, as ``libra-des cost --json`` reports them.
+
+    A collective (``all_reduce``, ``all_to_all``, ...) needs ``nbytes`` (nccl-tests' size) and
+    ``group``; ``attention`` needs ``doc_lengths`` and ``heads``; ``gemm`` needs
+    ``gemm=(m, n, k)``. For the chosen algorithm or bus bandwidth use :func:`cost_model`.
+    """
+    from libra_des.hardware.profile import COLLECTIVE_OPS, DTYPE_BYTES
+
+    ops = (*COLLECTIVE_OPS, "attention", "gemm")
+    if op not in ops:
+        raise InputError("op", op, " | ".join(ops))
+    model = cost_model(profile, topology, group, gpus_per_node, efficiency)
+    if op == "attention":
+        if doc_lengths is None or heads is None:
+            raise InputError("doc_lengths", doc_lengths, "lengths and heads (for attention)")
+        kv = heads if kv_heads is None else kv_heads
+        return model.attention_docs(list(doc_lengths), heads, kv, head_dim, backward, cp)
+    if op == "gemm":
+        if gemm is None:
+            raise InputError("gemm", gemm, "(m, n, k) for a GEMM")
+        if dtype not in DTYPE_BYTES:
+            raise InputError("dtype", dtype, " | ".join(DTYPE_BYTES))
+        return float(model.gemm(*gemm, dtype=dtype))
+    if nbytes is None:
+        raise InputError("nbytes", nbytes, f"a size in bytes (for {op})")
+    return model.collective(op, nbytes, group, gpus_per_node, algorithm).seconds

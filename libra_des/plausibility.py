@@ -1,0 +1,93 @@
+"""Built-in plausibility checks on every result before it is written or printed.
+
+A physically impossible result is a bug in the simulator (or an input the validation layer
+should have refused), never an answer. :func:`check_result` raises
+:class:`~libra_des.errors.CheckError` (one line, exit status 3) when a result breaks one of:
+
+* every number is finite (NaN or infinity anywhere, at any depth);
+* every ``*_fraction`` and the MFU lie in [0, 1] (up to rounding, :data:`TOLERANCE`);
+* times, rates and counts are not negative; imbalance ratios (max / mean) are >= 1;
+* the run took at least the compute roofline of its work: training's model FLOPs over
+  ``gpus x peak`` (the same statement as MFU <= 1), and for MoE prefill each layer's routed
+  expert FLOPs of all tokens over ``ep x peak``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from libra_des.errors import CheckError
+
+#: Relative slack for rounding in sums of many float terms (our choice).
+TOLERANCE = 1e-6
+
+#: Keys whose values are signed by definition (none today; kept explicit for readers).
+SIGNED: frozenset[str] = frozenset()
+#: Shares that do not end in ``fraction`` but must lie in [0, 1] all the same.
+SHARES = frozenset({"mfu", "predictor_accuracy"})
+
+
+def leaves(node: Any, where: str = "") -> Iterator[tuple[str, Any]]:
+    """(dotted path, value) of every scalar in a nested result."""
+    if isinstance(node, Mapping):
+        for key, value in node.items():
+            yield from leaves(value, f"{where}.{key}" if where else str(key))
+    elif isinstance(node, list | tuple):
+        for i, value in enumerate(node):
+            yield from leaves(value, f"{where}[{i}]")
+    else:
+        yield where, node
+
+
+def check_numbers(result: Mapping[str, Any]) -> None:
+    """Finite everywhere; fractions in [0, 1]; no negative times, rates or counts."""
+    for path, value in leaves({k: v for k, v in result.items() if k != "scenario"}):
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            continue
+        if not math.isfinite(value):
+            raise CheckError("finite outputs", f"{path} = {value}")
+        name = path.split(".")[-1].split("[")[0]
+        top = path.split(".")[0]
+        if (name.endswith("fraction") or name in SHARES) and not (
+            -TOLERANCE <= value <= 1 + TOLERANCE
+        ):
+            raise CheckError("fractions in [0, 1]", f"{path} = {value:.6g}")
+        if value < -TOLERANCE * 1e-3 and name not in SIGNED:
+            raise CheckError("no negative times, rates or counts", f"{path} = {value:.6g}")
+        if top == "imbalance_ratio" and value < 1 - TOLERANCE:
+            raise CheckError("imbalance ratio (max / mean) >= 1", f"{path} = {value:.6g}")
+
+
+def check_training(result: Mapping[str, Any], flops_per_step: float, peak: float) -> None:
+    """Step time at least the compute roofline: model FLOPs / (gpus x peak)."""
+    bound = flops_per_step / (result["gpus"] * peak)
+    step = result["step_time_s"]["mean"]
+    if step <= 0 or step < bound * (1 - TOLERANCE):
+        raise CheckError("step time >= compute roofline",
+                         f"{step:.6g} s < {bound:.6g} s for {flops_per_step:.4g} FLOPs")
+
+
+def check_moe(result: Mapping[str, Any], scenario: Any, peak: float) -> None:
+    """Prefill time at least the routed-expert FLOPs of every token over the EP group's peak."""
+    m = scenario.model
+    ffn = m.expert_ffn or m.hidden
+    moe_layers = m.layers - m.dense_layers
+    # gate, up and down projections: 3 GEMMs of 2 FLOPs per multiply-add, top_k experts.
+    flops = 2.0 * 3 * m.hidden * ffn * m.top_k * moe_layers * float(result.get("tokens", 0))
+    bound = flops / (scenario.parallelism.ep * peak)
+    took = float(result.get("prefill_s", 0.0))
+    if took < bound * (1 - TOLERANCE):
+        raise CheckError("prefill time >= compute roofline",
+                         f"{took:.6g} s < {bound:.6g} s for {flops:.4g} expert FLOPs")
+
+
+def check_result(result: Mapping[str, Any], scenario: Any, peak: float,
+                 flops_per_step: float | None = None) -> None:
+    """Every check of the module docstring for one ``result.json``."""
+    check_numbers(result)
+    if result.get("kind") == "training" and flops_per_step is not None:
+        check_training(result, flops_per_step, peak)
+    elif result.get("kind") == "moe_inference":
+        check_moe(result, scenario, peak)

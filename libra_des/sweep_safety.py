@@ -1,0 +1,82 @@
+"""Process safety for sweeps: one writer per folder, workers that die with their driver.
+
+* :func:`folder_lock`: an exclusive ``flock`` on ``OUT/.lock`` held for the whole sweep, so a
+  second sweep into the same folder is refused at once (one line) instead of running the
+  shared points again and replacing the first sweep's index. The kernel drops the lock when
+  the holder dies, so a killed sweep never leaves a stale lock.
+* :func:`worker_init`: run in every pool worker; ignores SIGINT (the driver decides what a
+  Ctrl-C means) and starts a watchdog that ends the worker within :data:`WATCH_S` seconds of
+  its driver's death (the parent pid changes when a process is orphaned).
+* :func:`stop_workers`: terminate a pool's workers at once (Ctrl-C must not wait for points
+  that take minutes); finished points are already on disk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from libra_des.errors import InputError
+
+#: How often a worker checks that its driver is alive (seconds): our choice, well under the
+#: 2 s a user waits for Ctrl-C.
+WATCH_S = 0.5
+LOCK_NAME = ".lock"
+#: Most grid points in one sweep (each is resolved and validated before any work): our choice.
+MAX_POINTS = 10_000
+#: Most local worker processes: our choice (beyond this, use --ray).
+MAX_WORKERS = 256
+
+
+@contextlib.contextmanager
+def folder_lock(out: Path) -> Iterator[None]:
+    """Hold ``OUT/.lock`` exclusively; a folder another live sweep holds is an input error."""
+    import fcntl
+
+    out.mkdir(parents=True, exist_ok=True)
+    fd = os.open(out / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise InputError("--out", str(out), "a folder no other running sweep is writing "
+                             "to (wait for it, or choose another --out)") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        yield
+    finally:
+        os.close(fd)  # closing drops the lock
+
+
+def _watch(parent: int) -> None:
+    while True:
+        time.sleep(WATCH_S)
+        if os.getppid() != parent:
+            os._exit(1)
+
+
+def worker_init(parent: int) -> None:
+    """Pool-worker initializer: ignore Ctrl-C, exit soon after the driver dies."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_watch, args=(parent,), daemon=True, name="driver-watch").start()
+
+
+def stop_workers(pool: ProcessPoolExecutor) -> None:
+    """Terminate the pool's worker processes now and shut it down without waiting."""
+    processes = getattr(pool, "_processes", None) or {}
+    for proc in list(processes.values()):
+        with contextlib.suppress(Exception):
+            proc.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
+def check_points(count: int) -> None:
+    if count > MAX_POINTS:
+        raise InputError("--grid/--zip", f"{count:,} points",
+                         f"<= {MAX_POINTS:,} points per sweep (split it into several sweeps)")

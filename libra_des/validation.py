@@ -1,0 +1,532 @@
+"""The validation layer: everything that rejects bad input before any work starts.
+
+One place for the rules every command shares, so that each failure is one line
+(``error: FIELD: got VALUE; allowed: ...``, exit status 2) raised *before* a simulation,
+a fit or a file write begins:
+
+* **strict reading**: YAML and JSON with duplicate keys, non-finite numbers (``.inf``,
+  ``.nan``, ``Infinity``, ``1e999``), nesting deeper than :data:`MAX_DEPTH` or more than
+  :data:`MAX_VALUES` values (alias bombs) are rejected. YAML numbers follow YAML 1.2
+  (``1e12`` and ``1e-3`` are numbers, as a reader expects, not strings);
+* **strict types** (:func:`strict_fields`, a hook of every configuration model): no
+  ``true`` where a number goes, no quoted ``"1"`` where an integer goes, no ``1`` where a
+  switch goes;
+* **sane upper bounds** (:data:`LIMITS`): each says why it exists;
+* **cross-field rules** of a whole scenario (:func:`check_scenario`), including knobs of the
+  other scenario kind, which would otherwise be ignored silently.
+
+The preflight estimate of a run's memory and time lives in :mod:`libra_des.preflight`; output
+paths are checked by :func:`check_output_dir`. This module imports nothing of the package but
+:mod:`libra_des.errors`, so the configuration models can call it.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import math
+import os
+import re
+import shutil
+import stat
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal, Union, get_args, get_origin
+
+import yaml
+
+from libra_des.errors import InputError
+
+#: Deepest nesting of mappings and lists accepted in any input file (scenarios nest about 4
+#: deep, profiles 5): our choice, far above real files and far below Python's recursion limit.
+MAX_DEPTH = 32
+#: Most values (scalars, lists, mappings) in one input document: our choice; the largest
+#: shipped file (a profile with samples) holds about 20,000.
+MAX_VALUES = 1_000_000
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+class _Duplicate(Exception):
+    def __init__(self, key: Any, line: int) -> None:
+        self.key, self.line = key, line
+
+
+class StrictLoader(yaml.SafeLoader):
+    """Safe YAML loader that refuses duplicate keys and reads YAML 1.2 numbers."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                if key in seen:
+                    raise _Duplicate(key, key_node.start_mark.line + 1)
+                seen.add(key)
+            except TypeError:  # unhashable keys: the base constructor reports them
+                break
+        return super().construct_mapping(node, deep=deep)
+
+
+# PyYAML's YAML 1.1 float pattern needs a dot and a signed exponent, so `1e12` and `1e-3`
+# would be strings; YAML 1.2 (and every reader) takes them as numbers.
+_FLOAT_12 = re.compile(r"^[-+]?(?:[0-9][0-9_]*)?(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
+StrictLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_12, list("-+0123456789."))
+
+
+def bracket_depth(text: str) -> int:
+    """Deepest nesting of ``[``/``{`` outside quotes: a cheap upper view of flow nesting."""
+    depth = deepest = 0
+    quote = ""
+    for ch in text:
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+def parse_yaml(text: str, field: str, where: str) -> Any:
+    """Parse YAML text strictly; any problem is one :class:`InputError` on ``field``."""
+    if bracket_depth(text) > 4 * MAX_DEPTH:  # refuse at once, before the parser recurses
+        raise InputError(field, where, f"nesting at most {MAX_DEPTH} levels deep")
+    try:
+        data = yaml.load(text, Loader=StrictLoader)
+    except _Duplicate as dup:
+        raise InputError(
+            field, where, f"each key once (duplicate {dup.key!r}, line {dup.line})"
+        ) from None
+    except RecursionError:
+        raise InputError(field, where, f"nesting at most {MAX_DEPTH} levels deep") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" (line {mark.line + 1})" if mark is not None else ""
+        raise InputError(field, where, f"well-formed YAML{at}") from None
+    check_tree(data, field)
+    return data
+
+
+def parse_value(text: str, key: str) -> Any:
+    """One ``--set`` value: YAML (1.2 numbers); text that is not YAML stays a string."""
+    if not text:
+        return ""
+    try:
+        value = yaml.load(text, Loader=StrictLoader)
+    except _Duplicate as dup:
+        raise InputError(
+            f"--set {key}", text, f"each key once (duplicate {dup.key!r})"
+        ) from None
+    except RecursionError:
+        raise InputError(f"--set {key}", text, f"nesting at most {MAX_DEPTH} levels") from None
+    except yaml.YAMLError:
+        return text
+    check_tree(value, key)
+    return value
+
+
+def parse_json(text: str, field: str, where: str) -> Any:
+    """Parse JSON strictly: no ``NaN``/``Infinity``, no duplicate keys, bounded nesting."""
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in items:
+            if key in out:
+                raise InputError(field, where, f"each key once (duplicate {key!r})")
+            out[key] = value
+        return out
+
+    def constant(name: str) -> Any:
+        raise InputError(field, where, f"finite numbers only (found {name})")
+
+    try:
+        data = json.loads(text, object_pairs_hook=pairs, parse_constant=constant)
+    except RecursionError:
+        raise InputError(field, where, f"nesting at most {MAX_DEPTH} levels deep") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(field, where, f"well-formed JSON (line {exc.lineno})") from None
+    check_tree(data, field)
+    return data
+
+
+def check_tree(data: Any, field: str) -> None:
+    """Finite numbers, bounded depth and size anywhere in a parsed document."""
+    count = 0
+    stack: list[tuple[Any, str, int]] = [(data, field, 0)]
+    while stack:
+        node, where, depth = stack.pop()
+        count += 1
+        if count > MAX_VALUES:
+            raise InputError(field, f"more than {MAX_VALUES} values", "a smaller document")
+        if depth > MAX_DEPTH:
+            raise InputError(where, "...", f"nesting at most {MAX_DEPTH} levels deep")
+        if isinstance(node, float) and not math.isfinite(node):
+            raise InputError(where, node, "a finite number")
+        if isinstance(node, Mapping):
+            stack.extend((v, f"{where}.{k}", depth + 1) for k, v in node.items())
+        elif isinstance(node, list | tuple):
+            stack.extend((v, f"{where}[{i}]", depth + 1) for i, v in enumerate(node))
+
+
+# ----------------------------------------------------------------------------- types
+
+
+def _kinds(annotation: Any) -> set[type]:
+    """The scalar types a field annotation allows (``int | None`` -> {int})."""
+    origin = get_origin(annotation)
+    if origin is Union or (origin is not None and str(origin) == "<class 'types.UnionType'>"):
+        return {t for arg in get_args(annotation) for t in _kinds(arg)}
+    if origin is Literal:
+        return {type(a) for a in get_args(annotation)}
+    return {annotation} if isinstance(annotation, type) else {object}
+
+
+def _converted(metadata: list[Any]) -> bool:
+    """A field with its own before-validator (``'450GB/s'`` -> number) takes strings."""
+    return any(type(m).__name__ in ("BeforeValidator", "PlainValidator") for m in metadata)
+
+
+def type_problem(kinds: set[type], value: Any) -> str | None:
+    """What is wrong with ``value`` for a field of ``kinds``, or None."""
+    if value is None or object in kinds:
+        return None
+    numeric = kinds & {int, float}
+    if isinstance(value, bool):
+        if bool in kinds:
+            return None
+        return "a number (not true/false)" if numeric else None
+    if bool in kinds and not (kinds - {bool, type(None)}):
+        return "true or false"
+    if isinstance(value, str) and numeric and str not in kinds:
+        return "a number (not a quoted string)"
+    if isinstance(value, float) and not math.isfinite(value) and numeric:
+        return "a finite number"
+    if isinstance(value, float) and kinds & {int, float} == {int} and not value.is_integer():
+        return "an integer"
+    return None
+
+
+def strict_fields(fields: Mapping[str, Any], data: Any) -> None:
+    """Before-validation hook: reject type coercions pydantic's lax mode would allow."""
+    if not isinstance(data, Mapping):
+        return
+    for name, value in data.items():
+        info = fields.get(name)
+        if info is None:
+            continue
+        if _converted(list(info.metadata)):
+            if isinstance(value, float) and not math.isfinite(value):
+                raise InputError(str(name), value, "a finite number")
+            continue
+        problem = type_problem(_kinds(info.annotation), value)
+        if problem:
+            raise InputError(str(name), value, problem)
+        if isinstance(value, Mapping | list) and get_origin(info.annotation) is dict:
+            check_tree(value, str(name))
+
+
+# ----------------------------------------------------------------------------- bounds
+
+#: Largest cluster the simulator accepts. The shipped scale scenario is 16,384 GPUs; building
+#: the topology graph grows linearly and takes minutes beyond about 10^5 GPUs (measured on a
+#: laptop-class core), so 131,072 (2^17) is the ceiling: our choice.
+MAX_GPUS = 131_072
+#: Longest sequence (tokens): 16M, sixteen times the paper's 1M corpus (our choice).
+MAX_TOKENS = 1 << 24
+
+#: Per-class upper bounds: field -> (maximum, why). Checked after type validation.
+LIMITS: dict[str, dict[str, tuple[float, str]]] = {
+    "Scenario": {
+        "steps": (10_000, "steps per run; use a sweep for more"),
+        "seed": (2**63 - 1, "a 64-bit seed"),
+    },
+    "Parallelism": {
+        "dp": (MAX_GPUS, "GPUs of the largest supported cluster"),
+        "pp": (1024, "pipeline stages"),
+        "cp": (4096, "context-parallel workers per sequence"),
+        "tp": (1024, "tensor-parallel ranks"),
+        "ep": (MAX_GPUS, "GPUs of the largest supported cluster"),
+        "gbs": (1 << 20, "packed sequences per step"),
+        "virtual_stages": (64, "virtual stages per device"),
+    },
+    "ModelSpec": {
+        "layers": (1024, "layers (the largest public models have < 200)"),
+        "hidden": (1 << 18, "hidden size"),
+        "heads_q": (4096, "attention heads"),
+        "heads_kv": (4096, "attention heads"),
+        "head_dim": (4096, "head dimension"),
+        "ffn": (1 << 20, "FFN size"),
+        "experts": (65_536, "routed experts"),
+        "top_k": (1024, "experts per token"),
+        "expert_ffn": (1 << 20, "expert FFN size"),
+        "shared_experts": (1024, "shared experts"),
+        "dense_layers": (1024, "layers"),
+        "vocab": (1 << 24, "vocabulary size"),
+        "dtype_bytes": (8, "bytes per element (fp64 at most)"),
+    },
+    "WorkloadSpec": {
+        "packed_length": (MAX_TOKENS, "tokens per packed sequence"),
+        "batch": (1 << 16, "requests per prefill batch"),
+        "seq_len": (MAX_TOKENS, "tokens per request"),
+        "batches": (100_000, "prefill batches"),
+    },
+    "LengthDist": {
+        "median": (MAX_TOKENS, "tokens per sample"),
+        "p99": (MAX_TOKENS, "tokens per sample"),
+        "max": (MAX_TOKENS, "tokens per sample"),
+        "min": (MAX_TOKENS, "tokens per sample"),
+        "value": (MAX_TOKENS, "tokens per sample"),
+        "sigma": (10.0, "a lognormal shape (10 spans 10^9 from p1 to p99)"),
+        "tail_alpha": (100.0, "a Pareto index"),
+        "tail_start": (MAX_TOKENS, "tokens per sample"),
+    },
+    "MixtureComponent": {"weight": (1e9, "a relative weight")},
+    "RoutingSpec": {
+        "skew": (100.0, "a logit scale"),
+        "sharpness": (100.0, "a logit scale"),
+        "profile_requests": (65_536, "requests in the profiling sample"),
+    },
+    "Balancer": {
+        "pool_size": (MAX_GPUS, "replicas per pool"),
+        "heads_split": (4096, "attention heads"),
+        "block_size": (MAX_TOKENS, "tokens per block"),
+        "slack": (1.0, "a relative tolerance"),
+        "chunks": (1024, "Pipeliner chunks"),
+        "slots": (1024, "extra expert slots per GPU"),
+        "redundant_experts": (65_536, "experts"),
+        "shard_tolerance": (1.0, "a relative tolerance"),
+    },
+    "VarianceSpec": {
+        "noise_sigma": (1.0, "a lognormal sigma; 1 already spreads op times over 10x"),
+        "slow_factor": (100.0, "a slow-down factor"),
+        "failslow_factor": (100.0, "a slow-down factor"),
+        "failslow_steps": (1e6, "steps"),
+        "degraded_link_factor": (1000.0, "a slow-down factor"),
+    },
+    "TopologySpec": {
+        "nodes": (MAX_GPUS, "nodes of the largest supported cluster"),
+        "gpus_per_node": (1024, "GPUs per node"),
+    },
+    "LinkSpec": {
+        "bandwidth": (1e15, "bytes/s per link (1 PB/s)"),
+        "latency": (1.0, "seconds per hop"),
+    },
+    "PcieSpec": {"switches": (1024, "PCIe switches per node")},
+    "NicSpec": {"count": (1024, "NICs per node")},
+    "NetworkSpec": {
+        "nodes_per_leaf": (MAX_GPUS, "nodes per leaf switch"),
+        "spines": (65_536, "spine switches"),
+        "oversubscription": (1024.0, "an oversubscription ratio"),
+        "bandwidth": (1e15, "bytes/s per link (1 PB/s)"),
+        "latency": (1.0, "seconds per hop"),
+    },
+    "Sample": {
+        "nbytes": (float(1 << 40), "bytes (1 TiB)"),
+        "group": (MAX_GPUS, "GPUs of the largest supported cluster"),
+        "gpus_per_node": (1024, "GPUs per node"),
+    },
+    "Fit": {
+        "group": (MAX_GPUS, "GPUs of the largest supported cluster"),
+        "gpus_per_node": (1024, "GPUs per node"),
+    },
+    "TimeStats": {name: (3600.0, "seconds (one hour)") for name in
+                  ("median", "mean", "min", "max", "std")},
+    "AttentionShape": {
+        "heads_q": (4096, "attention heads"),
+        "heads_kv": (4096, "attention heads"),
+        "head_dim": (4096, "head dimension"),
+        "cp": (4096, "context-parallel workers"),
+    },
+    "GemmShape": {"m": (1 << 24, "rows"), "n": (1 << 24, "columns"), "k": (1 << 24, "depth")},
+}
+#: Products of fields with a joint bound: class -> (fields, maximum, what).
+PRODUCTS = {"TopologySpec": (("nodes", "gpus_per_node"), MAX_GPUS, "GPUs in the topology")}
+
+
+def check_limits(obj: Any) -> None:
+    """After-validation hook: finite floats (also those converted from text such as
+    ``'1e999GB/s'``) and every bounded field of ``obj`` within its :data:`LIMITS`."""
+    for name in type(obj).model_fields:
+        value = getattr(obj, name, None)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise InputError(name, value, "a finite number")
+    names = [cls.__name__ for cls in type(obj).__mro__]
+    for name, (hi, why) in ((k, v) for n in names for k, v in LIMITS.get(n, {}).items()):
+        value = getattr(obj, name, None)
+        if isinstance(value, int | float) and not isinstance(value, bool) and value > hi:
+            shown = f"{hi:,}" if isinstance(hi, int) else f"{hi:g}"
+            raise InputError(name, value, f"<= {shown} ({why})")
+    if type(obj).__name__ in PRODUCTS:
+        fields, top, what = PRODUCTS[type(obj).__name__]
+        total = math.prod(getattr(obj, f) for f in fields)
+        if total > top:
+            raise InputError(" x ".join(fields), total, f"<= {top:,} {what}")
+
+
+# ----------------------------------------------------------------------------- scenarios
+
+#: Knobs read by one scenario kind only: setting them for the other kind would be ignored.
+MOE_ONLY = {
+    "balancer": ("slots", "alpha", "predictor", "accuracy", "error_bias", "dispatch",
+                 "cpu_time", "redundant_experts", "shard_tolerance"),
+    "parallelism": ("ep",),
+    # ``workload.routing`` is read by both kinds: training MoE layers draw expert skew from it.
+    "workload": ("batch", "seq_len", "batches"),
+}
+TRAINING_ONLY = {
+    "balancer": ("pool_size", "heads_split", "block_size", "slack", "chunks", "vrsp",
+                 "pipeliner", "wlb_defer_outliers"),
+    "parallelism": ("dp", "pp", "cp", "gbs", "schedule", "virtual_stages"),
+    "workload": ("lengths", "packed_length", "expert_skew"),
+    "memory": ("recompute", "keep_remote_kv", "check", "usable_fraction",
+               "distributed_optimizer"),
+    "": ("fidelity", "steps", "comm_free", "attention_only"),
+}
+
+
+def check_scenario(sc: Any) -> None:
+    """Cross-field rules of a whole (typed) scenario; raises the first violation."""
+    m, par = sc.model, sc.parallelism
+    if m.dense_layers > m.layers or (m.is_moe and m.dense_layers >= m.layers):
+        limit = "< layers" if m.is_moe else "<= layers"
+        raise InputError("model.dense_layers", m.dense_layers, f"{limit}={m.layers}")
+    if m.heads_kv > m.heads_q:
+        raise InputError("model.heads_kv", m.heads_kv, f"<= heads_q={m.heads_q}")
+    if sc.kind == "training":
+        check_training(sc)
+    check_other_kind(sc, MOE_ONLY if sc.kind == "training" else TRAINING_ONLY)
+    gpus = par.gpus if sc.kind == "training" else par.ep
+    if gpus > MAX_GPUS:
+        raise InputError("parallelism", f"{gpus} GPUs", f"<= {MAX_GPUS:,} GPUs in all")
+
+
+def check_training(sc: Any) -> None:
+    m, par, w = sc.model, sc.parallelism, sc.workload
+    stages = par.pp * par.virtual_stages
+    if stages > m.layers:
+        raise InputError("parallelism.pp", par.pp,
+                         f"pp x virtual_stages <= model.layers={m.layers} (a layer per stage)")
+    lengths = w.lengths
+    for dist in (lengths, *(c.dist for c in getattr(lengths, "components", ()))):
+        check_lengths(dist)
+
+
+def check_lengths(dist: Any) -> None:
+    """Length-distribution rules: max >= min, p99 >= median, value within [min, max]."""
+    if dist is None:
+        return
+    where = "workload.lengths"
+    if dist.max is not None and dist.max < dist.min:
+        raise InputError(f"{where}.max", dist.max, f">= lengths.min={dist.min}")
+    if dist.median is not None and dist.p99 is not None and dist.p99 < dist.median:
+        raise InputError(f"{where}.p99", dist.p99, f">= lengths.median={dist.median:g}")
+    for c in dist.components:
+        check_lengths(c.dist)
+
+
+def check_other_kind(sc: Any, other: Mapping[str, tuple[str, ...]]) -> None:
+    """A knob of the other scenario kind, set to a non-default value, is an error."""
+    for section, names in other.items():
+        obj = getattr(sc, section) if section else sc
+        fresh = type(obj).model_fields
+        for name in names:
+            if name not in obj.model_fields_set:
+                continue
+            default = fresh[name].get_default(call_default_factory=True)
+            if getattr(obj, name) != default:
+                key = f"{section}.{name}" if section else name
+                raise InputError(key, getattr(obj, name),
+                                 f"unset for kind={sc.kind} (only the other kind reads it)")
+
+
+# ----------------------------------------------------------------------------- paths
+
+
+#: Free disk space an output folder needs before a run starts: 16 MB, several result files
+#: (a trace is bounded separately by the preflight); our choice.
+MIN_FREE_BYTES = 16 << 20
+
+
+def name_max(folder: Path) -> int:
+    """Longest file name the file system of ``folder`` allows (255 if it cannot say)."""
+    try:
+        return os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return 255
+
+
+def check_output_dir(out: Path, flag: str, files: tuple[str, ...] = ()) -> None:
+    """Refuse an output folder that cannot be written before any work starts.
+
+    ``out`` must be a folder or creatable; the first existing ancestor must be a writable
+    folder; no component may exceed the file system's name length; each of ``files`` inside
+    ``out`` must be a file or absent (not a folder).
+    """
+    where = str(out)
+    if len(os.fsencode(where)) >= 4096:
+        raise InputError(flag, where, "a path shorter than 4,096 bytes")
+    try:
+        probe = out.absolute()
+        while not probe.exists():
+            probe = probe.parent
+        limit = name_max(probe)
+        for part in out.parts:
+            if len(os.fsencode(part)) > limit:
+                raise InputError(flag, where, f"file names of at most {limit} bytes")
+        if out.exists() and not out.is_dir():
+            raise InputError(flag, where, "a folder (this path is a file)")
+        if not probe.is_dir():
+            raise InputError(flag, where, f"a path inside a folder ({probe} is a file)")
+        if not os.access(probe, os.W_OK | os.X_OK):
+            raise InputError(flag, where, f"a writable folder ({probe} is read-only)")
+        if shutil.disk_usage(probe).free < MIN_FREE_BYTES:
+            raise InputError(flag, where, f"a folder on a disk with at least "
+                             f"{MIN_FREE_BYTES >> 20} MB free")
+        for name in files:
+            if (out / name).is_dir():
+                raise InputError(flag, str(out / name), "a file path (this is a folder)")
+    except OSError as exc:
+        why = errno.errorcode.get(exc.errno or 0, type(exc).__name__)
+        raise InputError(flag, where, f"a usable output path ({why})") from None
+
+
+def check_output_file(path: Path, flag: str) -> None:
+    """Refuse an output file path that cannot be written (see :func:`check_output_dir`)."""
+    check_output_dir(path.parent, flag)
+    if len(os.fsencode(path.name)) > name_max(path.parent if path.parent.is_dir() else Path(".")):
+        raise InputError(flag, str(path), "a file name the file system allows (too long)")
+    if path.is_dir():
+        raise InputError(flag, str(path), "a file path (this is a folder)")
+
+
+#: Largest input text file read (scenarios, topologies, profiles, measurement logs): 256 MB,
+#: far above any real one; guards against /dev/zero and runaway files (our choice).
+MAX_INPUT_BYTES = 256 << 20
+
+
+def read_bounded(path: Path) -> str:
+    """A text file's content, refusing more than :data:`MAX_INPUT_BYTES` (so ``/dev/zero``
+    or a FIFO that never ends is an error, not a hang). OSError/UnicodeDecodeError pass on."""
+    if stat.S_ISFIFO(path.stat().st_mode) or stat.S_ISSOCK(path.stat().st_mode):
+        raise InputError(str(path), "a pipe or socket", "a regular file (opening would wait)")
+    with path.open("rb") as fh:
+        data = fh.read(MAX_INPUT_BYTES + 1)
+    if len(data) > MAX_INPUT_BYTES:
+        raise InputError(str(path), f"more than {MAX_INPUT_BYTES >> 20} MB",
+                         f"an input file of at most {MAX_INPUT_BYTES >> 20} MB")
+    return data.decode()
+
+
+def is_file(path: Path) -> bool:
+    """``Path.is_file`` that says False (instead of raising) for names the OS refuses."""
+    try:
+        return path.is_file()
+    except (OSError, ValueError):
+        return False

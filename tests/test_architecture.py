@@ -1,0 +1,156 @@
+"""The import graph follows the layers of ``docs/architecture.md`` (read from the source's AST).
+
+Every import counts, including those inside functions (a lazy import is still a dependency);
+imports under ``if TYPE_CHECKING:`` do not (they never run). A module may import its own layer
+or any layer ranked below it. torch and matplotlib may be imported only inside a function.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "libra_des"
+
+#: Rank of each layer (first dotted component below ``libra_des``); higher may import lower.
+LAYERS: Mapping[str, int] = {
+    "__init__": 0, "errors": 0, "storage": 0,
+    "validation": 0, "plausibility": 0, "safety": 0, "outputs": 0, "sweep_safety": 0,
+    "config": 1,
+    "workload": 2,
+    "hardware": 3,
+    "plan": 4,
+    "sim": 5, "metrics": 5, "trace": 5,
+    "simulation": 6, "preflight": 6,
+    "api": 7, "sweep": 7,
+    "commands": 8, "cli": 8,
+}
+#: Packages the core may import only lazily (optional extras).
+OPTIONAL = ("torch", "matplotlib")
+
+
+def module_name(path: Path, package: Path = PACKAGE) -> str:
+    parts = path.relative_to(package.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def layer_of(module: str) -> str:
+    """``libra_des.sim.training`` -> ``sim``; the package itself -> ``__init__``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def is_type_checking(node: ast.AST) -> bool:
+    return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+
+
+def imports(tree: ast.AST, module: str, top: bool = True) -> Iterator[tuple[str, bool]]:
+    """(imported module, at module level) for every runtime import below ``tree``."""
+    for node in ast.iter_child_nodes(tree):
+        if is_type_checking(node):
+            yield from imports(ast.Module(body=node.orelse, type_ignores=[]), module, top)
+            continue
+        if isinstance(node, ast.Import):
+            yield from ((alias.name, top) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = absolute(node, module)
+            yield from ((submodule(base, alias.name), top) for alias in node.names)
+        inner = top and not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+        yield from imports(node, module, inner)
+
+
+def absolute(node: ast.ImportFrom, module: str) -> str:
+    if node.level == 0:
+        return node.module or ""
+    base = module.split(".")[: -node.level] if node.level else []
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
+def submodule(base: str, name: str) -> str:
+    """``from libra_des import cli`` imports the layer ``cli``; ``__version__`` is the root's."""
+    return f"{base}.{name}" if base == "libra_des" and name in LAYERS else base
+
+
+def violations(sources: Mapping[str, str]) -> list[str]:
+    """Every layering or optional-import breach in ``{module name: source text}``."""
+    found = []
+    for module, text in sorted(sources.items()):
+        layer = layer_of(module)
+        if layer not in LAYERS:
+            found.append(f"{module}: layer {layer!r} has no rank (add it to LAYERS and the docs)")
+            continue
+        for target, top in imports(ast.parse(text), module):
+            root = target.split(".")[0]
+            if root in OPTIONAL and top:
+                found.append(f"{module}: imports {target} at module level (import it lazily)")
+            if root != "libra_des":
+                continue
+            dep = layer_of(target)
+            if dep != layer and LAYERS.get(dep, 99) > LAYERS[layer]:
+                found.append(f"{module}: imports {target} (layer {dep} is above {layer})")
+    return found
+
+
+def package_sources() -> dict[str, str]:
+    return {module_name(p): p.read_text() for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def test_package_follows_the_layers() -> None:
+    sources = package_sources()
+    assert len(sources) > 50  # the walk found the package
+    assert violations(sources) == []
+
+
+def test_every_layer_is_documented() -> None:
+    """Each ranked layer (a module or subpackage) is named in docs/architecture.md."""
+    doc = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    present = {layer_of(m) for m in package_sources()}
+    missing = [n for n in present - {"__init__"} if f"{n}.py" not in doc and f"{n}/" not in doc]
+    assert missing == []
+
+
+@pytest.mark.parametrize(
+    ("module", "text", "expected"),
+    [
+        ("libra_des.plan.x", "from libra_des.sim.pipeline import PipelineSim", "layer sim"),
+        ("libra_des.hardware.x", "def f():\n    import libra_des.plan.step", "layer plan"),
+        ("libra_des.sweep", "from libra_des.commands.run import simulate", "layer commands"),
+        ("libra_des.sim.x", "from libra_des import __version__, cli", "layer cli"),
+        ("libra_des.config", "try:\n    import torch\nexcept ImportError:\n    pass", "torch"),
+        ("libra_des.metrics", "class A:\n    import matplotlib.pyplot", "matplotlib"),
+        ("libra_des.newthing", "import os", "no rank"),
+    ],
+)
+def test_checker_catches_breaches(module: str, text: str, expected: str) -> None:
+    found = violations({module: text})
+    assert len(found) == 1 and expected in found[0], found
+
+
+@pytest.mark.parametrize(
+    ("module", "text"),
+    [
+        ("libra_des.sim.x", "from libra_des.plan.step import StepPlan"),
+        ("libra_des.commands.x", "def f():\n    import torch"),
+        ("libra_des.plan.x", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                             "    from libra_des.sim.training import Cluster"),
+        ("libra_des.plan.moe.x", "from . import eplb\nfrom .. import grouping"),
+    ],
+)
+def test_checker_allows_downward_and_lazy_imports(module: str, text: str) -> None:
+    assert violations({module: text}) == []
+
+
+def test_citations_resolve_inside_the_repository() -> None:
+    """Docstrings cite ``docs/model.md`` (and its parts A / B), never a file outside the repo."""
+    model = (PACKAGE.parent / "docs" / "model.md").read_text()
+    parts = set(re.findall(r"^## ([A-Z])\. ", model, flags=re.MULTILINE))
+    assert parts == {"A", "B"}
+    sources = package_sources()
+    assert [m for m, text in sources.items() if "PAPERS.md" in text] == []
+    cited = {p for text in sources.values()
+             for p in re.findall(r"docs/model\.md(?: part)? ([A-Z])\b", text)}
+    assert cited and cited <= parts
