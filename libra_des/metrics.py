@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from libra_des.config import ModelSpec, Scenario, scenario_dict
+from libra_des.hardware.communication import tier_keys
 from libra_des.sim.training import StepRecord
 
 
@@ -166,6 +167,7 @@ def training_result(
         "tiles_per_step": records[0].plan.tiles,
         "attention_flops_per_step": mean("attn_flops"),
         "events": int(sum(r.run.events for r in records)),
+        **tier_keys(dict(records[-1].comm_tiers)),
         "checks": {
             "flops_executed_equal_planned": True,
             "bytes_sent_equal_received": True,
@@ -175,3 +177,4 @@ def training_result(
         **memory_keys(records),
         "scenario": scenario_dict(scenario),
     }
+

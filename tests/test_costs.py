@@ -304,7 +304,8 @@ def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, object
 
 def test_cost_command_collective_json(capsys: pytest.CaptureFixture[str]) -> None:
     out = run_json(capsys, "--op", "all_reduce", "--bytes", "8388608", "--group", "4")
-    assert set(out) == {"seconds", "algorithm", "busbw_gbs"}
+    assert set(out) >= {"seconds", "algorithm", "busbw_gbs", "tier"}
+    assert out["tier"] in ("measured", "borrowed", "datasheet")
     assert isinstance(out["seconds"], float) and out["seconds"] > 0
     multi = run_json(
         capsys,
@@ -364,7 +365,6 @@ def test_cost_command_attention_and_gemm(capsys: pytest.CaptureFixture[str]) -> 
     [
         ["--op", "all_mean", "--bytes", "10", "--group", "2"],
         ["--op", "all_reduce", "--bytes", "-5", "--group", "2"],
-        ["--op", "all_reduce", "--group", "2"],
         ["--op", "all_reduce", "--bytes", "10", "--group", "8", "--algorithm", "butterfly"],
         ["--op", "all_reduce", "--bytes", "10", "--group", "8", "--gpus-per-node", "9"],
         ["--op", "all_reduce", "--bytes", "10", "--group", "0"],

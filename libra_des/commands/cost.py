@@ -112,16 +112,43 @@ def handle(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Sizes of the default sweep when ``--bytes`` is not given (nccl-tests style, 1 KiB-1 GiB).
+SWEEP_BYTES = tuple(float(2**k) for k in range(10, 31, 2))
+
+
 def collective(model: CostModel, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
-    require(args, "bytes", "group")
-    res = model.collective(args.op, args.bytes, args.group, args.gpus_per_node, args.algorithm)
+    require(args, "group")
+    if args.bytes is None:
+        return sweep(model, args)
+    out, text = one_collective(model, args, args.bytes)
+    return out, text
+
+
+def one_collective(
+    model: CostModel, args: argparse.Namespace, nbytes: float
+) -> tuple[dict[str, Any], str]:
+    res = model.collective(args.op, nbytes, args.group, args.gpus_per_node, args.algorithm)
     out = {"seconds": res.seconds, "algorithm": res.algorithm, "busbw_gbs": res.busbw_gbs}
+    out.update(model.explain(args.op, nbytes, args.group, args.gpus_per_node, args.algorithm))
     gpn = args.gpus_per_node or min(args.group, model.fabric.gpus_per_node)
     text = (
-        f"{args.op} of {args.bytes:.0f} B on {args.group} GPUs ({gpn} per node): "
-        f"{res.seconds * 1e6:.2f} us via {res.algorithm}, bus bandwidth {res.busbw_gbs:.1f} GB/s"
+        f"{args.op} of {nbytes:.0f} B on {args.group} GPUs ({gpn} per node): "
+        f"{res.seconds * 1e6:.2f} us via {res.algorithm}, bus bandwidth {res.busbw_gbs:.1f} GB/s "
+        f"({res.tier} curves)"
     )
     return out, text
+
+
+def sweep(model: CostModel, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    """Without ``--bytes``: every size of :data:`SWEEP_BYTES`; ``tier`` is the worst row's."""
+    rows, lines = [], []
+    for size in SWEEP_BYTES:
+        out, text = one_collective(model, args, size)
+        rows.append({"bytes": size, **out})
+        lines.append(text)
+    order = ("measured", "borrowed", "datasheet")
+    worst = max((str(r["tier"]) for r in rows), key=order.index)
+    return {"tier": worst, "rows": rows}, "\n".join(lines)
 
 
 def attention(model: CostModel, args: argparse.Namespace) -> tuple[dict[str, Any], str]:

@@ -48,6 +48,23 @@ FLAT_ALGORITHMS: dict[str, tuple[str, ...]] = {
     "all_to_all": ("direct",),
 }
 
+#: Share of a NIC's line rate NCCL moves between nodes with large messages, used where a
+#: profile has no inter-node measurement (datasheet tier). Public evidence (numbers and links in
+#: calibration/public/nic-peak-efficiency.csv): NCCL's maintainers consider about 24 GB/s the
+#: peak of a 200 Gb/s (25 GB/s) NIC (NVIDIA/nccl-tests#119, #160) and 48-49 GB/s that of a
+#: 400 Gb/s ConnectX-7 (NVIDIA/nccl-tests#267): 0.96-0.98; we take the lower, 0.96.
+NIC_EFFICIENCY = 0.96
+
+#: Fixed cost of one point-to-point message between GPUs on two nodes (NIC, switches and
+#: NCCL's network proxy), used where a profile has no inter-node measurement: the latency of a
+#: send/recv, and paid once by a cross-node all-to-all whose further messages each add the
+#: hop latency (a LogGP-style gap; see alltoall.py). Public measurements (numbers and
+#: links in calibration/public/p2p-latency-between-nodes.csv): 31-34 us for small sendrecv_perf
+#: messages between two A40 nodes (NVIDIA/nccl-tests#214), 24 us for 2-10 KB send/recv between
+#: two A100 DGX nodes (Vidur's profiles); we take the lower, 24 us. The topology's hop
+#: latencies (a few us) describe the wire, not the software path.
+NET_P2P_LATENCY = 24e-6
+
 #: Algorithm a measurement is attributed to when its log does not say (NCCL's usual choice).
 DEFAULT_ALGORITHM = {op: algs[0] for op, algs in FLAT_ALGORITHMS.items()}
 
@@ -109,22 +126,30 @@ def busbw_factor(op: str, n: int) -> float:
     return 1.0
 
 
-def node_nic_bw(fabric: Fabric, ranks_per_node: int) -> float:
+def node_nic_bw(
+    fabric: Fabric, ranks_per_node: int, paths: int | None = None, nodes: int | None = None
+) -> float:
     """Inter-node bandwidth the group's ranks on one node can use together (rail NICs).
 
     GPU i uses NIC ``i * nics // gpus_per_node``, so ``g`` packed ranks reach
-    ``min(g, nics)`` NICs, each ``fabric.inter_bw`` (already divided by oversubscription).
+    ``min(g, nics)`` NICs, each ``fabric.inter_bw`` (already divided by oversubscription), or
+    for rail-aligned traffic among ``nodes`` nodes :meth:`Fabric.rail_bw` (line rate while it
+    stays on the rails' leaves). ``paths``: how many concurrent inter-node paths per node a
+    measurement has shown (see :class:`~libra_des.hardware.communication.CurveBook`); ``None``
+    trusts the datasheet.
     """
-    nics = max(1, min(ranks_per_node, fabric.nics_per_node or 1))
-    return nics * fabric.inter_bw
+    nics = max(1, min(ranks_per_node, fabric.nics_per_node or 1, paths or ranks_per_node))
+    return nics * (fabric.inter_bw if nodes is None else fabric.rail_bw(nodes))
 
 
-def flat_rate(fabric: Fabric, group: int, ranks_per_node: int) -> float:
+def flat_rate(fabric: Fabric, group: int, ranks_per_node: int, paths: int | None = None) -> float:
     """Bottleneck rate of a flat algorithm: the GPU's own link, or inside multi-node rings
-    (one channel per rail, every channel crossing each node boundary once) the node's NICs."""
+    (one channel per rail, every channel crossing each node boundary once on the same NIC
+    index, so rail-aligned) the node's NICs."""
     if group <= ranks_per_node:
         return fabric.intra_bw
-    return min(fabric.intra_bw, node_nic_bw(fabric, ranks_per_node))
+    nodes = -(-group // ranks_per_node)
+    return min(fabric.intra_bw, node_nic_bw(fabric, ranks_per_node, paths, nodes))
 
 
 @dataclass(frozen=True)
@@ -140,9 +165,9 @@ class Curve:
     origin: str
 
     @classmethod
-    def datasheet(cls, latency: float) -> Curve:
+    def datasheet(cls, latency: float, eta: float = 1.0) -> Curve:
         return cls(
-            (Piece(start=0.0, alpha_step=latency, eta=1.0, half=0.0, gamma=1.0),), "datasheet"
+            (Piece(start=0.0, alpha_step=latency, eta=eta, half=0.0, gamma=1.0),), "datasheet"
         )
 
     def seconds(self, volume: np.ndarray, bandwidth: float, steps: int) -> np.ndarray:

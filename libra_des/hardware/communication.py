@@ -6,14 +6,30 @@ group size) the curve comes from, in order of *tier*:
 0. a fit for exactly this op, algorithm, group and layout;
 1. fits of this op and algorithm on other group sizes in the same scope (nearest in log group
    size; the total latency is interpolated in log group size between measured groups and
-   scaled with the step count beyond them);
+   scaled with the step count beyond them); across nodes also the machine's measured
+   point-to-point curve (``send_recv`` between nodes), since every step of a ring, tree or
+   direct exchange between nodes is a send/receive between two nodes;
 2. fits of this algorithm for another op in the same scope (its per-step latency and curve);
 3. fits of another algorithm in the same scope (never NVLS for non-NVLS and back);
-4. the datasheet: efficiency 1, the fabric's hop latency per step.
+4. the datasheet: the fabric's hop latency per step; efficiency 1 inside a node and
+   ``NIC_EFFICIENCY`` across nodes, a send/recv across nodes pays ``NET_P2P_LATENCY``
+   (defaults from public measurements, see ``collectives.py`` and docs/communication.md).
 
 Without an explicit algorithm, the fastest candidate among those of the *lowest* available
 tier is chosen, so a measured NCCL curve is never outbid by an idealised datasheet one.
 Scopes: ``intra`` (the group inside one node) and ``inter`` (across nodes, NIC-bound).
+
+Tier names reported to users (``cost --json``, ``result.json``): tiers 0-1 ``measured``,
+2-3 ``borrowed``, 4 ``datasheet``; a composed collective reports its worst phase.
+
+Parallel paths across nodes: a measured inter-node curve shows what the measured machine
+delivered with as many ranks per node as the measurement had (``inter_paths``: 1 for a
+point-to-point test between two nodes). Priced from that curve, a node's ranks share
+``min(ranks, NICs, inter_paths)`` NIC rates: parallelism across a node's NICs is credited only
+as far as a measurement has shown it (the datasheet rail count otherwise). Example: Vidur's
+A100 cluster moves about 7.8 GB/s between two nodes with one GPU each; with that profile a
+hierarchical all-reduce's inter-node phase moves the node's data at about 7.8 GB/s, not at
+8 x 25 GB/s.
 """
 
 from __future__ import annotations
@@ -24,8 +40,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from libra_des.errors import InputError
+from libra_des.hardware.alltoall import InterNodeA2A, LeafMap
 from libra_des.hardware.collectives import (
     FLAT_ALGORITHMS,
+    NET_P2P_LATENCY,
+    NIC_EFFICIENCY,
     Curve,
     busbw_factor,
     check_op,
@@ -47,6 +66,24 @@ BORROW = {
 }
 DATASHEET_TIER = 4
 MEMO_LIMIT = 1 << 16
+#: Collectives whose cross-node time is at least the same collective on one node's ranks.
+NODE_FLOOR_OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
+#: User-facing name of each curve tier (module docstring).
+TIER_NAMES = ("measured", "measured", "borrowed", "borrowed", "datasheet")
+
+
+def tier_name(tier: int) -> str:
+    return TIER_NAMES[min(max(tier, 0), DATASHEET_TIER)]
+
+
+def tier_keys(tiers: dict[str, str]) -> dict[str, object]:
+    """``comm_tiers`` (op -> which curves priced it: measured, borrowed, datasheet; see
+    :mod:`libra_des.hardware.communication`) and ``uncalibrated_ops`` (ops that ran on
+    datasheet numbers)."""
+    return {
+        "comm_tiers": dict(sorted(tiers.items())),
+        "uncalibrated_ops": sorted(op for op, t in tiers.items() if t == "datasheet"),
+    }
 
 
 @dataclass(frozen=True)
@@ -56,6 +93,7 @@ class CollectiveCost:
     seconds: float
     algorithm: str
     busbw_gbs: float
+    tier: str = "measured"
 
 
 @dataclass(frozen=True)
@@ -69,6 +107,9 @@ class CurveBook:
 
     def __init__(self, profile: Profile, fabric: Fabric, efficiency: bool = True) -> None:
         self.fabric = fabric
+        # Datasheet inter-node curves run at NCCL's usual share of the NIC (collectives.py).
+        self.nic_eta = NIC_EFFICIENCY if efficiency else 1.0
+        self.net_p2p = NET_P2P_LATENCY if efficiency else 0.0
         # Intra-node fits describe the profile's own node fabric (NVSwitch or PCIe); on a
         # different kind of node they do not apply and the datasheet takes over.
         same_node = fabric.intra_kind == profile.interconnect.intra_kind
@@ -78,6 +119,9 @@ class CurveBook:
             if efficiency and f.model == "alpha_beta" and (same_node or f.scope == "inter")
         ]
         self.memo: dict[tuple[str, str, str, int, int], tuple[Curve, int]] = {}
+        # Concurrent inter-node paths per node a measurement has shown (module docstring).
+        inter = [f.gpus_per_node or 1 for f in self.fits if f.scope == "inter"]
+        self.inter_paths: int | None = max(inter) if inter else None
 
     def latency(self, scope: str) -> float:
         return self.fabric.intra_latency if scope == "intra" else self.fabric.inter_latency
@@ -105,6 +149,10 @@ class CurveBook:
         if same:
             return Curve(regroup(same, op, algorithm, group), "borrowed"), 1
         nvls = algorithm == "nvls"
+        p2p = [f for f in pool if f.op == "send_recv"]
+        if scope == "inter" and p2p and not nvls:
+            # Every step of an exchange between nodes is a send/receive between two nodes.
+            return Curve(nearest(p2p, 2).pieces, "measured"), 1
         for tier, fits in (
             (2, [f for f in pool if f.algorithm == algorithm]),
             (3, [f for f in pool if (f.algorithm == "nvls") == nvls]),
@@ -113,7 +161,12 @@ class CurveBook:
                 cand = [f for f in fits if f.op == other]
                 if cand:
                     return Curve(nearest(cand, group).pieces, "borrowed"), tier
-        return Curve.datasheet(self.latency(scope)), DATASHEET_TIER
+        eta, latency = (self.nic_eta, self.net_p2p) if scope == "inter" else (1.0, 0.0)
+        if op != "send_recv":
+            # Collectives' steps and an all-to-all's back-to-back messages are pipelined: each
+            # pays the hop latency; an all-to-all pays the message latency once (alltoall.py).
+            latency = 0.0
+        return Curve.datasheet(max(self.latency(scope), latency), eta), DATASHEET_TIER
 
 
 def nearest(fits: list[Fit], group: int) -> Fit:
@@ -151,6 +204,21 @@ class Communication:
         # Simulations ask the same questions every step; answers depend only on the frozen
         # profile and fabric, so they are remembered per instance.
         self.answers: dict[tuple[str, float, int, int, str | None], CollectiveCost] = {}
+        # Worst curve tier each op has been priced with (result.json's ``comm_tiers``).
+        self.ledger: dict[str, int] = {}
+
+    def note(self, op: str, tier: int) -> None:
+        self.ledger[op] = max(self.ledger.get(op, 0), tier)
+
+    def tiers(self) -> dict[str, str]:
+        """Per op priced so far, the tier of its worst-sourced phase (module docstring)."""
+        return {op: tier_name(t) for op, t in sorted(self.ledger.items())}
+
+    def node_bw(self, ranks_per_node: int, tier: int, nodes: int | None = None) -> float:
+        """A node's usable inter-node rate for a phase priced from a curve of ``tier``
+        (rail-aligned among ``nodes`` nodes when given; see :meth:`Fabric.rail_bw`)."""
+        paths = self.book.inter_paths if tier < DATASHEET_TIER else None
+        return node_nic_bw(self.fabric, ranks_per_node, paths, nodes)
 
     # ------------------------------------------------------------------ layout
     def layout(self, group: int, gpus_per_node: int | None) -> int:
@@ -213,9 +281,17 @@ class Communication:
             (a for a, p in phases.items() if p.tier == best_tier),
             key=lambda a: float(phases[a].seconds[0]),
         )
-        seconds = float(phases[name].seconds[0])
+        seconds, tier = float(phases[name].seconds[0]), phases[name].tier
+        if group > gpn and op in NODE_FLOOR_OPS:
+            # Spanning nodes never removes the work inside one node: every rank still moves
+            # at least the single-node collective's bytes over NVLink (or PCIe), whichever
+            # algorithm crosses the nodes; priced by the same intra-node curves.
+            floor = self.collective(op, size, gpn, gpn)
+            if floor.seconds > seconds:
+                seconds, tier = floor.seconds, max(tier, TIER_NAMES.index(floor.tier))
         busbw = size / seconds * busbw_factor(op, group) / 1e9 if seconds > 0 else 0.0
-        return CollectiveCost(seconds, name, busbw)
+        self.note(op, tier)
+        return CollectiveCost(seconds, name, busbw, tier_name(tier))
 
     def p2p(self, nbytes: float, same_node: bool) -> float:
         """One message between two GPUs (send_recv curve, one hop)."""
@@ -226,7 +302,8 @@ class Communication:
             return 0.0
         scope = "intra" if same_node else "inter"
         rate = self.fabric.intra_bw if same_node else self.fabric.inter_bw
-        curve, _ = self.book.lookup("send_recv", "direct", scope, 2, 2 if same_node else 1)
+        curve, tier = self.book.lookup("send_recv", "direct", scope, 2, 2 if same_node else 1)
+        self.note("send_recv", tier)
         return float(curve.seconds(np.array([size]), rate, 1)[0])
 
     def all_to_allv(self, send_bytes: np.ndarray, gpus_per_node: int | None = None) -> float:
@@ -245,27 +322,43 @@ class Communication:
         same = node[:, None] == node[None, :]
         intra, inter = off * same, off * ~same
         v_intra = max(intra.sum(1).max(), intra.sum(0).max())
-        v_rank = max(inter.sum(1).max(), inter.sum(0).max())
-        out_node = np.bincount(node, weights=inter.sum(1))
-        in_node = np.bincount(node, weights=inter.sum(0))
-        v_node = max(out_node.max(), in_node.max())
         v_bridge = self.bridge_volume(intra, gpn)
-        return self.a2a_seconds(n, gpn, v_intra, v_rank, v_node, v_bridge)
+        local, tier = self.local_a2a(n, gpn, np.array([v_intra]), np.array([v_bridge]))
+        seconds = float(local[0])
+        if n > gpn:
+            model, inter_tier = self.inter_a2a(n, gpn)
+            seconds = max(seconds, model.seconds(inter, node))
+            tier = max(tier, inter_tier)
+        self.note("all_to_allv", tier)
+        return seconds
 
     # ------------------------------------------------------------------ internals
-    def a2a_seconds(
-        self, n: int, gpn: int, v_intra: float, v_rank: float, v_node: float, v_bridge: float
-    ) -> float:
+    def local_a2a(
+        self, n: int, gpn: int, v_intra: np.ndarray, v_bridge: np.ndarray
+    ) -> tuple[np.ndarray, int]:
+        """Intra-node part of an all-to-all: the busiest rank's NVLink (or PCIe) volume and
+        the busiest PCIe switch uplink."""
         f = self.fabric
-        intra_curve, _ = self.book.lookup("all_to_all", "direct", "intra", min(n, gpn), gpn)
-        times = [intra_curve.seconds(np.array([v_intra]), f.intra_bw, 1)[0] if v_intra else 0.0]
-        if v_bridge:
-            times.append(intra_curve.seconds(np.array([v_bridge]), f.pcie_bridge_bw, 1)[0])
-        if n > gpn and (v_rank or v_node):
-            inter_curve, _ = self.book.lookup("all_to_all", "direct", "inter", n, gpn)
-            times.append(inter_curve.seconds(np.array([v_rank]), f.inter_bw, 1)[0])
-            times.append(inter_curve.seconds(np.array([v_node]), node_nic_bw(f, gpn), 1)[0])
-        return float(max(times))
+        curve, tier = self.book.lookup("all_to_all", "direct", "intra", min(n, gpn), gpn)
+        out = np.where(v_intra > 0, curve.seconds(v_intra, f.intra_bw, 1), 0.0)
+        if f.pcie_bridge_bw > 0 and np.any(v_bridge > 0):
+            bridge = curve.seconds(v_bridge, f.pcie_bridge_bw, 1)
+            out = np.maximum(out, np.where(v_bridge > 0, bridge, 0.0))
+        return out, tier
+
+    def inter_a2a(self, n: int, gpn: int) -> tuple[InterNodeA2A, int]:
+        """The cross-node message model (:mod:`libra_des.hardware.alltoall`) for a layout."""
+        curve, tier = self.book.lookup("all_to_all", "direct", "inter", n, gpn)
+        leaves = LeafMap.of(self.fabric, gpn)
+        # A datasheet curve's alpha is the per-message gap (hop latency); the first message's
+        # software latency is paid once on top (module docstring of alltoall.py).
+        once = (
+            max(self.book.net_p2p - curve.pieces[0].alpha_step, 0.0)
+            if curve.origin == "datasheet"
+            else 0.0
+        )
+        model = InterNodeA2A(curve, self.fabric.inter_bw, self.node_bw(gpn, tier), leaves, once)
+        return model, tier
 
     def bridge_volume(self, intra: np.ndarray, gpn: int) -> float:
         """Bytes the busiest PCIe switch uplink carries (0 on NVSwitch or one switch)."""
@@ -287,12 +380,12 @@ class Communication:
         scope = "intra" if n <= gpn else "inter"
         volume, steps = phase_shape(op, alg, n, size)
         curve, tier = self.book.lookup(op, alg, scope, n, gpn)
-        rate = self.rate(alg, n, gpn)
+        rate = self.rate(alg, n, gpn, tier)
         return Phase(curve.seconds(volume, rate, steps), tier)
 
-    def rate(self, alg: str, n: int, gpn: int) -> float:
+    def rate(self, alg: str, n: int, gpn: int, tier: int = DATASHEET_TIER) -> float:
         f = self.fabric
-        rate = flat_rate(f, n, gpn)
+        rate = flat_rate(f, n, gpn, self.book.inter_paths if tier < DATASHEET_TIER else None)
         if f.intra_kind == "pcie" and f.pcie_switches > 1 and f.pcie_bridge_bw > 0:
             # A ring or tree crosses each switch uplink once per direction; direct traffic
             # from every rank of a switch shares it.
@@ -303,16 +396,11 @@ class Communication:
     def uniform_a2a(self, n: int, gpn: int, size: np.ndarray) -> Phase:
         per_peer = np.asarray(size, dtype=np.float64) / n
         g = min(n, gpn)
-        secs = np.array(
-            [
-                self.a2a_seconds(
-                    n, gpn, (g - 1) * p, (n - g) * p, g * (n - g) * p, self.uniform_bridge(g) * p
-                )
-                for p in per_peer
-            ]
-        )
-        scope = "intra" if n <= gpn else "inter"
-        _, tier = self.book.lookup("all_to_all", "direct", scope, n, gpn)
+        secs, tier = self.local_a2a(n, gpn, (g - 1) * per_peer, self.uniform_bridge(g) * per_peer)
+        if n > gpn:
+            model, inter_tier = self.inter_a2a(n, gpn)
+            secs = np.maximum(secs, model.uniform(n, gpn, per_peer))
+            tier = max(tier, inter_tier)
         return Phase(secs, tier)
 
     def uniform_bridge(self, g: int) -> float:
@@ -337,7 +425,14 @@ class Communication:
         return Phase(secs, tier)
 
     def hierarchical(self, op: str, n: int, gpn: int, size: np.ndarray) -> Phase:
-        """Intra-node phase, inter-node phase over the rails, intra-node phase (as NCCL).
+        """Intra-node phase, inter-node phase over the rails, intra-node phase (as NCCL)."""
+        parts = [p for _, p in self.hierarchical_parts(op, n, gpn, size)]
+        return Phase(np.sum([p.seconds for p in parts], axis=0), max(p.tier for p in parts))
+
+    def hierarchical_parts(
+        self, op: str, n: int, gpn: int, size: np.ndarray
+    ) -> list[tuple[str, Phase]]:
+        """Named phases of a hierarchical collective.
 
         all_reduce: reduce_scatter in the node, all_reduce of S/g across nodes on each rail,
         all_gather in the node; all_gather / reduce_scatter: the two halves of that;
@@ -346,23 +441,65 @@ class Communication:
         nodes = math.ceil(n / gpn)
         s = np.asarray(size, dtype=np.float64)
         inter = InterView(self, gpn)
-        parts: list[Phase]
         if op == "all_reduce":
-            parts = [
-                self.best("reduce_scatter", gpn, gpn, s),
-                inter.best("all_reduce", nodes, s / gpn),
-                self.best("all_gather", gpn, gpn, s),
+            return [
+                ("intra reduce_scatter + all_gather", self.intra_all_reduce(gpn, s)),
+                ("inter all_reduce", inter.best("all_reduce", nodes, s / gpn)),
             ]
-        elif op == "all_gather":
-            parts = [inter.best("all_gather", nodes, s / gpn), self.best("all_gather", gpn, gpn, s)]
-        elif op == "reduce_scatter":
-            parts = [
-                self.best("reduce_scatter", gpn, gpn, s),
-                inter.best("reduce_scatter", nodes, s / gpn),
+        if op == "all_gather":
+            return [
+                ("inter all_gather", inter.best("all_gather", nodes, s / gpn)),
+                ("intra all_gather", self.best("all_gather", gpn, gpn, s)),
             ]
-        else:
-            parts = [inter.best(op, nodes, s), self.best(op, gpn, gpn, s)]
-        return Phase(np.sum([p.seconds for p in parts], axis=0), max(p.tier for p in parts))
+        if op == "reduce_scatter":
+            return [
+                ("intra reduce_scatter", self.best("reduce_scatter", gpn, gpn, s)),
+                ("inter reduce_scatter", inter.best("reduce_scatter", nodes, s / gpn)),
+            ]
+        return [
+            (f"inter {op}", inter.best(op, nodes, s)),
+            (f"intra {op}", self.best(op, gpn, gpn, s)),
+        ]
+
+    def explain(
+        self,
+        op: str,
+        nbytes: float,
+        group: int,
+        gpus_per_node: int | None,
+        algorithm: str | None = None,
+    ) -> dict[str, object]:
+        """``cost --json`` detail: the tier of every phase and the inter-node rate achieved
+        (bytes one node sends across its boundary / phase seconds, GB/s)."""
+        res = self.collective(op, nbytes, group, gpus_per_node, algorithm)
+        gpn = self.layout(group, gpus_per_node)
+        out: dict[str, object] = {"tier": res.tier, "inter_paths": self.book.inter_paths}
+        if res.algorithm != "hierarchical" or nbytes <= 0:
+            return out
+        nodes = math.ceil(group / gpn)
+        phases = []
+        for name, ph in self.hierarchical_parts(op, group, gpn, np.array([float(nbytes)])):
+            row: dict[str, object] = {
+                "phase": name,
+                "seconds": float(ph.seconds[0]),
+                "tier": tier_name(ph.tier),
+            }
+            if name.startswith("inter") and ph.seconds[0] > 0:
+                per_rail = nbytes / gpn if op != "broadcast" else nbytes
+                vol = float(phase_shape(op, "ring", nodes, np.array([per_rail]))[0][0])
+                row["node_gbs"] = vol * gpn / float(ph.seconds[0]) / 1e9
+            phases.append(row)
+        out["phases"] = phases
+        return out
+
+    def intra_all_reduce(self, gpn: int, s: np.ndarray) -> Phase:
+        """The two intra-node halves (reduce-scatter then all-gather) of a hierarchical
+        all-reduce; a measured intra-node all-reduce is exactly those two halves, so it prices
+        them when their own curves are of a worse tier."""
+        halves = [self.best("reduce_scatter", gpn, gpn, s), self.best("all_gather", gpn, gpn, s)]
+        split = Phase(halves[0].seconds + halves[1].seconds, max(p.tier for p in halves))
+        whole = self.best("all_reduce", gpn, gpn, s)
+        return whole if whole.tier < split.tier else split
 
 
 @dataclass(frozen=True)
@@ -376,14 +513,13 @@ class InterView:
     def best(self, op: str, nodes: int, size: np.ndarray) -> Phase:
         if nodes <= 1:
             return Phase(np.zeros_like(size), 0)
-        f = self.comm.fabric
-        rate = node_nic_bw(f, self.gpn) / self.gpn
         phases = []
         for alg in FLAT_ALGORITHMS[op]:
             if alg == "nvls":
                 continue
             volume, steps = phase_shape(op, alg, nodes, size)
             curve, tier = self.comm.book.lookup(op, alg, "inter", nodes, 1)
+            rate = self.comm.node_bw(self.gpn, tier, nodes) / self.gpn
             phases.append(Phase(curve.seconds(volume, rate, steps), tier))
         tier = min(p.tier for p in phases)
         return Phase(np.min([p.seconds for p in phases if p.tier == tier], axis=0), tier)

@@ -22,6 +22,12 @@ class Fabric:
 
     ``pcie_switches``: how many PCIe switches the GPUs of a PCIe node are spread over (evenly);
     traffic between switches crosses the host bridge at ``pcie_bridge_bw`` per switch uplink.
+
+    Leaf locality: ``leaf_nodes`` nodes share a leaf group (0: all nodes, one group); on a
+    rail-optimised fabric NIC ``k`` of every node of a group sits on leaf ``k`` of the group,
+    otherwise all NICs of a node share the group's leaf. Traffic that stays on one leaf moves
+    at the NIC's line rate (:attr:`nic_line_bw`); only traffic crossing the spine is limited to
+    ``inter_bw`` (the line rate over the oversubscription ratio).
     """
 
     gpus_per_node: int
@@ -36,7 +42,21 @@ class Fabric:
     oversubscription: float = 1.0
     nvls: bool = False
     pcie_switches: int = 1
+    leaf_nodes: int = 0
+    rail_optimized: bool = True
 
     @property
     def num_gpus(self) -> int:
         return self.gpus_per_node * self.nodes
+
+    @property
+    def nic_line_bw(self) -> float:
+        """One NIC port's rate when the traffic stays on its leaf (no spine hop)."""
+        return self.inter_bw * self.oversubscription
+
+    def rail_bw(self, nodes: int) -> float:
+        """Per-NIC rate of rail-aligned traffic (same NIC index on every node, as the rings
+        and rail phases of NCCL collectives use) among ``nodes`` consecutive nodes that start
+        a leaf group: line rate when they share the rails' leaves, else the spine's share."""
+        local = self.leaf_nodes <= 0 or nodes <= self.leaf_nodes
+        return self.nic_line_bw if local else self.inter_bw

@@ -296,3 +296,34 @@ def import_grouped_gemm_csv(path: Path) -> Imported:
         raise InputError("FILE", str(path), "rows of one device (got " + ", ".join(devices) + ")")
     samples = tuple(grouped_row(r, path, i) for i, r in enumerate(rows, start=2))
     return Imported(samples, devices.pop() or None)
+
+
+# ----------------------------------------------------------------------------- public evidence
+
+
+def import_public_csv(path: Path) -> Imported:
+    """Rows copied from public nccl-tests logs (``calibration/public/*.csv``): ``#`` lines
+    name the source; columns ``op, group, gpus_per_node, nbytes, time_us``."""
+    lines = [ln for ln in read_file(path).splitlines() if ln.strip() and not ln.startswith("#")]
+    samples = []
+    for i, row in enumerate(csv.DictReader(lines), start=2):
+        try:
+            op, group, gpn = row["op"], int(row["group"]), int(row["gpus_per_node"])
+            nbytes, secs = float(row["nbytes"]), float(row["time_us"]) * 1e-6
+        except (KeyError, TypeError, ValueError):
+            raise InputError(
+                f"{path.name}:{i}", row, "op,group,gpus_per_node,nbytes,time_us"
+            ) from None
+        if op not in COLLECTIVE_OPS or group < 1 or gpn < 1 or nbytes <= 0 or secs <= 0:
+            raise InputError(f"{path.name}:{i}", row, "a collective with positive numbers")
+        samples.append(
+            Sample(
+                op=op,
+                nbytes=nbytes,
+                group=group,
+                gpus_per_node=gpn,
+                time=TimeStats(median=secs),
+                source=path.name,
+            )
+        )
+    return Imported(tuple(samples), None)

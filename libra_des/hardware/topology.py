@@ -409,6 +409,8 @@ class Topology:
             pcie_switches=spec.pcie.switches,
             oversubscription=spec.network.oversubscription,
             nvls=bool(spec.nvlink and spec.nvlink.nvls),
+            leaf_nodes=spec.network.nodes_per_leaf,
+            rail_optimized=spec.network.rail_optimized,
         )
 
     def inter_latency(self) -> float:

@@ -8,11 +8,18 @@ gradients between stages travel as one flow per CP worker. Flows of different po
 for shared links (spine, NIC, NVSwitch ports), which the fast mode's analytic bounds ignore.
 Gradient synchronisation stays analytic (bucketed all-reduce), as in the fast mode.
 Meant for clusters of up to a few hundred GPUs.
+
+What the result reports comes from the flows that ran (:func:`flow_times`): each pooled
+attention call's wall time (its straggler), the communication channel's busy time, and from
+them exposed and hidden attention communication. Pool waits (workers idle while the pool's
+slowest worker computes) stay those of the per-worker compute arrays: only the slowest
+worker's compute is replayed, so the flows add no new per-worker information.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -54,6 +61,10 @@ class DetailedPipelineSim(PipelineSim):
             for d in range(schedule.stages)
         ]
         self.arrivals: dict[tuple[int, int, int], simpy.Event] = {}
+        # Measured from the flows: per (entity, device, op) each layer's pooled-attention wall
+        # time, and the exchange channel's busy seconds summed over layers.
+        self.attn_wall: dict[tuple[int, int, int], list[float]] = {}
+        self.comm_busy: dict[tuple[int, int, int], float] = {}
 
     def execute(self, e: int, d: int, i: int) -> Generator[Any, Any, None]:
         t, op = self.times[d], self.schedule.orders[d][i]
@@ -67,14 +78,25 @@ class DetailedPipelineSim(PipelineSim):
             disp = (resend + redo_d) * slot.dispatch_bytes + slot.return_bytes.T
             ret = slot.dispatch_bytes.T + redo_r * slot.return_bytes
         m = slot.chunks
+        walls = self.attn_wall.setdefault((e, d, i), [])
         for layer in range(int(t.layers[i])):
             yield self.env.timeout(float(t.pre[e, i, layer]))
             compute = float(t.compute_max[e, i, layer]) / m
-            yield from self.pooled_attention(self.gpus[d][e], disp / m, ret / m, compute, m)
+            began = self.env.now
+            yield from self.pooled_attention(
+                self.gpus[d][e], disp / m, ret / m, compute, m, (e, d, i)
+            )
+            walls.append(self.env.now - began)
             yield self.env.timeout(float(t.post[e, i, layer]))
 
     def pooled_attention(
-        self, gpus: list[int], disp: np.ndarray, ret: np.ndarray, compute: float, m: int
+        self,
+        gpus: list[int],
+        disp: np.ndarray,
+        ret: np.ndarray,
+        compute: float,
+        m: int,
+        key: tuple[int, int, int],
     ) -> Generator[Any, Any, None]:
         """The Pipeliner: one comm channel (dispatch k+1, then return k-1) beside compute."""
         env = self.env
@@ -82,21 +104,23 @@ class DetailedPipelineSim(PipelineSim):
         started = [env.event() for _ in range(m)]
         computed = [env.event() for _ in range(m)]
 
-        def a2a(mat: np.ndarray) -> simpy.Event:
-            return self.net.collective("all_to_all", gpus, send_bytes=mat)
+        def a2a(mat: np.ndarray) -> Generator[Any, Any, None]:
+            began = env.now
+            yield self.net.collective("all_to_all", gpus, send_bytes=mat)
+            self.comm_busy[key] = self.comm_busy.get(key, 0.0) + env.now - began
 
         def channel() -> Generator[Any, Any, None]:
-            yield a2a(disp)
+            yield from a2a(disp)
             ready[0].succeed()
             for k in range(m):
                 yield started[k]
                 if k + 1 < m:
-                    yield a2a(disp)
+                    yield from a2a(disp)
                     ready[k + 1].succeed()
                 if k >= 1:
-                    yield a2a(ret)
+                    yield from a2a(ret)
             yield computed[m - 1]
-            yield a2a(ret)
+            yield from a2a(ret)
 
         def compute_stream() -> Generator[Any, Any, None]:
             for k in range(m):
@@ -130,10 +154,39 @@ class DetailedPipelineSim(PipelineSim):
 
         self.env.all_of(flows).callbacks.append(done)
 
-    def wait_for(
-        self, e: int, d: int, i: int, dep: tuple[int, int]
-    ) -> Generator[Any, Any, None]:
+    def wait_for(self, e: int, d: int, i: int, dep: tuple[int, int]) -> Generator[Any, Any, None]:
         if dep[0] == d:
             yield from super().wait_for(e, d, i, dep)
             return
         yield self.arrivals.setdefault((e, d, i), self.env.event())
+
+
+def flow_times(times: tuple[DeviceTimes, ...], sim: DetailedPipelineSim) -> tuple[DeviceTimes, ...]:
+    """The devices' attention figures as the flows ran them (module docstring).
+
+    Per op: its duration is the time it ran (finish - start); the straggler of each layer is
+    the pooled call's wall time; exposed attention communication is the fast mode's
+    (worker-mean) exposure plus what the wall time exceeds the fast mode's call time by; hidden
+    is the channel's busy time not exposed.
+    """
+    out = []
+    ran = np.array(sim.fin, dtype=float) - sim.start  # [E, p, n]
+    for d, t in enumerate(times):
+        straggler = np.zeros_like(t.straggler)
+        busy = np.zeros_like(t.attn_hidden)
+        for (e, dd, i), walls in sim.attn_wall.items():
+            if dd == d:
+                straggler[e, i, : len(walls)] = walls
+                busy[e, i] = sim.comm_busy.get((e, dd, i), 0.0)
+        exposed = np.maximum(t.attn_exposed + (straggler - t.straggler).sum(axis=-1), 0.0)
+        hidden = np.maximum(busy - exposed, 0.0)
+        out.append(
+            replace(
+                t,
+                duration=ran[:, d, :],
+                straggler=straggler,
+                attn_exposed=exposed,
+                attn_hidden=hidden,
+            )
+        )
+    return tuple(out)

@@ -44,6 +44,7 @@ import numpy as np
 from rich.progress import Progress
 
 from libra_des.config import Scenario
+from libra_des.hardware.communication import tier_keys
 from libra_des.hardware.costs import CostModel
 from libra_des.hardware.profile import load_profile
 from libra_des.hardware.topology import load_topology
@@ -196,7 +197,7 @@ def simulate_moe(
     result["cost_sources"] = cost_sources(cost, group.gpus, group.gpus_per_node,
                                           run.flow.allgather, run.flow.fetch,
                                           scenario.balancer.cpu_time == "measured")
-    return result
+    return {**result, **tier_keys(cost.tiers())}
 
 
 def shared_traces(

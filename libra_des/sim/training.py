@@ -28,7 +28,7 @@ from libra_des.hardware.topology import Topology, load_topology
 from libra_des.hardware.variance import VarianceModel
 from libra_des.plan.step import StepPlan, build_step_plan, pipeliner_chunks, pool_size_of
 from libra_des.plan.tap_autotune import Ranking, resolve_knobs
-from libra_des.sim.detailed import DetailedPipelineSim
+from libra_des.sim.detailed import DetailedPipelineSim, flow_times
 from libra_des.sim.memory import (
     MemoryReport,
     PlanFootprint,
@@ -74,6 +74,7 @@ class StepRecord:
     sim_seconds: float = 0.0  # wall clock inside SimPy (benchmarks only; not in results)
     memory: MemoryReport | None = None
     tap_autotune: dict[str, Any] | None = None  # the (H, B) ranking when knobs were auto
+    comm_tiers: tuple[tuple[str, str], ...] = ()  # (op, curve tier) priced so far in the run
 
 
 def elaborate_cluster(scenario: Scenario, rng: np.random.Generator) -> Cluster:
@@ -107,17 +108,17 @@ def sync_fn(
 
     Assumptions: attention, router and dense weights are replicated over DP x CP and reduced
     with one all-reduce per layer bucket over those GPUs; expert weights are sharded over the
-    CP group (expert parallelism) and reduced over DP only. A bucket is ready on an entity when
-    its layer's share of the entity's last backward op of that model chunk has run; buckets go
-    one after another on the communication stream.
+    CP group (expert parallelism) and reduced over DP only, across the GPUs that hold the same
+    CP rank (:func:`dp_ranks_per_node` gives how they sit on nodes). A bucket is ready on an
+    entity when its layer's share of the entity's last backward op of that model chunk has
+    run; buckets go one after another on the communication stream.
     """
     par, fab = scenario.parallelism, cluster.cost.fabric
     bucket_s = 0.0
     if not scenario.comm_free:
         bucket_s = all_reduce_s(cluster, lin.grad_bytes, par.dp * par.cp, fab.gpus_per_node)
-        # Replicas sit one per node unless a replica (cp x pp GPUs) is smaller than a node.
-        replicas_per_node = max(1, fab.gpus_per_node // (par.cp * par.pp))
-        bucket_s += all_reduce_s(cluster, lin.expert_grad_bytes, par.dp, replicas_per_node)
+        per_node = dp_ranks_per_node(par.dp, par.cp, par.pp, fab.gpus_per_node)
+        bucket_s += all_reduce_s(cluster, lin.expert_grad_bytes, par.dp, per_node)
     layout = layout_of(scenario)
     last_b = [last_backward_per_chunk(order) for order in schedule.orders]
 
@@ -137,12 +138,31 @@ def sync_fn(
     return sync
 
 
+def dp_ranks_per_node(dp: int, cp: int, pp: int, gpus_per_node: int) -> int:
+    """Most members of one DP group (same stage and CP rank) that share a node.
+
+    Placement as :class:`~libra_des.sim.stagetimes.Layout`: GPU id = (stage * dp + replica) *
+    cp + cp_rank, so a DP group is every ``cp``-th GPU of its stage: ``gpus_per_node / cp``
+    replicas per node when CP groups are smaller than a node, one per node otherwise. The
+    busiest node over all groups sets the pace (uneven splits keep the largest count).
+    """
+    first = np.arange(pp)[:, None] * dp * cp + np.arange(min(cp, gpus_per_node))[None, :]
+    ids = first[:, :, None] + np.arange(dp)[None, None, :] * cp
+    nodes = ids // gpus_per_node
+    return int(max(np.unique(row, return_counts=True)[1].max() for row in nodes.reshape(-1, dp)))
+
+
 def all_reduce_s(cluster: Cluster, nbytes: float, group: int, gpus_per_node: int) -> float:
     """One all-reduce over ``group`` GPUs spread ``gpus_per_node`` per node (0 if trivial)."""
     if group <= 1 or nbytes <= 0:
         return 0.0
     per_node = max(1, min(gpus_per_node, group))
-    return cluster.cost.collective("all_reduce", nbytes, group, per_node).seconds
+    try:
+        return cluster.cost.collective("all_reduce", nbytes, group, per_node).seconds
+    except InputError:
+        # A layout the fabric cannot hold: name the scenario's fields, not the cost command's.
+        need = f"a DP x CP layout that fits {cluster.cost.fabric.num_gpus} GPUs"
+        raise InputError("parallelism", f"all-reduce over {group} GPUs", need) from None
 
 
 def last_backward_per_chunk(order: tuple[Op, ...]) -> list[int]:
@@ -207,6 +227,8 @@ def simulate_step(
     began = time.perf_counter()
     run = sim.run()
     sim_wall = time.perf_counter() - began
+    if isinstance(sim, DetailedPipelineSim):
+        times = flow_times(times, sim)
     executed = executed_pair_heads(times, run, schedule)
     check_step(scenario, plan, schedule, run, executed)
     check_linear_tokens(scenario, plan, times, run, schedule)
@@ -362,7 +384,8 @@ def simulate_training(
             rec = simulate_step(scenario, cluster, plan, noise_rng, step)
             # Measured: the per-slot plans are no longer needed (metrics and trace read none).
             records.append(replace(rec, plan=plan.without_slots(), memory=report,
-                                   tap_autotune=tuned))
+                                   tap_autotune=tuned,
+                                   comm_tiers=tuple(cluster.cost.tiers().items())))
             plans[step] = plans[step].without_slots()
             if progress is not None:
                 progress(step)

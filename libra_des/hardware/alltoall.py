@@ -1,0 +1,164 @@
+"""All-to-all(v) across nodes, message by message.
+
+NCCL's all-to-all posts one send and one receive per peer; between nodes each of them is a
+point-to-point message through the sender's NIC and the receiver's NIC. The model, for a
+traffic matrix ``M[src, dst]`` (bytes; the diagonal stays local):
+
+- **per-peer latency and message-size efficiency**: a message of ``m`` bytes between nodes
+  takes ``T(m) = alpha + m / (B * eff(m))`` on one NIC of rate ``B``, with ``T`` the inter-node
+  curve (measured ``send_recv`` or all-to-all when the profile has one, else the datasheet:
+  ``alpha`` the hop latency, ``eff`` :data:`~libra_des.hardware.collectives.NIC_EFFICIENCY`).
+  A rank's messages go out one after another through its NIC, so its sending time is
+  ``once + sum_dst T(M[src, dst])``: ``alpha`` once per destination peer (LogGP's gap), the
+  efficiency of each message's own size (many small messages are slower than one large
+  one), and with datasheet curves the rest of one message's software latency
+  (:data:`~libra_des.hardware.collectives.NET_P2P_LATENCY`) once, as the first message's;
+- **one NIC per GPU**: NCCL's all-to-all cannot spread one GPU's traffic over several NICs
+  (NCCL maintainers in NVIDIA/nccl-tests#267), so ``B`` is one NIC's rate;
+- **incast**: a receiver drains its inbound messages through its own NIC at the same rate, so
+  a receiver with more than its share sets the time for every sender (``max`` over senders
+  and receivers: the hottest receiver decides);
+- **shared NICs and the spine**: a node's inter-node messages share ``node_bw`` (the node's
+  NICs, or fewer paths when only fewer were measured; see
+  :class:`~libra_des.hardware.communication.CurveBook`). On an oversubscribed fabric a message
+  that stays on one leaf (same leaf group, and on a rail-optimised fabric the same rail, as the
+  topology routes it) moves at the NIC's line rate; one that crosses the spine gets the line
+  rate over the oversubscription ratio (``nic_bw``): on ``h200-roce-railopt-2to1`` the
+  cross-rail messages (7 of 8 peers per node) get half a NIC.
+
+Intra-node traffic runs over NVLink (or PCIe) beside it; the collective ends when the slowest
+of these resources is done. Assumptions: messages of one rank do not overlap their latencies
+(NCCL issues them in rounds; conservative), and cross-node flows do not collide on spine links
+beyond the oversubscription ratio (ECMP hash collisions are not modelled).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from libra_des.hardware.collectives import Curve
+from libra_des.hardware.fabric import Fabric
+
+
+@dataclass(frozen=True)
+class LeafMap:
+    """Which cross-node messages stay on one leaf (module docstring).
+
+    Ranks are packed ``gpn`` per node from local GPU 0 and the group starts on a leaf-group
+    boundary. ``gain``: the line rate over the spine rate (the oversubscription ratio).
+    """
+
+    gpn: int
+    gpus_per_node: int
+    nics: int
+    leaf_nodes: int
+    rail_optimized: bool
+    gain: float
+
+    @classmethod
+    def of(cls, fabric: Fabric, gpn: int) -> LeafMap:
+        return cls(
+            gpn,
+            fabric.gpus_per_node,
+            max(fabric.nics_per_node, 1),
+            fabric.leaf_nodes,
+            fabric.rail_optimized,
+            fabric.oversubscription,
+        )
+
+    def local(self, n: int) -> np.ndarray:
+        """[n, n] True where a message between ranks stays on one leaf."""
+        rank = np.arange(n)
+        node = rank // self.gpn
+        group = node // self.leaf_nodes if self.leaf_nodes > 0 else np.zeros_like(node)
+        same = group[:, None] == group[None, :]
+        if self.rail_optimized:
+            rail = (rank % self.gpn) * self.nics // self.gpus_per_node
+            same &= rail[:, None] == rail[None, :]
+        return same
+
+
+#: ((per-rank send s, per-rank receive s), (per-rank share of its node's out s, in s)).
+Parts = tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
+@dataclass(frozen=True)
+class InterNodeA2A:
+    """The inter-node part of an all-to-all(v) on one layout (see the module docstring)."""
+
+    curve: Curve
+    nic_bw: float  # one rank's NIC rate across the spine (bytes/s)
+    node_bw: float  # what a node's ranks share across nodes, across the spine (bytes/s)
+    leaves: LeafMap
+    once: float = 0.0  # latency paid once per collective beyond the per-message alpha (s)
+
+    def seconds(self, inter: np.ndarray, node: np.ndarray) -> float:
+        """Time of the cross-node messages ``inter[src, dst]`` (0 where same node)."""
+        nz = inter > 0
+        if not nz.any():
+            return 0.0
+        gain = self.leaves.gain
+        local = self.leaves.local(inter.shape[0]) if gain > 1 else None
+        per_msg, at_node = (
+            self.linear_parts(inter, nz, local)
+            if self.is_linear
+            else self.message_parts(inter, nz, local)
+        )
+        send, recv = per_msg
+        nodes = int(node.max()) + 1
+        out_node = np.bincount(node, weights=at_node[0], minlength=nodes).max()
+        in_node = np.bincount(node, weights=at_node[1], minlength=nodes).max()
+        return float(self.once + max(send.max(), recv.max(), out_node, in_node))
+
+    @property
+    def is_linear(self) -> bool:
+        """One regime without a small-message term: sums of bytes suffice (fast path)."""
+        return len(self.curve.pieces) == 1 and self.curve.pieces[0].half == 0
+
+    def classes(self, nz: np.ndarray, local: np.ndarray | None) -> list[tuple[np.ndarray, float]]:
+        """(mask, rate multiplier): spine-crossing messages at 1, leaf-local at the gain."""
+        if local is None:
+            return [(nz, 1.0)]
+        return [(nz & ~local, 1.0), (nz & local, self.leaves.gain)]
+
+    def message_parts(self, inter: np.ndarray, nz: np.ndarray, local: np.ndarray | None) -> Parts:
+        """Per rank (send, receive) and per rank towards its node (out, in) seconds."""
+        per_msg = np.zeros_like(inter)
+        at_node = np.zeros_like(inter)
+        for mask, scale in self.classes(nz, local):
+            if mask.any():
+                m = inter[mask]
+                per_msg[mask] = self.curve.seconds(m, self.nic_bw * scale, 1)
+                at_node[mask] = self.curve.seconds(m, self.node_bw * scale, 0)
+        return (per_msg.sum(1), per_msg.sum(0)), (at_node.sum(1), at_node.sum(0))
+
+    def linear_parts(self, inter: np.ndarray, nz: np.ndarray, local: np.ndarray | None) -> Parts:
+        """:meth:`message_parts` in closed form for a linear curve (alpha + m / (B eta))."""
+        piece = self.curve.pieces[0]
+        zero = np.zeros(inter.shape[0])
+        send, recv, out, into = zero, zero, zero, zero
+        for mask, scale in self.classes(nz, local):
+            m = inter if local is None else np.where(mask, inter, 0.0)
+            rank_rate, node_rate = self.nic_bw * scale * piece.eta, self.node_bw * scale * piece.eta
+            rows, cols = m.sum(1), m.sum(0)
+            send = send + piece.alpha_step * mask.sum(1) + rows / rank_rate
+            recv = recv + piece.alpha_step * mask.sum(0) + cols / rank_rate
+            out, into = out + rows / node_rate, into + cols / node_rate
+        return (send, recv), (out, into)
+
+    def uniform(self, n: int, gpn: int, per_peer: np.ndarray) -> np.ndarray:
+        """:meth:`seconds` for ``per_peer`` bytes between every pair of ranks, ``gpn`` ranks
+        per node (closed form when no message is faster than another)."""
+        p = np.asarray(per_peer, dtype=np.float64)
+        peers = n - min(n, gpn)
+        if peers == 0:
+            return np.zeros_like(p)
+        if self.leaves.gain > 1:
+            node = np.arange(n) // gpn
+            cross = node[:, None] != node[None, :]
+            return np.array([self.seconds(np.where(cross, x, 0.0), node) for x in p])
+        rank = peers * self.curve.seconds(p, self.nic_bw, 1)
+        at_node = min(n, gpn) * peers * self.curve.seconds(p, self.node_bw, 0)
+        return np.where(p > 0, self.once + np.maximum(rank, at_node), 0.0)
