@@ -13,6 +13,11 @@ result of progressive filling).
   fallback. A 64-GPU all-to-all(v) whose flows all end at different instants recomputes
   rates about 4,000 times, so each recomputation must cost little more than a few passes
   over the flows.
+- Detailed mode's :class:`~libra_des.sim.network.Network` uses :class:`ComponentMaxMin`: a
+  change re-solves only the flows connected to the links it touched (after departures, only
+  those at least as fast as the slowest leaver), small groups by progressive filling in plain
+  Python (:func:`python_max_min`), where numpy's fixed cost per call would dominate. The
+  numpy solvers above stay the reference it is tested against (``tests/test_flow_solver.py``).
 """
 
 from __future__ import annotations
@@ -258,3 +263,126 @@ def refill(
     fell_back = settle(flow, link, left, old, guess, key)
     rate[redo], bneck[redo] = old, guess
     return fell_back
+
+
+#: Components with more flows than this are filled by numpy (:func:`max_min_rates`); smaller
+#: ones by pure Python, whose cost is a few passes over the component (our measurement: numpy's
+#: fixed cost per call dominates below a few hundred flows).
+PYTHON_MAX_FLOWS = 256
+
+
+def python_max_min(routes: list[tuple[int, ...]], left: dict[int, float]) -> list[float]:
+    """Max-min fair rates of flows over ``routes`` given each link's capacity ``left``.
+
+    Progressive filling in plain Python, for small problems: each round raises every unfrozen
+    flow to the smallest fair share of any link and freezes the flows crossing the links at
+    that share (within 1e-12, as :func:`max_min_rates`), each at the smallest share on its
+    route. ``left`` is consumed.
+    """
+    count: dict[int, int] = {}
+    members: dict[int, list[int]] = {}
+    for i, route in enumerate(routes):
+        for link in route:
+            count[link] = count.get(link, 0) + 1
+            members.setdefault(link, []).append(i)
+    rate = [0.0] * len(routes)
+    frozen = [False] * len(routes)
+    unfrozen = len(routes)
+    while unfrozen:
+        share = {link: left[link] / n for link, n in count.items() if n}
+        cut = min(share.values()) * (1.0 + 1e-12)
+        for link in [link for link, s in share.items() if s <= cut]:
+            for i in members[link]:
+                if frozen[i]:
+                    continue
+                frozen[i] = True
+                unfrozen -= 1
+                level = min(share[m] for m in routes[i])
+                rate[i] = level
+                for m in routes[i]:
+                    left[m] = max(left[m] - level, 0.0)
+                    count[m] -= 1
+    return rate
+
+
+class ComponentMaxMin:
+    """Max-min rates of the active flows, re-solved only where something changed.
+
+    Flows that share no link (directly or through other flows) do not influence each other's
+    max-min rates, so a change re-solves only the connected component of the flow-link graph
+    it touches. After departures alone, flows slower than the slowest leaver keep their rates
+    (see :func:`refill`) and only the faster ones are re-solved on what the slower leave.
+    Small components are filled in pure Python (:func:`python_max_min`), large ones with numpy.
+    """
+
+    def __init__(self) -> None:
+        self.capacity: np.ndarray = np.zeros(0)
+        self.routes: dict[int, tuple[int, ...]] = {}
+        self.rate: dict[int, float] = {}
+        self.on_link: dict[int, set[int]] = {}
+
+    def add(self, flow: int, route: tuple[int, ...]) -> None:
+        self.routes[flow] = route
+        self.rate[flow] = 0.0
+        for link in route:
+            self.on_link.setdefault(link, set()).add(flow)
+
+    def remove(self, flow: int) -> None:
+        for link in self.routes.pop(flow):
+            self.on_link[link].discard(flow)
+        del self.rate[flow]
+
+    def affected(self, links: set[int], cut: float) -> list[int]:
+        """Flows of rate at least ``cut`` connected to ``links`` through links that such
+        flows share (sorted). Slower flows only take their fixed rates off each link."""
+        rate, routes, on_link = self.rate, self.routes, self.on_link
+        seen, todo, flows = set(links), list(links), set()
+        while todo:
+            for flow in on_link.get(todo.pop(), ()):
+                if flow not in flows and rate[flow] >= cut:
+                    flows.add(flow)
+                    for m in routes[flow]:
+                        if m not in seen:
+                            seen.add(m)
+                            todo.append(m)
+        return sorted(flows)
+
+    def solve(self, links: set[int], floor: float) -> dict[int, float]:
+        """Re-solve the flows a change at ``links`` can affect; flows below ``floor`` (up to
+        TIE_TOLERANCE) keep their rates. Returns the new rate of every re-solved flow.
+
+        Exact: with the slower flows' rates fixed, the faster ones split into groups that
+        share no link, each a max-min problem of its own on what the slower flows leave;
+        only the groups touching ``links`` changed.
+        """
+        cut = floor * (1.0 - TIE_TOLERANCE)
+        redo = self.affected(links, cut)
+        if not redo:
+            return {}
+        rate, capacity = self.rate, self.capacity
+        left: dict[int, float] = {}
+        for f in redo:
+            for link in self.routes[f]:
+                if link not in left:
+                    room = float(capacity[link])
+                    for other in self.on_link[link]:
+                        if rate[other] < cut:
+                            room -= rate[other]
+                    left[link] = max(room, 0.0)
+        routes = [self.routes[f] for f in redo]
+        if len(redo) <= PYTHON_MAX_FLOWS:
+            rates = python_max_min(routes, left)
+        else:
+            rates = numpy_max_min(routes, left)
+        new = dict(zip(redo, rates, strict=True))
+        rate.update(new)
+        return new
+
+
+def numpy_max_min(routes: list[tuple[int, ...]], left: dict[int, float]) -> list[float]:
+    """:func:`python_max_min` by :func:`max_min_rates` (links renumbered densely)."""
+    index = {link: i for i, link in enumerate(left)}
+    edge_flow = np.repeat(np.arange(len(routes)), [len(r) for r in routes])
+    edge_link = np.fromiter((index[m] for r in routes for m in r), dtype=np.int64)
+    capacity = np.fromiter(left.values(), dtype=float, count=len(left))
+    return max_min_rates(edge_flow, edge_link, len(routes), capacity).tolist()
