@@ -22,6 +22,8 @@ result of progressive filling).
 
 from __future__ import annotations
 
+import heapq
+
 import numpy as np
 from scipy.linalg.lapack import dtrtrs
 
@@ -274,33 +276,39 @@ PYTHON_MAX_FLOWS = 256
 def python_max_min(routes: list[tuple[int, ...]], left: dict[int, float]) -> list[float]:
     """Max-min fair rates of flows over ``routes`` given each link's capacity ``left``.
 
-    Progressive filling in plain Python, for small problems: each round raises every unfrozen
-    flow to the smallest fair share of any link and freezes the flows crossing the links at
-    that share (within 1e-12, as :func:`max_min_rates`), each at the smallest share on its
-    route. ``left`` is consumed.
+    Progressive filling in plain Python, one link at a time, for small problems: the link of
+    smallest fair share (``left / unfrozen flows``) saturates next and its unfrozen flows
+    freeze at that share. Freezing a flow at the smallest share never lowers another link's
+    share, so a heap keyed by share with stale entries refreshed on pop visits links in
+    filling order. ``left`` is consumed.
     """
     count: dict[int, int] = {}
     members: dict[int, list[int]] = {}
     for i, route in enumerate(routes):
         for link in route:
-            count[link] = count.get(link, 0) + 1
-            members.setdefault(link, []).append(i)
-    rate = [0.0] * len(routes)
-    frozen = [False] * len(routes)
-    unfrozen = len(routes)
-    while unfrozen:
-        share = {link: left[link] / n for link, n in count.items() if n}
-        cut = min(share.values()) * (1.0 + 1e-12)
-        for link in [link for link, s in share.items() if s <= cut]:
-            for i in members[link]:
-                if frozen[i]:
-                    continue
-                frozen[i] = True
-                unfrozen -= 1
-                level = min(share[m] for m in routes[i])
-                rate[i] = level
+            if link in count:
+                count[link] += 1
+                members[link].append(i)
+            else:
+                count[link] = 1
+                members[link] = [i]
+    heap = [(left[link] / n, link) for link, n in count.items()]
+    heapq.heapify(heap)
+    rate = [-1.0] * len(routes)
+    while heap:
+        share, link = heapq.heappop(heap)
+        n = count[link]
+        if n == 0:
+            continue
+        now = left[link] / n
+        if now != share:
+            heapq.heappush(heap, (now, link))
+            continue
+        for i in members[link]:
+            if rate[i] < 0.0:
+                rate[i] = share
                 for m in routes[i]:
-                    left[m] = max(left[m] - level, 0.0)
+                    left[m] = max(left[m] - share, 0.0)
                     count[m] -= 1
     return rate
 
