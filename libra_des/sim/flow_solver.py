@@ -317,10 +317,20 @@ class ComponentMaxMin:
     """Max-min rates of the active flows, re-solved only where something changed.
 
     Flows that share no link (directly or through other flows) do not influence each other's
-    max-min rates, so a change re-solves only the connected component of the flow-link graph
-    it touches. After departures alone, flows slower than the slowest leaver keep their rates
-    (see :func:`refill`) and only the faster ones are re-solved on what the slower leave.
-    Small components are filled in pure Python (:func:`python_max_min`), large ones with numpy.
+    max-min rates, so a change re-solves only the connected group of flows it touches. Two
+    exact reductions keep groups small:
+
+    - After departures alone, flows slower than the slowest leaver keep their rates (see
+      :func:`refill`); only the faster ones are re-solved, on what the slower leave.
+    - A *slack* link, whose flows could all run at their route's narrowest capacity at once
+      without filling it, is never overloaded while each flow stays under that narrowest
+      capacity: replacing its constraint by those per-flow caps (a private link per flow,
+      numbered -1 - flow) leaves the feasible rates, hence the max-min allocation, as they
+      were, and it no longer joins groups. A flow with only slack links runs at its
+      narrowest capacity.
+
+    Groups are filled in plain Python (:func:`python_max_min`) up to PYTHON_MAX_FLOWS flows,
+    with numpy above.
     """
 
     def __init__(self) -> None:
@@ -328,21 +338,31 @@ class ComponentMaxMin:
         self.routes: dict[int, tuple[int, ...]] = {}
         self.rate: dict[int, float] = {}
         self.on_link: dict[int, set[int]] = {}
+        #: Each flow's narrowest capacity, and per link the sum of those of its flows.
+        self.ceiling: dict[int, float] = {}
+        self.demand: dict[int, float] = {}
 
     def add(self, flow: int, route: tuple[int, ...]) -> None:
-        self.routes[flow] = route
-        self.rate[flow] = 0.0
+        ceiling = min(float(self.capacity[link]) for link in route)
+        self.routes[flow], self.rate[flow], self.ceiling[flow] = route, 0.0, ceiling
         for link in route:
             self.on_link.setdefault(link, set()).add(flow)
+            self.demand[link] = self.demand.get(link, 0.0) + ceiling
 
     def remove(self, flow: int) -> None:
+        ceiling = self.ceiling.pop(flow)
         for link in self.routes.pop(flow):
             self.on_link[link].discard(flow)
+            self.demand[link] -= ceiling
         del self.rate[flow]
 
+    def slack(self, link: int) -> bool:
+        return self.demand[link] <= self.capacity[link]
+
     def affected(self, links: set[int], cut: float) -> list[int]:
-        """Flows of rate at least ``cut`` connected to ``links`` through links that such
-        flows share (sorted). Slower flows only take their fixed rates off each link."""
+        """Flows of rate at least ``cut`` on ``links``, and those connected to them through
+        binding links that such flows share (sorted). Slower flows only take their fixed
+        rates off each link."""
         rate, routes, on_link = self.rate, self.routes, self.on_link
         seen, todo, flows = set(links), list(links), set()
         while todo:
@@ -350,7 +370,7 @@ class ComponentMaxMin:
                 if flow not in flows and rate[flow] >= cut:
                     flows.add(flow)
                     for m in routes[flow]:
-                        if m not in seen:
+                        if m not in seen and not self.slack(m):
                             seen.add(m)
                             todo.append(m)
         return sorted(flows)
@@ -360,8 +380,8 @@ class ComponentMaxMin:
         TIE_TOLERANCE) keep their rates. Returns the new rate of every re-solved flow.
 
         Exact: with the slower flows' rates fixed, the faster ones split into groups that
-        share no link, each a max-min problem of its own on what the slower flows leave;
-        only the groups touching ``links`` changed.
+        share no binding link, each a max-min problem of its own on what the slower flows
+        leave; only the groups touching ``links`` changed.
         """
         cut = floor * (1.0 - TIE_TOLERANCE)
         redo = self.affected(links, cut)
@@ -369,20 +389,33 @@ class ComponentMaxMin:
             return {}
         rate, capacity = self.rate, self.capacity
         left: dict[int, float] = {}
+        routes: list[tuple[int, ...]] = []
+        free: list[int] = []
         for f in redo:
-            for link in self.routes[f]:
-                if link not in left:
+            route = tuple(link for link in self.routes[f] if not self.slack(link))
+            if not route:
+                free.append(f)
+                continue
+            if min(float(capacity[link]) for link in route) > self.ceiling[f]:
+                # Its narrowest link was slack: its capacity still caps this flow alone.
+                route += (-1 - f,)
+                left[-1 - f] = self.ceiling[f]
+            routes.append(route)
+            for link in route:
+                if link not in left and link >= 0:
                     room = float(capacity[link])
                     for other in self.on_link[link]:
                         if rate[other] < cut:
                             room -= rate[other]
                     left[link] = max(room, 0.0)
-        routes = [self.routes[f] for f in redo]
-        if len(redo) <= PYTHON_MAX_FLOWS:
+        bound = [f for f in redo if routes and f not in free] if free else redo
+        if len(routes) <= PYTHON_MAX_FLOWS:
             rates = python_max_min(routes, left)
         else:
             rates = numpy_max_min(routes, left)
-        new = dict(zip(redo, rates, strict=True))
+        new = dict(zip(bound, rates, strict=True))
+        for f in free:
+            new[f] = self.ceiling[f]
         rate.update(new)
         return new
 
