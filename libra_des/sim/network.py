@@ -8,18 +8,13 @@ Model (assumptions stated once):
   :class:`~libra_des.hardware.variance.VarianceModel`) has its capacity divided by its factor.
 - Rates change only when a flow starts or ends. Such changes at one instant are coalesced into
   one recomputation, and only one "next completion" timer is live: a newer timer makes older
-  ones stale (SimPy cannot cancel a timeout, so a stale one fires and is ignored). Flows
-  whose finish times fall within DONE_TOLERANCE of each other end in the same update.
+  ones stale (SimPy cannot cancel a timeout, so a stale one fires and is ignored).
 - A transfer to the same GPU, or of zero bytes, moves nothing through the network.
 
 Solving: a link that every route through it shares with a link no wider is dropped from the
-problem: it can never bind (:class:`LinkTable`). A change re-solves only the flows it can
-affect (:class:`~libra_des.sim.flow_solver.ComponentMaxMin`: the connected group of flows
-around the links that changed, and after departures only those at least as fast as the
-slowest leaver). Each flow keeps the bytes it had left when its rate last changed, and a heap
-of drain times gives the next completion, so an update costs in proportion to the flows it
-re-solves, not to all active flows. The solvers live in :mod:`libra_des.sim.flow_solver`;
-their names are re-exported here.
+problem: it can never bind (:class:`LinkTable`). The max-min solver (progressive filling, and
+the incremental re-solve used after each change) lives in :mod:`libra_des.sim.flow_solver`;
+its names are re-exported here.
 
 Collectives decompose into transfers (``nbytes`` follows nccl-tests' ``size``):
 ring all_reduce (2(n-1) steps of ``nbytes/n`` to the next rank), ring all_gather and
@@ -31,7 +26,6 @@ send is done and it has received step k from rank r-1 (the data it forwards).
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -46,7 +40,6 @@ from libra_des.sim.flow_solver import (
     MAX_DENSE_LINKS,
     MAX_TRIES,
     TIE_TOLERANCE,
-    ComponentMaxMin,
     bottleneck_levels,
     bottleneck_links,
     max_min_rates,
@@ -58,8 +51,8 @@ from libra_des.sim.flow_solver import (
 
 __all__ = [  # the solver's names stay importable from here (they lived here before)
     "ALGORITHMS", "CHECK_TOLERANCE", "DONE_TOLERANCE", "MAX_DENSE_LINKS", "MAX_TRIES", "OPS",
-    "TIE_TOLERANCE", "ComponentMaxMin", "LinkTable", "Network", "bottleneck_levels",
-    "bottleneck_links", "chain", "direct_pairs", "max_min_rates", "reassign",
+    "TIE_TOLERANCE", "FlowTable", "LinkTable", "Network", "bottleneck_levels",
+    "bottleneck_links", "chain", "direct_pairs", "flow_edges", "max_min_rates", "reassign",
     "refill", "restrict", "ring", "settle",
 ]
 
@@ -133,25 +126,86 @@ class LinkTable:
         return changed
 
 
-@dataclass(eq=False)
+@dataclass
 class _Flow:
-    """A transfer on the network. While active, ``left`` bytes remained at time ``since``
-    and it has drained at ``rate`` bytes/s since then; ``version`` counts rate changes (a
-    finish-time entry of an older version is stale)."""
-
     src: int
     dst: int
     nbytes: float
     links: np.ndarray
     done: simpy.Event
-    ident: int = 0
-    left: float = 0.0
-    since: float = 0.0
-    rate: float = 0.0
-    version: int = 0
 
-    def left_at(self, now: float) -> float:
-        return self.left - self.rate * (now - self.since)
+
+class FlowTable:
+    """Active flows, oldest first: parallel arrays plus one (flow, link) row per binding link
+    a flow crosses, rows grouped by flow. ``bneck`` is a flow's bottleneck link (-1: not
+    known yet)."""
+
+    def __init__(self) -> None:
+        self.flows: list[_Flow] = []
+        self.remaining = np.zeros(0)
+        self.size = np.zeros(0)
+        self.rate = np.zeros(0)
+        self.bneck = np.zeros(0, dtype=np.int64)
+        self.edge_flow = np.zeros(0, dtype=np.int64)
+        self.edge_link = np.zeros(0, dtype=np.int64)
+
+    def advance(self, elapsed: float, now: float) -> tuple[list[_Flow], float]:
+        """Drain ``elapsed`` seconds, drop the flows now done; return them and the slowest
+        one's rate (inf if none)."""
+        self.remaining -= self.rate * elapsed
+        # A flow whose remaining time is below the clock's resolution at ``now`` can never be
+        # drained by advancing time (now + wait == now): retire it, or the timer spins forever.
+        resolution = 4.0 * np.spacing(max(abs(now), 1.0))
+        done = (self.remaining <= DONE_TOLERANCE * self.size) | (
+            self.remaining <= self.rate * resolution
+        )
+        if not done.any():
+            return [], np.inf
+        slowest = float(self.rate[done].min())
+        gone = np.flatnonzero(done).tolist()
+        finished = [self.flows[i] for i in gone]
+        for i in reversed(gone):
+            del self.flows[i]
+        keep = ~done
+        new_pos = np.cumsum(keep) - 1
+        edge_keep = keep[self.edge_flow]
+        self.edge_flow = new_pos[self.edge_flow[edge_keep]]
+        self.edge_link = self.edge_link[edge_keep]
+        self.remaining, self.size = self.remaining[keep], self.size[keep]
+        self.rate, self.bneck = self.rate[keep], self.bneck[keep]
+        return finished, slowest
+
+    def add(self, new: list[_Flow], binding: np.ndarray) -> None:
+        owners, links = flow_edges(new, len(self.flows), binding)
+        self.edge_flow = np.concatenate([self.edge_flow, owners])
+        self.edge_link = np.concatenate([self.edge_link, links])
+        sizes = np.array([f.nbytes for f in new])
+        self.remaining = np.concatenate([self.remaining, sizes])
+        self.size = np.concatenate([self.size, sizes])
+        self.rate = np.concatenate([self.rate, np.zeros(len(new))])
+        self.bneck = np.concatenate([self.bneck, np.full(len(new), -1)])
+        self.flows.extend(new)
+
+    def rebind(self, binding: np.ndarray) -> None:
+        """Rebuild the rows for a new set of binding links; bottlenecks are forgotten."""
+        self.edge_flow, self.edge_link = flow_edges(self.flows, 0, binding)
+        self.bneck.fill(-1)
+
+    def next_end(self) -> float:
+        """Seconds until the first flow ends at the current rates."""
+        return float((self.remaining / self.rate).min())
+
+
+def flow_edges(
+    flows: list[_Flow], first: int, binding: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(flow, link) rows of ``flows``, numbered from ``first``, on binding links only."""
+    if not flows:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    links = np.concatenate([f.links for f in flows])
+    owners = np.repeat(np.arange(first, first + len(flows)), [f.links.size for f in flows])
+    keep = binding[links]
+    return owners[keep], links[keep]
 
 
 class Network:
@@ -170,15 +224,11 @@ class Network:
         #: Recomputations that needed progressive filling (the guided solve did not settle).
         self.fallbacks = 0
         self.links = LinkTable(topology, self.variance)
-        self.solver = ComponentMaxMin()
-        self._active: dict[int, _Flow] = {}
-        #: (drain time, flow id, version) of every active flow's latest rate; stale rows stay.
-        self._ends: list[tuple[float, int, int]] = []
-        self._next_id = 0
+        self.table = FlowTable()
         self._paths: dict[tuple[int, int], tuple[np.ndarray, float]] = {}
         self._arrived: list[_Flow] = []
+        self._updated_at = 0.0
         self._timer = 0
-        self._armed_at = np.inf
         self._update_pending = False
 
     # ------------------------------------------------------------------ transfers
@@ -189,8 +239,7 @@ class Network:
         links, latency = self.path(src, dst)
         done = self.env.event()
         self.bytes_sent[src] += nbytes
-        flow = _Flow(src, dst, float(nbytes), links, done, self._next_id, float(nbytes))
-        self._next_id += 1
+        flow = _Flow(src, dst, float(nbytes), links, done)
         if links.size == 0 or nbytes == 0:
             self.env.timeout(latency).callbacks.append(lambda _e: self._finish(flow))
         elif latency > 0:
@@ -211,7 +260,7 @@ class Network:
 
     @property
     def active_flows(self) -> int:
-        return len(self._active)
+        return len(self.table.flows)
 
     # ------------------------------------------------------------------ rate bookkeeping
     def _arrive(self, flow: _Flow) -> None:
@@ -223,93 +272,32 @@ class Network:
 
     def _on_timer(self, timer: int) -> None:
         if timer == self._timer:
-            self._armed_at = np.inf
             self._update(None)
 
     def _update(self, _event: simpy.Event | None) -> None:
-        """Retire the flows done by now, admit the arrived ones, re-solve the rates of the
-        components they touch and re-arm the one timer at the earliest drain time."""
         self._update_pending = False
-        now, solver = self.env.now, self.solver
-        finished = self._drained(now)
-        touched: set[int] = set()
-        floor = np.inf
-        for flow in finished:
-            floor = min(floor, flow.rate)
-            touched.update(solver.routes[flow.ident])
-            solver.remove(flow.ident)
-            del self._active[flow.ident]
-        if self.links.stale and self._rebind():
-            touched = set(solver.on_link)
+        table, now = self.table, self.env.now
+        finished, floor = table.advance(now - self._updated_at, now)
+        self._updated_at = now
+        if self.links.stale and self.links.refresh():
+            table.rebind(self.links.binding)
             floor = 0.0
-        for flow in self._arrived:
-            route = tuple(flow.links[self.links.binding[flow.links]].tolist())
-            self._active[flow.ident] = flow
-            flow.since = now
-            solver.add(flow.ident, route)
-            touched.update(route)
+        if self._arrived:
+            table.add(self._arrived, self.links.binding)
+            self._arrived = []
             floor = 0.0
-        self._arrived = []
-        if touched:
+        if floor < np.inf:
             self.recomputations += 1
-            for ident, rate in solver.solve(touched, floor).items():
-                self._set_rate(self._active[ident], rate, now)
-        self._arm(now)
+            self.fallbacks += refill(
+                table.edge_flow, table.edge_link, self.links.capacity, table.rate, table.bneck,
+                table.rate >= floor * (1.0 - TIE_TOLERANCE),
+            )
+        self._timer += 1
+        if table.flows:
+            timer = self._timer
+            self.env.timeout(table.next_end()).callbacks.append(lambda _e: self._on_timer(timer))
         for flow in finished:
             self._finish(flow)
-
-    def _rebind(self) -> bool:
-        """Refresh the binding links; if they changed, re-route every active flow on them."""
-        changed = self.links.refresh()
-        self.solver.capacity = self.links.capacity
-        if changed:
-            binding = self.links.binding
-            for flow in self._active.values():
-                self.solver.remove(flow.ident)
-                self.solver.add(flow.ident, tuple(flow.links[binding[flow.links]].tolist()))
-        return changed
-
-    def _set_rate(self, flow: _Flow, rate: float, now: float) -> None:
-        if rate == flow.rate and flow.version:
-            return
-        flow.left = flow.left_at(now)
-        flow.since, flow.rate = now, rate
-        flow.version += 1
-        if rate > 0:
-            heapq.heappush(self._ends, (now + flow.left / rate, flow.ident, flow.version))
-
-    def _drained(self, now: float) -> list[_Flow]:
-        """Pop the flows done at ``now``: fewer than DONE_TOLERANCE of their bytes left, or
-        less than the clock can resolve at ``now`` (now + wait == now: it could never drain
-        by advancing time)."""
-        resolution = 4.0 * float(np.spacing(max(abs(now), 1.0)))
-        ends, done = self._ends, []
-        while ends:
-            _, ident, version = ends[0]
-            flow = self._active.get(ident)
-            if flow is None or flow.version != version:
-                heapq.heappop(ends)
-                continue
-            left = flow.left_at(now)
-            if left > DONE_TOLERANCE * flow.nbytes and left > flow.rate * resolution:
-                break
-            heapq.heappop(ends)
-            done.append(flow)
-        return done
-
-    def _arm(self, now: float) -> None:
-        """Keep one live timer at the earliest drain time (a newer one makes older stale)."""
-        ends = self._ends
-        while ends and (ends[0][1] not in self._active
-                        or self._active[ends[0][1]].version != ends[0][2]):
-            heapq.heappop(ends)
-        at = ends[0][0] if ends else np.inf
-        if at == self._armed_at or at == np.inf:
-            return
-        self._timer += 1
-        self._armed_at = at
-        timer = self._timer
-        self.env.timeout(max(at - now, 0.0)).callbacks.append(lambda _e: self._on_timer(timer))
 
     def _finish(self, flow: _Flow) -> None:
         self.bytes_received[flow.dst] += flow.nbytes
