@@ -111,7 +111,7 @@ class Sizes:
 
 
 KIB, MIB = 1 << 10, 1 << 20
-# Expert shapes from Qwen3-30B-A3B (hidden 2048, expert FFN 768; PAPERS.md part A):
+# Expert shapes from Qwen3-30B-A3B (hidden 2048, expert FFN 768; docs/model.md part A):
 # gate+up [m, 2048] x [2048, 1536], down [m, 768] x [768, 2048].
 QWEN3_EXPERT = ((1536, 2048), (2048, 768))
 # One set per (device kind, --sizes); each line groups one benchmark's fields.

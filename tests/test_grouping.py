@@ -38,7 +38,7 @@ def corpus_windows(name: str, windows: int = 20, gbs: int = 128, seed: int = 0) 
 
 
 def test_vrsp_known_answer_with_cardinality() -> None:
-    # By hand (PAPERS.md A steps 1-5): order 0,1,2,3,4,5,6,7 (ties by index); heap pops
+    # By hand (docs/model.md A steps 1-5): order 0,1,2,3,4,5,6,7 (ties by index); heap pops
     # p0<-0 (5), p1<-1 (5), p0<-2 (9), p1<-3 (8), p1<-4 (11), p0<-5 (10), p0<-6 (11, full),
     # then 7 must go to p1 (12) although p0 is lighter: exact cardinality.
     g = vrsp(np.array([5, 5, 4, 3, 3, 1, 1, 1.0]), 4)

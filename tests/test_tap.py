@@ -81,7 +81,7 @@ def test_known_answer_candidates_tie_break_on_load() -> None:
 
 
 def reference_place(tiles: TileSet, workers: int, slack: float) -> tuple[list[int], list[int]]:
-    """PAPERS.md's greedy, written plainly with Python sets (slow, obviously correct)."""
+    """docs/model.md's greedy, written plainly with Python sets (slow, obviously correct)."""
     held: dict[tuple[int, int], int] = {}
     hold = tiles.holdings
     for j, w, n in zip(hold.sample.tolist(), hold.worker.tolist(), hold.tokens.tolist(),
