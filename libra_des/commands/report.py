@@ -28,9 +28,11 @@ def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from libra_des.report import render
+    from libra_des.validation import check_output_file
 
     folder = Path(args.folder)
     out = Path(args.out) if args.out else folder / "report.html"
+    check_output_file(out, "--out")  # before any reading or drawing
     err = Console(stderr=True)
     with err.status("rendering report ..."):
         page = render(folder, Path(args.reference) if args.reference else None)
