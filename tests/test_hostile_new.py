@@ -284,3 +284,18 @@ def test_api_bad_arguments_raise_input_error(scenario: Path, call: Any) -> None:
     with pytest.raises(InputError) as info:
         call(scenario)
     assert info.value.line().startswith("error: ") and "\n" not in info.value.line()
+
+
+def test_figs_rerun_into_its_own_out_folder_is_not_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("matplotlib")
+    from libra_des.figures import catalog
+
+    (tmp_path / "data").mkdir()  # what a first run leaves behind
+    (tmp_path / "figures.json").write_text("{}")
+    monkeypatch.setattr(catalog, "draw", lambda entries, opts, done: [])
+    assert main(["figs", "--only", "dp_scaling", "--tiny", "--out", str(tmp_path)]) == 0
+    (tmp_path / "figures.json").unlink()
+    (tmp_path / "figures.json").mkdir()
+    assert main(["figs", "--only", "dp_scaling", "--tiny", "--out", str(tmp_path)]) == 2

@@ -61,7 +61,7 @@ def handle(args: argparse.Namespace) -> int:
     if len(workers_list) != 1:
         raise InputError("--workers", args.workers, "a single integer >= 1")
     workers = workers_list[0]
-    check_output_dir(Path(args.out), "--out", ("figures.json", "data"))
+    check_output_dir(Path(args.out), "--out", ("figures.json",))
     opts = FigOptions(Path(args.out), quick=args.quick, workers=workers, tiny=args.tiny)
     entries = [e for e in catalog.FIGURES if e.name in names]
     err = Console(stderr=True)
