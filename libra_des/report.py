@@ -101,9 +101,24 @@ class Source:
     axes: tuple[str, ...] = ()  # a sweep's override keys
 
 
+#: Keys of a result the page reads beyond the metrics, with the JSON type each must have.
+SHAPES: dict[str, tuple[type, ...]] = {
+    "scenario": (dict,), "comm_tiers": (dict,), "cost_sources": (dict,),
+    "uncalibrated_ops": (list,), "scenario.profile": (str,),
+}
+
+
 def read_json(path: Path, plausible: bool = True) -> dict[str, Any]:
-    """A result file read strictly (see :func:`libra_des.tables.read_result`)."""
-    return read_result(path, "report", plausible)
+    """A result file read strictly (see :func:`libra_des.tables.read_result`); the keys the
+    page reads (:data:`SHAPES`) have their types, or are absent (null)."""
+    data = read_result(path, "report", plausible)
+    if plausible:
+        for key, kinds in SHAPES.items():
+            value = lookup(data, key)
+            if value is not None and not isinstance(value, kinds):
+                raise InputError(f"report: {path}", f"{key}={value}",
+                                 f"{key} of type {kinds[0].__name__}")
+    return data
 
 
 def load_source(folder: Path) -> Source:

@@ -84,6 +84,9 @@ GOOD_INDEX = {"axes": [{"keys": ["balancer.policy"], "values": [["libra"]]}],
         (lambda t, d: "{" + '"mfu": 1, ' + t[1:], "each key once"),
         (lambda t, d: "[" * 5000 + "]" * 5000, "nesting"),
         (lambda t, d: t[:200], "well-formed"),
+        (lambda t, d: json.dumps({**d, "scenario": {**d["scenario"], "profile": {"a": 1}}}),
+         "scenario.profile of type str"),
+        (lambda t, d: json.dumps({**d, "comm_tiers": [1, 2]}), "comm_tiers of type dict"),
     ],
 )
 def test_report_refuses_a_hostile_result(
