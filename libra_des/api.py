@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from libra_des import config
 from libra_des.config import Scenario
 from libra_des.errors import InputError
+from libra_des.validation import MAX_TOKENS
 
 if TYPE_CHECKING:
     from libra_des.hardware.costs import CostModel
@@ -46,6 +47,10 @@ __all__ = ["Result", "cost", "cost_model", "fabric_for", "load_scenario", "simul
 #: Latest step :func:`step_plan` replays to (every earlier step is planned on the way):
 #: 10,000 steps take about a minute; our choice, far beyond a simulated run's steps.
 MAX_PLAN_STEP = 10_000
+#: ``cost`` bounds, as ``libra-des cost`` has them: 1 TiB (above any GPU's memory) and
+#: 2^24 GEMM rows/columns; our choices.
+MAX_NBYTES = float(1 << 40)
+MAX_GEMM_DIM = 1 << 24
 #: A scenario object or the path of a scenario YAML file.
 ScenarioLike = Scenario | str | os.PathLike[str]
 #: ``--set`` strings, or dotted keys mapped to values.
@@ -221,6 +226,9 @@ def cost_model(
     from libra_des.hardware.costs import CostModel
     from libra_des.hardware.profile import load_profile
 
+    for name, ref in (("profile", profile), ("topology", topology)):
+        if ref is not None and not isinstance(ref, str | os.PathLike):
+            raise InputError(name, ref, "a shipped name or a file path")
     if not is_int(group) or group < 1:
         raise InputError("group", group, "a positive integer number of GPUs")
     if gpus_per_node is not None and (not is_int(gpus_per_node) or gpus_per_node < 1):
@@ -268,13 +276,19 @@ def cost(
             raise InputError("doc_lengths", doc_lengths, "a list of integer token counts")
         if not is_int(heads) or not is_int(kv) or kv < 1 or heads % kv:
             raise InputError("kv_heads", kv, f"an integer divisor of heads={heads}")
+        if not is_int(head_dim) or max(doc_lengths, default=0) > MAX_TOKENS:
+            raise InputError("doc_lengths", f"head_dim={head_dim}, longest "
+                             f"{max(doc_lengths, default=0)}",
+                             f"an integer head_dim; documents of <= {MAX_TOKENS:,} tokens")
         return model.attention_docs(list(doc_lengths), heads, kv, head_dim, backward, cp)
     if op == "gemm":
-        if not isinstance(gemm, tuple | list) or len(gemm) != 3:
-            raise InputError("gemm", gemm, "(m, n, k) for a GEMM")
+        if not isinstance(gemm, tuple | list) or len(gemm) != 3 or not all(
+                is_int(x) and 1 <= x <= MAX_GEMM_DIM for x in gemm):
+            raise InputError("gemm", gemm, f"(m, n, k) for a GEMM, integers 1..{MAX_GEMM_DIM:,}")
         if dtype not in DTYPE_BYTES:
             raise InputError("dtype", dtype, " | ".join(DTYPE_BYTES))
         return float(model.gemm(*gemm, dtype=dtype))
-    if isinstance(nbytes, bool) or not isinstance(nbytes, int | float):
-        raise InputError("nbytes", nbytes, f"a size in bytes (for {op})")
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int | float) or not (
+            0 <= nbytes <= MAX_NBYTES):
+        raise InputError("nbytes", nbytes, f"a size in bytes, 0..2^40 (for {op})")
     return model.collective(op, nbytes, group, gpus_per_node, algorithm).seconds

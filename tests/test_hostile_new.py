@@ -249,6 +249,8 @@ def test_plan_tap_refuses_flags_it_would_ignore(
         ("H200,bf16,nt,4,128,256,512,inf,10", "finite"),
         ("H200,bf16,nt,4,12", "truncated"),
         ("H200,bf16,nt,4,128,256,512,1e9,0.0000001", "TFLOP/s"),
+        ("H200,bf16,nt,4,128,256,512,,1e300", "at most 3600 s"),
+        ("H200,bf16,nt,4,128,256,512,1e-300,", "at most 3600 s"),
     ],
 )
 def test_grouped_gemm_import_is_strict(
@@ -281,6 +283,12 @@ def test_grouped_gemm_import_is_strict(
         lambda sc: libra_des.cost("attention", doc_lengths=[100], heads=8, kv_heads=3),
         lambda sc: libra_des.cost("attention", doc_lengths="100", heads=8),  # type: ignore[arg-type]
         lambda sc: libra_des.cost("gemm", gemm=(1, 2)),  # type: ignore[arg-type]
+        lambda sc: libra_des.cost("gemm", gemm=("a", "b", "c")),  # type: ignore[arg-type]
+        lambda sc: libra_des.cost("gemm", gemm=(10**30, 8, 8)),
+        lambda sc: libra_des.cost("all_reduce", nbytes=1e300, group=8),
+        lambda sc: libra_des.cost("attention", doc_lengths=[10**15], heads=8),
+        lambda sc: libra_des.cost("attention", doc_lengths=[9], heads=8, head_dim="x"),  # type: ignore[arg-type]
+        lambda sc: libra_des.cost_model(profile=3),  # type: ignore[arg-type]
     ],
 )
 def test_api_bad_arguments_raise_input_error(scenario: Path, call: Any) -> None:

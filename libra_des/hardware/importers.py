@@ -286,8 +286,9 @@ def grouped_row(row: dict[str, str], path: Path, line: int) -> Sample:
     total = sum(rows) if rows else counts[0] * groups
     if micros is None and tflops:
         micros = 2.0 * total * n * k / (tflops * 1e12) * 1e6
-    if not micros or micros <= 0:
-        raise InputError(where, f"tflops={tflops} time_us={micros}", "a positive time or TFLOPS")
+    if not micros or micros <= 0 or micros * 1e-6 > checks.MAX_SECONDS:
+        raise InputError(where, f"tflops={tflops} time_us={micros}",
+                         f"a positive time of at most {checks.MAX_SECONDS:.0f} s, or TFLOPS")
     if 2.0 * total * n * k / (micros * 1e-6) > MAX_GEMM_FLOPS:
         raise InputError(where, f"time_us={micros}", f"a time implying at most "
                          f"{MAX_GEMM_FLOPS / 1e12:,.0f} TFLOP/s (a physical GPU)")
