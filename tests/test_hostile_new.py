@@ -173,15 +173,21 @@ def test_report_tiny_reference_prints_no_infinite_difference(
     assert "inf%" not in out.read_text()
 
 
-@pytest.mark.parametrize("where", ["dir", "in_file", "long"])
+@pytest.mark.parametrize("where", ["dir", "in_file", "long", "result", "reference"])
 def test_report_output_path_checked_first(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, result: dict[str, Any], where: str
 ) -> None:
     folder = run_folder(tmp_path, json.dumps(result))
+    ref = tmp_path / "ref.yaml"
+    ref.write_text("- {metric: mfu, value: 0.5, source: x}\n")
     out = {"dir": tmp_path, "in_file": folder / "result.json" / "r.html",
-           "long": tmp_path / ("a" * 300 + ".html")}[where]
-    err = one_line_error(capsys, ["report", str(folder), "--out", str(out)])
+           "long": tmp_path / ("a" * 300 + ".html"), "result": folder / "result.json",
+           "reference": ref}[where]
+    before = (folder / "result.json").read_text(), ref.read_text()
+    err = one_line_error(capsys, ["report", str(folder), "--out", str(out), "--reference",
+                                  str(ref)])
     assert err.startswith("error: --out:")
+    assert ((folder / "result.json").read_text(), ref.read_text()) == before  # inputs kept
 
 
 # ----------------------------------------------------------------------------- commands
