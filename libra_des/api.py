@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from libra_des import config
 from libra_des.config import Scenario
 from libra_des.errors import InputError
+from libra_des.validation import MAX_TOKENS
 
 if TYPE_CHECKING:
     from libra_des.hardware.costs import CostModel
@@ -42,6 +44,13 @@ if TYPE_CHECKING:
 
 __all__ = ["Result", "cost", "cost_model", "fabric_for", "load_scenario", "simulate", "step_plan"]
 
+#: Latest step :func:`step_plan` replays to (every earlier step is planned on the way):
+#: 10,000 steps take about a minute; our choice, far beyond a simulated run's steps.
+MAX_PLAN_STEP = 10_000
+#: ``cost`` bounds, as ``libra-des cost`` has them: 1 TiB (above any GPU's memory) and
+#: 2^24 GEMM rows/columns; our choices.
+MAX_NBYTES = float(1 << 40)
+MAX_GEMM_DIM = 1 << 24
 #: A scenario object or the path of a scenario YAML file.
 ScenarioLike = Scenario | str | os.PathLike[str]
 #: ``--set`` strings, or dotted keys mapped to values.
@@ -83,11 +92,18 @@ class Result(Mapping[str, Any]):
         return dumps(dict(self.data))
 
 
+def is_int(value: Any) -> bool:
+    """An integer (numpy's too), not a bool: what count-like arguments accept."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 def override_texts(overrides: Overrides) -> list[str]:
     """``--set`` strings from either form; mapping values travel as JSON (a YAML subset)."""
     if isinstance(overrides, str):
         return [overrides]
     if not isinstance(overrides, Mapping):
+        if not isinstance(overrides, Iterable) or isinstance(overrides, bytes):
+            raise InputError("overrides", overrides, "--set strings or {dotted key: value}")
         return [str(text) for text in overrides]
     texts = []
     for key, value in overrides.items():
@@ -108,6 +124,8 @@ def load_scenario(
     is dumped to its resolved form, overridden and validated again (file references in an
     override resolve against the current directory, then the shipped folders).
     """
+    if not isinstance(scenario, Scenario | str | os.PathLike) or isinstance(scenario, bytes):
+        raise InputError("scenario", scenario, "a Scenario or the path of a scenario YAML")
     texts = override_texts(overrides)
     if seed is not None:
         texts.append(f"seed={json.dumps(seed)}")
@@ -140,6 +158,8 @@ def simulate(
 
     sc = load_scenario(scenario, overrides, seed)
     ranks = list(trace_ranks) if trace_ranks is not None else None
+    if ranks is not None and not all(is_int(r) and r >= 0 for r in ranks):
+        raise InputError("trace_ranks", trace_ranks, "integers >= 0 (rank groups)")
     data, chrome = run(sc, progress=progress, trace_ranks=ranks, want_trace=trace)
     return Result(str(data.get("kind", sc.kind)), MappingProxyType(data), chrome)
 
@@ -160,11 +180,11 @@ def step_plan(
     from libra_des.sim.training import resolved_scenario
     from libra_des.workload.packing import make_stream
 
+    if not is_int(step) or not 0 <= step <= MAX_PLAN_STEP:
+        raise InputError("step", step, f"an integer 0..{MAX_PLAN_STEP:,} (steps replayed)")
     sc = load_scenario(scenario, overrides, seed)
     if sc.kind != "training":
         raise InputError("kind", sc.kind, "training (step_plan() plans a training step)")
-    if not isinstance(step, int) or step < 0:
-        raise InputError("step", step, "an integer >= 0")
     sc = resolved_scenario(sc)  # ``auto`` TAP knobs as the run chooses them
     _hardware, data_rng, _noise = np.random.default_rng(sc.seed).spawn(3)
     stream = make_stream(sc.workload, data_rng)
@@ -206,8 +226,13 @@ def cost_model(
     from libra_des.hardware.costs import CostModel
     from libra_des.hardware.profile import load_profile
 
-    if group < 1:
-        raise InputError("group", group, "a positive number of GPUs")
+    for name, ref in (("profile", profile), ("topology", topology)):
+        if ref is not None and not isinstance(ref, str | os.PathLike):
+            raise InputError(name, ref, "a shipped name or a file path")
+    if not is_int(group) or group < 1:
+        raise InputError("group", group, "a positive integer number of GPUs")
+    if gpus_per_node is not None and (not is_int(gpus_per_node) or gpus_per_node < 1):
+        raise InputError("gpus_per_node", gpus_per_node, "a positive integer")
     prof = load_profile(profile)
     return CostModel(prof, fabric_for(prof, topology, group, gpus_per_node), efficiency)
 
@@ -247,13 +272,23 @@ def cost(
         if doc_lengths is None or heads is None:
             raise InputError("doc_lengths", doc_lengths, "lengths and heads (for attention)")
         kv = heads if kv_heads is None else kv_heads
+        if isinstance(doc_lengths, str | bytes) or not all(is_int(n) for n in doc_lengths):
+            raise InputError("doc_lengths", doc_lengths, "a list of integer token counts")
+        if not is_int(heads) or not is_int(kv) or kv < 1 or heads % kv:
+            raise InputError("kv_heads", kv, f"an integer divisor of heads={heads}")
+        if not is_int(head_dim) or max(doc_lengths, default=0) > MAX_TOKENS:
+            raise InputError("doc_lengths", f"head_dim={head_dim}, longest "
+                             f"{max(doc_lengths, default=0)}",
+                             f"an integer head_dim; documents of <= {MAX_TOKENS:,} tokens")
         return model.attention_docs(list(doc_lengths), heads, kv, head_dim, backward, cp)
     if op == "gemm":
-        if gemm is None:
-            raise InputError("gemm", gemm, "(m, n, k) for a GEMM")
+        if not isinstance(gemm, tuple | list) or len(gemm) != 3 or not all(
+                is_int(x) and 1 <= x <= MAX_GEMM_DIM for x in gemm):
+            raise InputError("gemm", gemm, f"(m, n, k) for a GEMM, integers 1..{MAX_GEMM_DIM:,}")
         if dtype not in DTYPE_BYTES:
             raise InputError("dtype", dtype, " | ".join(DTYPE_BYTES))
         return float(model.gemm(*gemm, dtype=dtype))
-    if nbytes is None:
-        raise InputError("nbytes", nbytes, f"a size in bytes (for {op})")
+    if isinstance(nbytes, bool) or not isinstance(nbytes, int | float) or not (
+            0 <= nbytes <= MAX_NBYTES):
+        raise InputError("nbytes", nbytes, f"a size in bytes, 0..2^40 (for {op})")
     return model.collective(op, nbytes, group, gpus_per_node, algorithm).seconds

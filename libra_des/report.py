@@ -26,7 +26,7 @@ Figures come from :mod:`libra_des.report_figures` (imported lazily).
 from __future__ import annotations
 
 import html
-import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +38,7 @@ from libra_des import __version__
 from libra_des.config import read_yaml
 from libra_des.errors import InputError
 from libra_des.identity import code_fingerprint
-from libra_des.tables import cell, sweep_rows
+from libra_des.tables import cell, read_result, sweep_points, sweep_rows
 
 #: Headline metrics and their definitions, in words (see ``libra_des/metrics.py``).
 DEFINITIONS: dict[str, tuple[str, str]] = {
@@ -101,23 +101,35 @@ class Source:
     axes: tuple[str, ...] = ()  # a sweep's override keys
 
 
-def read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        raise InputError("report", str(path), "a readable result JSON file") from None
-    if not isinstance(data, dict):
-        raise InputError("report", str(path), "a JSON object")
+#: Keys of a result the page reads beyond the metrics, with the JSON type each must have.
+SHAPES: dict[str, tuple[type, ...]] = {
+    "scenario": (dict,), "comm_tiers": (dict,), "cost_sources": (dict,),
+    "uncalibrated_ops": (list,), "scenario.profile": (str,),
+}
+
+
+def read_json(path: Path, plausible: bool = True) -> dict[str, Any]:
+    """A result file read strictly (see :func:`libra_des.tables.read_result`); the keys the
+    page reads (:data:`SHAPES`) have their types, or are absent (null)."""
+    data = read_result(path, "report", plausible)
+    if plausible:
+        for key, kinds in SHAPES.items():
+            value = lookup(data, key)
+            if value is not None and not isinstance(value, kinds):
+                raise InputError(f"report: {path}", f"{key}={value}",
+                                 f"{key} of type {kinds[0].__name__}")
     return data
 
 
 def load_source(folder: Path) -> Source:
     """Recognise a run, a folder of runs, or a sweep (bad input: one line, before any work)."""
     if (folder / "sweep.json").is_file():
-        index = read_json(folder / "sweep.json")
-        results = {p["id"]: read_json(folder / p["file"]) for p in index["points"]
+        points = sweep_points(folder)
+        results = {p["id"]: read_json(folder / p["file"]) for p in points
                    if not p.get("error") and (folder / p["file"]).is_file()}
-        axes = tuple(k for axis in index.get("axes", []) for k in axis["keys"])
+        axes = tuple(k for axis in read_json(folder / "sweep.json", False).get("axes") or []
+                     if isinstance(axis, dict) and isinstance(axis.get("keys"), list)
+                     for k in axis["keys"] if isinstance(k, str))
         return Source(folder, "sweep", results, sweep_rows(folder), axes)
     if (folder / "result.json").is_file():
         return Source(folder, "run", {folder.name: read_json(folder / "result.json")}, [])
@@ -179,7 +191,7 @@ def profile_rows(ref: Any) -> list[tuple[str, Any, str]]:
     from libra_des.hardware.profile import DEFAULT_PROFILE, resolve_profile
 
     try:
-        data = read_json(resolve_profile(ref or DEFAULT_PROFILE))
+        data = read_json(resolve_profile(ref or DEFAULT_PROFILE), plausible=False)
     except InputError:
         return []
     rows = []
@@ -236,17 +248,34 @@ def reference_rows(src: Source, path: Path) -> list[tuple[Any, ...]]:
         raise InputError("--reference", str(path), "a YAML list of {metric, value, source}")
     out = []
     for e in entries:
-        if not {"metric", "value", "source"} <= set(e):
-            raise InputError("--reference", str(e), "entries with metric, value and source")
+        check_reference(e)
         name, result = pick(src, e)
         simulated = lookup(result, str(e["metric"])) if result else None
         ref = float(e["value"])
         diff = (float(simulated) - ref) / ref if isinstance(simulated, int | float) and ref \
             else None
+        diff = diff if diff is not None and math.isfinite(diff) else None
         out.append((e["metric"], name or "not found", simulated if simulated is not None
                     else "not found", ref, f"{diff:+.1%}" if diff is not None else "n/a",
                     e["source"]))
     return out
+
+
+def check_reference(e: Mapping[str, Any]) -> None:
+    """One reference entry: a dotted metric name, a finite non-zero number (a relative
+    difference divides by it), a source; ``run`` a name, ``where`` a mapping."""
+    if not {"metric", "value", "source"} <= set(e):
+        raise InputError("--reference", str(e), "entries with metric, value and source")
+    if not isinstance(e["metric"], str) or not e["metric"]:
+        raise InputError("--reference metric", e["metric"], "a dotted metric name (text)")
+    value = e["value"]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value:
+        raise InputError(f"--reference {e['metric']}.value", value,
+                         "a finite non-zero number")
+    if "run" in e and not isinstance(e["run"], str | int):
+        raise InputError("--reference run", e["run"], "a run name or sweep point id")
+    if "where" in e and not isinstance(e["where"], Mapping):
+        raise InputError("--reference where", e["where"], "a mapping {override key: value}")
 
 
 def pick(src: Source, entry: Mapping[str, Any]) -> tuple[str, dict[str, Any] | None]:

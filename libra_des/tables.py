@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from libra_des.errors import CheckError, InputError
 from libra_des.storage import write_atomic
 
 Row = dict[str, Any]
@@ -56,16 +57,58 @@ def run_row(result: Mapping[str, Any]) -> Row:
     return row
 
 
-def sweep_rows(folder: Path) -> list[Row]:
+def read_result(path: Path, field: str = "report", plausible: bool = True) -> dict[str, Any]:
+    """A ``result.json`` (or ``sweep.json``) read strictly: a JSON object, finite numbers, no
+    duplicate keys, bounded nesting, and (results) every number plausible (fractions in
+    [0, 1], nothing negative: :func:`~libra_des.plausibility.check_numbers`); else one
+    :class:`InputError` line naming the file."""
+    from libra_des.plausibility import check_numbers
+    from libra_des.validation import parse_json, read_bounded
+
+    try:
+        data = parse_json(read_bounded(path), field, str(path))
+    except (OSError, UnicodeDecodeError):
+        raise InputError(field, str(path), "a readable result JSON file") from None
+    if not isinstance(data, dict):
+        raise InputError(field, str(path), "a JSON object")
+    try:
+        if plausible:
+            check_numbers(data)
+    except CheckError as exc:
+        raise InputError(field, str(path), f"a plausible result ({exc})") from None
+    return data
+
+
+def sweep_points(folder: Path, field: str = "report") -> list[dict[str, Any]]:
+    """The points of ``folder/sweep.json``, each checked for the keys a table reads
+    (``id``, ``file`` inside the folder, ``overrides`` a mapping)."""
+    if not isinstance(folder, str | Path):
+        raise InputError(field, folder, "a sweep folder path")
+    path = Path(folder) / "sweep.json"
+    if not path.is_file():
+        raise InputError(field, str(folder), "a sweep folder (with sweep.json)")
+    points = read_result(path, field, plausible=False).get("points")
+    if not isinstance(points, list):
+        raise InputError(field, str(path), "a sweep index with a list of points")
+    root = Path(folder).resolve()
+    for p in points:
+        ok = (isinstance(p, dict) and isinstance(p.get("id"), str)
+              and isinstance(p.get("file"), str) and isinstance(p.get("overrides"), dict))
+        if not ok or not (root / p["file"]).resolve().is_relative_to(root):
+            raise InputError(field, str(path), "points with id, file (inside the folder) "
+                             "and overrides")
+    return points
+
+
+def sweep_rows(folder: Path, field: str = "report") -> list[Row]:
     """One row per point of ``folder/sweep.json`` (overrides, then metrics)."""
-    index = json.loads((folder / "sweep.json").read_text())
     rows = []
-    for point in index["points"]:
+    for point in sweep_points(folder, field):
         row: Row = {"id": point["id"], "error": point.get("error", "")}
         row.update({k: cell(v) for k, v in point["overrides"].items()})
-        path = folder / point["file"]
+        path = Path(folder) / point["file"]
         if path.is_file() and not point.get("error"):
-            row.update(flatten(json.loads(path.read_text()), skip=("scenario",)))
+            row.update(flatten(read_result(path, field), skip=("scenario",)))
         rows.append(row)
     return rows
 
@@ -124,4 +167,6 @@ def load_sweep(folder: str | Path) -> Any:
         import pandas as pd
     except ImportError:
         raise ImportError("load_sweep needs pandas: pip install 'libra-des[tables]'") from None
-    return pd.DataFrame(uniform(sweep_rows(Path(folder))))
+    if not isinstance(folder, str | Path):
+        raise InputError("load_sweep", folder, "a sweep folder path")
+    return pd.DataFrame(uniform(sweep_rows(Path(folder), "load_sweep")))

@@ -13,6 +13,7 @@ from libra_des.commands.common import int_list
 from libra_des.errors import InputError
 from libra_des.storage import dumps, write_atomic
 from libra_des.sweep import default_workers
+from libra_des.validation import check_output_dir
 
 MISSING = "error: figs: matplotlib is not installed; allowed: pip install 'libra-des[figs]'\n"
 
@@ -51,11 +52,16 @@ def handle(args: argparse.Namespace) -> int:
         for entry in catalog.FIGURES:
             print(f"{entry.name:20s} {entry.title}")
         return 0
-    names = args.only.split(",") if args.only else list(catalog.NAMES)
+    # ``--only ""`` names no figure: an error, not "every figure" (hours in full mode).
+    names = args.only.split(",") if args.only is not None else list(catalog.NAMES)
     for name in names:
         if name not in catalog.NAMES:
             raise InputError("--only", name, ", ".join(catalog.NAMES))
-    workers = int_list("--workers", args.workers or str(default_workers()))[0]
+    workers_list = int_list("--workers", args.workers or str(default_workers()))
+    if len(workers_list) != 1:
+        raise InputError("--workers", args.workers, "a single integer >= 1")
+    workers = workers_list[0]
+    check_output_dir(Path(args.out), "--out", ("figures.json",))
     opts = FigOptions(Path(args.out), quick=args.quick, workers=workers, tiny=args.tiny)
     entries = [e for e in catalog.FIGURES if e.name in names]
     err = Console(stderr=True)

@@ -19,6 +19,10 @@ from libra_des.config import load_scenario
 from libra_des.errors import InputError
 from libra_des.plan.tap_autotune import Ranking
 
+#: ``plan`` flags that ``--tap`` does not use (it takes everything from the scenario).
+IGNORED = ("gbs", "pool_size", "heads_split", "block_size", "policy", "windows", "seed", "cp",
+           "model", "workload")
+
 
 def tap_ranking(path: str, overrides: list[str]) -> tuple[str, Ranking | None]:
     """(scenario name, ranking) for a training scenario with both knobs set to auto."""
@@ -53,6 +57,11 @@ def table(name: str, ranking: Ranking) -> Table:
 def handle_tap(args: argparse.Namespace) -> int:
     if not args.scenario:
         raise InputError("--tap", True, "with --scenario (a training scenario)")
+    for flag in IGNORED:  # the ranking replays the scenario: these flags would be ignored
+        value = getattr(args, flag)
+        if value is not None and not (flag == "windows" and value == "20"):
+            raise InputError(f"--{flag.replace('_', '-')}", value,
+                             "not with --tap (set the scenario field with --set)")
     name, ranking = tap_ranking(args.scenario, list(args.set))
     assert ranking is not None  # both knobs are auto and the policy runs TAP
     if args.json:

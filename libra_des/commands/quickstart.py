@@ -18,6 +18,7 @@ from libra_des.config import ROOT, load_scenario
 from libra_des.errors import InputError
 from libra_des.preflight import check_feasible
 from libra_des.storage import dumps, write_atomic
+from libra_des.validation import check_output_dir
 
 DEFAULT = ROOT / "scenarios" / "quickstart.yaml"
 
@@ -44,6 +45,10 @@ def handle(args: argparse.Namespace) -> int:
             raise InputError("kind", scenario.kind, "training (quickstart compares policies)")
         if not args.no_preflight:
             check_feasible(scenario)
+    if args.out:  # every output path checked before the first simulation
+        check_output_dir(Path(args.out), "--out", ("report.html",))
+        for policy in scenarios:
+            check_output_dir(Path(args.out) / policy, "--out", ("result.json",))
     for policy, scenario in scenarios.items():
         with console.status(f"simulating {scenario.name} with {policy} ..."):
             results[policy], _ = simulate(scenario)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from libra_des.errors import InputError
 from libra_des.storage import write_atomic
 
 
@@ -28,9 +29,14 @@ def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from libra_des.report import render
+    from libra_des.validation import check_output_file
 
     folder = Path(args.folder)
     out = Path(args.out) if args.out else folder / "report.html"
+    check_output_file(out, "--out")  # before any reading or drawing
+    inputs = {Path(args.reference).resolve()} if args.reference else set()
+    if out.is_file() and (out.suffix == ".json" or out.resolve() in inputs):
+        raise InputError("--out", str(out), "a new or HTML file (this one is an input)")
     err = Console(stderr=True)
     with err.status("rendering report ..."):
         page = render(folder, Path(args.reference) if args.reference else None)

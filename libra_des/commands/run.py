@@ -97,7 +97,8 @@ def handle(args: argparse.Namespace) -> int:
     if not args.no_preflight:
         check_feasible(scenario)
     out = Path(args.out) if args.out else default_folder(args.scenario)
-    check_output_dir(out, "--out", ("result.json", "trace.json"))
+    tables = ("result.csv", "result.parquet") if args.table else ()
+    check_output_dir(out, "--out", ("result.json", "trace.json", *tables))
     if not args.out and out.name != Path(args.scenario).stem:
         sys.stderr.write(f"note: runs/{Path(args.scenario).stem} holds another scenario's "
                          f"results; writing to {out}\n")

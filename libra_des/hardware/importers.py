@@ -20,6 +20,7 @@ Each importer returns the samples and, when the file says, the device name.
 from __future__ import annotations
 
 import csv
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -262,6 +263,11 @@ def import_attention_psv(path: Path) -> Imported:
 GROUPED_COLUMNS = ("device", "dtype", "layout", "groups", "rows", "n", "k", "tflops", "time_us")
 
 
+#: Fastest GEMM rate a measurement may imply: 20 PFLOP/s, above any GPU's datasheet peak
+#: (B200 dense FP4 is 9 PFLOP/s, NVIDIA datasheet); a faster row is a typo (our choice).
+MAX_GEMM_FLOPS = 2e16
+
+
 def grouped_row(row: dict[str, str], path: Path, line: int) -> Sample:
     where = f"{path}:{line}"
     try:
@@ -269,16 +275,23 @@ def grouped_row(row: dict[str, str], path: Path, line: int) -> Sample:
         counts = tuple(int(x) for x in row["rows"].split(";"))
         micros = float(row["time_us"]) if row.get("time_us") else None
         tflops = float(row["tflops"]) if row.get("tflops") else None
-    except (KeyError, ValueError, AttributeError) as exc:
-        raise InputError(where, str(exc), ", ".join(GROUPED_COLUMNS)) from None
+    except (KeyError, ValueError, AttributeError, TypeError) as exc:
+        got = "a truncated row" if isinstance(exc, TypeError) else str(exc)
+        raise InputError(where, got, ", ".join(GROUPED_COLUMNS)) from None
+    if any(x is not None and not math.isfinite(x) for x in (micros, tflops)):
+        raise InputError(where, f"tflops={tflops} time_us={micros}", "finite numbers")
     if len(counts) not in (1, groups) or min(counts) <= 0 or min(groups, n, k) <= 0:
         raise InputError(where, row.get("rows"), f"1 or groups={groups} positive row counts")
     rows = counts if len(counts) > 1 else ()
     total = sum(rows) if rows else counts[0] * groups
     if micros is None and tflops:
         micros = 2.0 * total * n * k / (tflops * 1e12) * 1e6
-    if not micros or micros <= 0:
-        raise InputError(where, f"tflops={tflops} time_us={micros}", "a positive time or TFLOPS")
+    if not micros or micros <= 0 or micros * 1e-6 > checks.MAX_SECONDS:
+        raise InputError(where, f"tflops={tflops} time_us={micros}",
+                         f"a positive time of at most {checks.MAX_SECONDS:.0f} s, or TFLOPS")
+    if 2.0 * total * n * k / (micros * 1e-6) > MAX_GEMM_FLOPS:
+        raise InputError(where, f"time_us={micros}", f"a time implying at most "
+                         f"{MAX_GEMM_FLOPS / 1e12:,.0f} TFLOP/s (a physical GPU)")
     dtype = row.get("dtype") or "bf16"
     shape = GemmShape(m=max(counts), n=n, k=k, dtype=dtype, rows=rows)
     return Sample(op="grouped_gemm", gemm=shape, group=groups,
