@@ -75,6 +75,15 @@ class StrictLoader(yaml.SafeLoader):
 # would be strings; YAML 1.2 (and every reader) takes them as numbers.
 _FLOAT_12 = re.compile(r"^[-+]?(?:[0-9][0-9_]*)?(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
 StrictLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_12, list("-+0123456789."))
+# YAML 1.1 also reads yes/no/on/off as booleans, so a typo like `keep_remote_kv: yes` or a
+# name `off` would pass as a switch; YAML 1.2 keeps only true/false (the strict types then
+# refuse the rest as text). add_implicit_resolver above gave this class its own lists.
+_BOOL = "tag:yaml.org,2002:bool"
+for _first, _resolvers in StrictLoader.yaml_implicit_resolvers.items():
+    StrictLoader.yaml_implicit_resolvers[_first] = [r for r in _resolvers if r[0] != _BOOL]
+StrictLoader.add_implicit_resolver(
+    _BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
 
 
 def bracket_depth(text: str) -> int:

@@ -316,3 +316,12 @@ def test_figs_rerun_into_its_own_out_folder_is_not_refused(
     (tmp_path / "figures.json").unlink()
     (tmp_path / "figures.json").mkdir()
     assert main(["figs", "--only", "dp_scaling", "--tiny", "--out", str(tmp_path)]) == 2
+
+
+@pytest.mark.parametrize("word", ["yes", "no", "on", "off"])
+def test_yaml_11_booleans_are_not_switches(word: str) -> None:
+    """YAML 1.2 booleans only: `yes`/`off` stay text, which a switch refuses in one line."""
+    with pytest.raises(InputError, match=rf"^error: memory\.keep_remote_kv: got '{word}'"):
+        libra_des.load_scenario(Path(__file__).resolve().parent.parent / "scenarios"
+                                / "quickstart.yaml",
+                                [f"memory.keep_remote_kv={word}"])
