@@ -18,6 +18,7 @@ from libra_des.hardware.profile import load_profile
 from libra_des.hardware.topology import load_topology
 from libra_des.plan.moe import static_home
 from libra_des.plan.moe.assignment import origin_counts
+from libra_des.plan.moe.registry import moe_system_names
 from libra_des.plan.moe.replication import libra_replicas
 from libra_des.plan.moe.sharding import shard_remote_tokens
 from libra_des.sim.moe_costs import HOST_BW, HOST_LATENCY, StageCoster, batch_shape
@@ -104,7 +105,7 @@ def test_oracle_libra_balances_while_sglang_shows_raw_imbalance(
 
 def test_every_policy_runs(traces: list[RoutingTrace]) -> None:
     times = {}
-    for policy in ("sglang", "eplb", "lina", "harmoeny", "libra"):
+    for policy in moe_system_names():  # every registered system, shipped or not
         r = run(f"balancer.policy={policy}", traces=traces)
         times[policy] = r["moe_layer_s"]
         assert r["policy"] == policy

@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from libra_des.identity import ROOT
+from libra_des.plan.moe.registry import BUILTIN as MOE_BUILTIN
+from libra_des.plan.moe.registry import moe_system
 from libra_des.sweep import Axis, SweepSpec, timed_sweep
 
 if TYPE_CHECKING:
@@ -61,14 +63,8 @@ COLORS = {
     "HarMoEny": "#9467bd",
     "Libra": "#d62728",
 }
-#: MoE systems: balancer.policy -> name in words (docs/model.md part B).
-MOE_SYSTEMS = {
-    "sglang": "SGLang",
-    "eplb": "EPLB",
-    "lina": "Lina",
-    "harmoeny": "HarMoEny",
-    "libra": "Libra",
-}
+#: MoE systems: balancer.policy -> name in words (docs/model.md part B), the shipped ones.
+MOE_SYSTEMS = {name: moe_system(name).label for name in MOE_BUILTIN}
 #: A training layout small enough for the test-only mode (2 GPUs, 2 layers, one step).
 TINY_TRAINING = (
     "parallelism.dp=2",

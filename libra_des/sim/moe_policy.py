@@ -18,7 +18,8 @@ import numpy as np
 from libra_des.config import ROOT, RoutingSpec, Scenario, resolve_path
 from libra_des.errors import InputError
 from libra_des.hardware.variance import VarianceModel
-from libra_des.plan.moe import MoeLayerPlan, MoeSetup, rebalance_experts, static_home, systems
+from libra_des.plan.moe import MoeLayerPlan, MoeSetup, rebalance_experts, static_home
+from libra_des.plan.moe.registry import MoeSystem, PlanInputs, moe_system
 from libra_des.sim.moe_costs import BatchShape, LayerCosts
 from libra_des.sim.moe_cpu import LINA_LOOKUP_PER_TOKEN_S
 from libra_des.sim.moe_layer import SharedLink, Stage, critical_exposure, launch, stage_spans
@@ -33,8 +34,6 @@ from libra_des.workload.routing import (
     request_datasets,
     skip_trace,
 )
-
-DEFAULT_PREDICTOR = {"libra": "lookahead", "lina": "lina"}
 
 
 @dataclass(frozen=True)
@@ -53,24 +52,23 @@ class Flow:
 
     @classmethod
     def of(cls, scenario: Scenario) -> Flow:
+        """The flow of the scenario's system, from its registered capabilities."""
         bal = scenario.balancer
-        policy = bal.policy
-        predictor = bal.predictor or DEFAULT_PREDICTOR.get(policy)
-        if policy not in ("libra", "lina"):
-            predictor = None
-        dispatch = bal.dispatch
-        if dispatch == "auto":
-            dispatch = "allgather" if policy == "libra" else "all2all"
+        caps = moe_system(bal.policy).capabilities
+        predictor = None
+        if caps.predictor is not None:  # a system without a predictor ignores the knob
+            predictor = bal.predictor or caps.predictor
+        dispatch = caps.dispatch if bal.dispatch == "auto" else bal.dispatch
         return cls(
-            policy=policy,
+            policy=bal.policy,
             predictor=predictor,
             allgather=dispatch == "allgather",
             gpu_predict=predictor is not None and predictor != "lina",
             cpu_predict=predictor == "lina",
-            prefetch=policy in ("libra", "lina"),
-            fetch=policy == "harmoeny",
-            cpu_plan=policy in ("libra", "harmoeny"),
-            two_stage=policy == "libra",
+            prefetch=caps.prefetch,
+            fetch=caps.fetch,
+            cpu_plan=caps.cpu_plan,
+            two_stage=caps.two_stage,
         )
 
     @property
@@ -94,7 +92,7 @@ class BatchPlanner:
     router: RouterModel | None
     source: Sequence[RoutingTrace] | RoutingTrace | None
     predictor: Predictor | None
-    eplb_layout: np.ndarray | None
+    static_layout: np.ndarray | None
     rng: np.random.Generator
     timer: Callable[[], float] | None
 
@@ -123,14 +121,15 @@ class BatchPlanner:
         if not isinstance(source, RoutingTrace):  # generated data: profile from the model
             router = RouterModel.build(m.name, m.experts, moe_layers, m.top_k, spec)
         flow = Flow.of(scenario)
-        needs_profile = bal.policy == "eplb" or flow.predictor == "lina"
+        static = moe_system(bal.policy).capabilities.replication == "static"
+        needs_profile = static or flow.predictor == "lina"
         profile = profile_trace(scenario, router, source, rng, needs_profile)
         predictor = None
         if flow.predictor is not None:
             predictor = make_predictor(flow.predictor, m.name, moe_layers, bal.accuracy,
                                        bal.error_bias, profile)
         layout = None
-        if bal.policy == "eplb":
+        if static:
             assert profile is not None
             layout = rebalance_experts(profile.expert_load(), m.experts + bal.redundant_experts,
                                        1, 1, gpus)[0]
@@ -155,19 +154,13 @@ class BatchPlanner:
     def plan(
         self, routed: np.ndarray, origin: np.ndarray, predicted: np.ndarray | None, layer: int
     ) -> MoeLayerPlan:
-        policy, s = self.flow.policy, self.setup
-        if policy == "eplb":
-            assert self.eplb_layout is not None
-            return systems.eplb_plan(routed, origin, s, self.eplb_layout[layer])
-        if policy == "lina":
-            assert predicted is not None
-            return systems.lina_plan(routed, origin, predicted, s)
-        if policy == "libra":
-            assert predicted is not None
-            return systems.libra_plan(routed, origin, predicted, s, self.timer)
-        if policy == "harmoeny":
-            return systems.harmoeny_plan(routed, origin, s, self.timer)
-        return systems.sglang_plan(routed, origin, s)
+        layout = None if self.static_layout is None else self.static_layout[layer]
+        inputs = PlanInputs(predicted, layout, self.timer)
+        return self.system.plan(routed, origin, self.setup, inputs)
+
+    @property
+    def system(self) -> MoeSystem:
+        return moe_system(self.flow.policy)
 
 
 def resolve_trace(ref: str) -> str:

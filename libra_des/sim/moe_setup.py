@@ -19,6 +19,7 @@ from libra_des.config import ModelSpec, Scenario
 from libra_des.errors import InputError
 from libra_des.hardware.memory import device_hbm
 from libra_des.hardware.topology import Topology
+from libra_des.plan.moe.registry import moe_system
 
 #: Share of HBM a serving engine can use (assumption: CUDA context, allocator slack).
 USABLE_HBM = 0.9
@@ -35,6 +36,7 @@ class EpGroup:
 
 def ep_group(scenario: Scenario, topo: Topology) -> EpGroup:
     """Validate the EP size against the topology and the model's experts."""
+    moe_system(scenario.balancer.policy)  # bad input first: an unregistered system
     ep, experts = scenario.parallelism.ep, scenario.model.experts
     if ep > topo.num_gpus:
         raise InputError("parallelism.ep", ep, f"<= {topo.num_gpus} GPUs of the topology")
@@ -43,12 +45,17 @@ def ep_group(scenario: Scenario, topo: Topology) -> EpGroup:
     tp = scenario.parallelism.tp
     if tp not in (1, ep):
         raise InputError("parallelism.tp", tp, f"1 (DP attention) or ep={ep} (TP attention)")
-    if scenario.balancer.policy == "eplb" and scenario.balancer.redundant_experts % ep:
+    if static_replicas(scenario) and scenario.balancer.redundant_experts % ep:
         raise InputError(
             "balancer.redundant_experts", scenario.balancer.redundant_experts,
             f"a multiple of ep={ep}",
         )
     return EpGroup(ep, min(topo.gpus_per_node, ep))
+
+
+def static_replicas(scenario: Scenario) -> bool:
+    """Whether the system lays out ``balancer.redundant_experts`` static replicas per layer."""
+    return moe_system(scenario.balancer.policy).capabilities.replication == "static"
 
 
 def expert_bytes(model: ModelSpec) -> float:
@@ -76,11 +83,11 @@ def resident_bytes(scenario: Scenario, gpus: int) -> float:
 
 def slot_bytes(scenario: Scenario, gpus: int) -> float:
     m, bal = scenario.model, scenario.balancer
-    if bal.policy == "sglang":
-        return 0.0
-    if bal.policy == "eplb":
+    if static_replicas(scenario):
         return expert_bytes(m) * (m.layers - m.dense_layers) * bal.redundant_experts / gpus
-    return expert_bytes(m) * 2 * bal.slots
+    if moe_system(bal.policy).capabilities.memory_slots:
+        return expert_bytes(m) * 2 * bal.slots
+    return 0.0
 
 
 def check_memory(scenario: Scenario, gpus: int, gpu_name: str) -> None:
@@ -89,10 +96,9 @@ def check_memory(scenario: Scenario, gpus: int, gpu_name: str) -> None:
     base, extra = resident_bytes(scenario, gpus), slot_bytes(scenario, gpus)
     if base + extra <= hbm:
         return
-    policy = scenario.balancer.policy
-    field = "balancer.redundant_experts" if policy == "eplb" else "balancer.slots"
-    value = (scenario.balancer.redundant_experts if policy == "eplb"
-             else scenario.balancer.slots)
+    static = static_replicas(scenario)
+    field = "balancer.redundant_experts" if static else "balancer.slots"
+    value = scenario.balancer.redundant_experts if static else scenario.balancer.slots
     per_slot = expert_bytes(scenario.model) / 1e6
     raise InputError(
         field, value,

@@ -1,0 +1,1 @@
+"""The shipped MoE systems, one module each; each defines ``SYSTEM`` (a ``MoeSystem``)."""
