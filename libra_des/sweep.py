@@ -42,6 +42,7 @@ from libra_des import __version__
 from libra_des.config import Scenario, load_scenario, parse_override, scenario_dict
 from libra_des.errors import InputError
 from libra_des.identity import code_fingerprint, content_key, portable_path
+from libra_des.plan.moe.registry import check_system
 from libra_des.simulation import simulate
 from libra_des.storage import dumps, write_atomic
 from libra_des.sweep_safety import check_points, folder_lock, stop_workers, worker_init
@@ -198,6 +199,7 @@ def resolve(spec: SweepSpec) -> list[Point]:
     points = []
     for coords, sets in expand(spec.axes):
         scenario = load_scenario(spec.scenario, [*spec.base, *sets])
+        check_system(scenario)
         points.append(Point(coords, sets, scenario, point_id(scenario)))
     return points
 

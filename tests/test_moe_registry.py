@@ -14,6 +14,7 @@ from libra_des.errors import InputError
 from libra_des.plan.moe import registry
 from libra_des.plan.moe.registry import BUILTIN, ENTRY_POINT_GROUP, moe_system, moe_system_names
 from libra_des.sim.moe_policy import Flow
+from libra_des.sweep import Axis, SweepSpec, resolve
 
 BREAKDOWN = Path(__file__).resolve().parents[1] / "scenarios" / "paper-moe-breakdown.yaml"
 SMALL = ["model.layers=3", "workload.batches=1", "workload.batch=8", "variance.enabled=false"]
@@ -67,3 +68,12 @@ def test_entry_points_are_loaded_lazily(monkeypatch: pytest.MonkeyPatch) -> None
     assert fresh.get("toy") is toy_moe_system.SYSTEM
     assert fresh.names()[: len(BUILTIN)] == BUILTIN
     assert asked == [ENTRY_POINT_GROUP]
+
+
+def test_a_sweep_rejects_an_unregistered_system_before_any_point() -> None:
+    axis = Axis(("balancer.policy",), (("toy",), ("magic",)))
+    with pytest.raises(InputError) as err:
+        resolve(SweepSpec(str(BREAKDOWN), tuple(SMALL), (axis,)))
+    assert err.value.line().startswith("error: balancer.policy: got 'magic'")
+    good = Axis(("balancer.policy",), (("toy",), ("sglang",)))
+    assert len(resolve(SweepSpec(str(BREAKDOWN), tuple(SMALL), (good,)))) == 2
