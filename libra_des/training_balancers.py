@@ -101,6 +101,10 @@ class Registry:
         self._load()
         return tuple(self._by_name)
 
+    def tap_users(self) -> tuple[str, ...]:
+        """Names of the balancers whose attention plan is TAP's."""
+        return tuple(n for n in self.names() if self._by_name[n].runs_tap)
+
     def get(self, name: str) -> TrainingBalancer:
         """The balancer called ``name``; an unknown name is bad input."""
         self._load()
@@ -114,3 +118,4 @@ REGISTRY = Registry()
 register = REGISTRY.register
 names = REGISTRY.names
 get = REGISTRY.get
+tap_users = REGISTRY.tap_users

@@ -34,8 +34,8 @@ def tap_ranking(path: str, overrides: list[str]) -> tuple[str, Ranking | None]:
     if sc.kind != "training":
         raise InputError("kind", sc.kind, "training (TAP knobs belong to training runs)")
     if not training_balancers.get(sc.balancer.policy).runs_tap:
-        tap = [n for n in training_balancers.names() if training_balancers.get(n).runs_tap]
-        raise InputError("balancer.policy", sc.balancer.policy, f"{' | '.join(tap)} (they run TAP)")
+        tap = " | ".join(training_balancers.tap_users())
+        raise InputError("balancer.policy", sc.balancer.policy, f"{tap} (they run TAP)")
     cluster_rng, data_rng, _ = np.random.default_rng(sc.seed).spawn(3)
     _, ranking = choose_tap_knobs(sc, elaborate_cluster(sc, cluster_rng), data_rng)
     return sc.name, ranking
