@@ -28,6 +28,7 @@ from pydantic import (
     model_validator,
 )
 
+from libra_des import training_balancers
 from libra_des.errors import InputError
 from libra_des.identity import portable_paths
 from libra_des.validation import (
@@ -345,10 +346,10 @@ def check_balancer(kind: str, bal: Balancer, par: Parallelism, model: ModelSpec)
     """Cross-field rules between the balancer, the layout and the model."""
     if kind != "training":
         return  # an MoE system is looked up in plan.moe.registry (above this layer)
-    policies = TRAINING_POLICIES
+    policies = training_balancers.names()
     if bal.policy not in policies:
         raise InputError("balancer.policy", bal.policy, " | ".join(policies))
-    if bal.policy == "libra" and par.dp % bal.pool_size:
+    if training_balancers.get(bal.policy).pool == "configured" and par.dp % bal.pool_size:
         raise InputError("balancer.pool_size", bal.pool_size, f"a divisor of dp={par.dp}")
     if not isinstance(bal.heads_split, int):
         if not any(model.heads_q % h == 0 and (model.heads_q // h) % bal.chunks == 0

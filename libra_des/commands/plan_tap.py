@@ -14,6 +14,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from libra_des import training_balancers
 from libra_des.commands.common import dumps
 from libra_des.config import load_scenario
 from libra_des.errors import InputError
@@ -32,8 +33,9 @@ def tap_ranking(path: str, overrides: list[str]) -> tuple[str, Ranking | None]:
                               "balancer.block_size=auto"])
     if sc.kind != "training":
         raise InputError("kind", sc.kind, "training (TAP knobs belong to training runs)")
-    if sc.balancer.policy not in ("libra", "distca"):
-        raise InputError("balancer.policy", sc.balancer.policy, "libra | distca (they run TAP)")
+    if not training_balancers.get(sc.balancer.policy).runs_tap:
+        tap = " | ".join(training_balancers.tap_users())
+        raise InputError("balancer.policy", sc.balancer.policy, f"{tap} (they run TAP)")
     cluster_rng, data_rng, _ = np.random.default_rng(sc.seed).spawn(3)
     _, ranking = choose_tap_knobs(sc, elaborate_cluster(sc, cluster_rng), data_rng)
     return sc.name, ranking

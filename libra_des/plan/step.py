@@ -17,11 +17,10 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from libra_des import training_balancers
 from libra_des.config import Scenario
 from libra_des.plan.attention import causal_pairs
-from libra_des.plan.baselines import ulysses_plan, wlb_cost_coefficients, wlb_llm_pack
 from libra_des.plan.grouping import vrsp
-from libra_des.plan.tap import plan_pool
 from libra_des.plan.types import AttentionPlan
 from libra_des.workload.packing import CorpusStream, PackedBatch
 
@@ -62,14 +61,14 @@ class StepPlan:
         return replace(self, slots=(), kept_tiles=self.tiles)
 
 
+def balancer_of(scenario: Scenario) -> training_balancers.TrainingBalancer:
+    """The registered balancer the scenario names (see :mod:`libra_des.training_balancers`)."""
+    return training_balancers.get(scenario.balancer.policy)
+
+
 def pool_size_of(scenario: Scenario) -> int:
     """P: replicas per pool (1 for the per-replica baselines, DP for DistCA)."""
-    policy = scenario.balancer.policy
-    if policy == "libra":
-        return scenario.balancer.pool_size
-    if policy == "distca":
-        return scenario.parallelism.dp
-    return 1
+    return balancer_of(scenario).pool_size(scenario.balancer, scenario.parallelism.dp)
 
 
 def draw_window(
@@ -79,29 +78,16 @@ def draw_window(
 
     Returns (window, changes_step_samples, samples WLB-LLM deferred to the next step).
     """
-    gbs = scenario.parallelism.gbs
-    window = stream.next_window(gbs)
-    if scenario.balancer.policy != "wlb_llm":
+    window = stream.next_window(scenario.parallelism.gbs)
+    packer = balancer_of(scenario).packer
+    if packer is None:
         return window, False, np.zeros(0, dtype=np.int64)
-    # Re-join the pieces of each raw sample: WLB-LLM packs whole samples its own way.
-    starts = np.flatnonzero(np.r_[True, np.diff(window.sample_ids) != 0])
-    raw = np.add.reduceat(window.lengths, starts)
-    result = wlb_llm_pack(
-        raw,
-        window.packed_length,
-        gbs,
-        defer_outliers=scenario.balancer.wlb_defer_outliers,
-        queue=queue if queue.size else None,
-        coefficients=wlb_cost_coefficients(scenario.model),
-    )
-    changed = bool(result.changes_step_samples)
-    return result.batch, changed, np.asarray(result.deferred, dtype=np.int64)
+    return packer(scenario, window, queue)
 
 
 def pool_order(scenario: Scenario, weights: np.ndarray, pool: int) -> np.ndarray:
     """Sequence indices in slot order (GA-major, pool-minor), grouped P at a time."""
-    bal = scenario.balancer
-    if bal.policy == "libra" and bal.vrsp:
+    if balancer_of(scenario).vrsp and scenario.balancer.vrsp:
         return vrsp(weights, pool).step_order()
     # Arrival order: consecutive sequences form a pool (TAP alone, baselines).
     return np.arange(weights.shape[0])
@@ -117,7 +103,7 @@ def inter_pool(weights: np.ndarray, order: np.ndarray, pool: int) -> float:
 def pipeliner_chunks(scenario: Scenario) -> int:
     """M: the Pipeliner's chunks (1 when it is off; DistCA always pipelines)."""
     bal = scenario.balancer
-    return bal.chunks if (bal.pipeliner or bal.policy == "distca") else 1
+    return bal.chunks if (bal.pipeliner or balancer_of(scenario).always_pipelines) else 1
 
 
 #: A step planning at least this many pools places them with the compiled TAP kernel: 64
@@ -129,30 +115,11 @@ COMPILED_MIN_POOLS = 64
 def attention_plan(
     scenario: Scenario, seqs: list[np.ndarray], compiled: bool | None = None
 ) -> AttentionPlan:
-    """The policy's attention plan for one slot (one pool's sequences).
+    """The balancer's attention plan for one slot (one pool's sequences).
 
     ``compiled`` chooses TAP's placement kernel (see :func:`plan_pool`; same result).
     """
-    bal, par, model = scenario.balancer, scenario.parallelism, scenario.model
-    if bal.policy in ("ulysses", "wlb_llm"):
-        # Fixed-length packing pads every sequence to L and moves the padded tensors;
-        # WLB-LLM's variable-length microbatches move their real tokens.
-        padded = scenario.workload.packed_length if bal.policy == "ulysses" else None
-        return ulysses_plan(seqs[0], cp=par.cp, model=model, packed_length=padded)
-    heads_split, block_size = bal.tap_knobs()
-    pool = plan_pool(
-        seqs,
-        cp=par.cp,
-        model=model,
-        heads_split=heads_split,
-        block_size=block_size,
-        packed_length=scenario.workload.packed_length,
-        slack=bal.slack,
-        chunks=pipeliner_chunks(scenario),
-        policy=bal.policy,
-        compiled=compiled,
-    )
-    return pool.attention
+    return balancer_of(scenario).attention(scenario, seqs, compiled)
 
 
 def build_step_plan(

@@ -34,6 +34,7 @@ from typing import TypedDict, Unpack
 
 import numpy as np
 
+from libra_des import training_balancers
 from libra_des.config import ModelSpec
 from libra_des.errors import InputError
 from libra_des.plan.attention import (
@@ -48,7 +49,6 @@ from libra_des.plan.types import AttentionPlan
 
 ArrayOrFloat = float | np.ndarray
 
-POLICIES = ("libra", "distca")
 _BIG = np.iinfo(np.int64).max
 
 
@@ -590,8 +590,8 @@ def plan_pool(
     ``compiled``: placement by the compiled kernel (True), the Python reference (False) or as
     :func:`place` decides from the pool's size (None); the placement is the same.
     """
-    if policy not in POLICIES:
-        raise InputError("policy", policy, " | ".join(POLICIES))
+    if policy not in training_balancers.tap_users():
+        raise InputError("policy", policy, " | ".join(training_balancers.tap_users()))
     check_chunks(chunks, shard_model(layout["model"], layout["heads_split"])[0])
     began = time.perf_counter()
     tiles = build_tiles(seqs, **layout)

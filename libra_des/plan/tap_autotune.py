@@ -27,7 +27,7 @@ import numpy as np
 
 from libra_des.config import ModelSpec, Scenario
 from libra_des.hardware.costs import CostModel
-from libra_des.plan.step import pipeliner_chunks, pool_order, pool_size_of
+from libra_des.plan.step import balancer_of, pipeliner_chunks, pool_order, pool_size_of
 from libra_des.plan.tap import pipelined_time, plan_pool
 from libra_des.plan.types import AttentionPlan
 from libra_des.workload.packing import PackedBatch
@@ -177,7 +177,7 @@ def resolve_knobs(
     if isinstance(h, int) and isinstance(b, int):
         return scenario, None
     ranking = None
-    if bal.policy not in ("libra", "distca"):
+    if not balancer_of(scenario).runs_tap:
         h = UNUSED_KNOBS[0] if h == "auto" else h
         b = UNUSED_KNOBS[1] if b == "auto" else b
     else:

@@ -26,7 +26,13 @@ from libra_des.hardware.costs import CostModel
 from libra_des.hardware.profile import load_profile
 from libra_des.hardware.topology import Topology, load_topology
 from libra_des.hardware.variance import VarianceModel
-from libra_des.plan.step import StepPlan, build_step_plan, pipeliner_chunks, pool_size_of
+from libra_des.plan.step import (
+    StepPlan,
+    balancer_of,
+    build_step_plan,
+    pipeliner_chunks,
+    pool_size_of,
+)
 from libra_des.plan.tap_autotune import Ranking, resolve_knobs
 from libra_des.sim.detailed import DetailedPipelineSim, flow_times
 from libra_des.sim.memory import (
@@ -242,7 +248,7 @@ def slot_tokens(scenario: Scenario, plan: StepPlan) -> np.ndarray:
     WLB-LLM's variable-length microbatches hold their real tokens; the fixed-length packers
     pad every packed sequence to L and compute the padding too.
     """
-    if scenario.balancer.policy == "wlb_llm":
+    if balancer_of(scenario).real_token_linear:
         return plan.window.tokens()[plan.seq_of].sum(axis=-1).astype(float)
     full = float(plan.pool_size * scenario.workload.packed_length)
     return np.full(plan.seq_of.shape[:2], full)
@@ -250,7 +256,7 @@ def slot_tokens(scenario: Scenario, plan: StepPlan) -> np.ndarray:
 
 def token_share(scenario: Scenario, plan: StepPlan) -> np.ndarray | None:
     """Per-slot share of the padded length the linear work runs on (None: all padded)."""
-    if scenario.balancer.policy != "wlb_llm":
+    if not balancer_of(scenario).real_token_linear:
         return None
     return slot_tokens(scenario, plan) / float(plan.pool_size * scenario.workload.packed_length)
 

@@ -1,0 +1,10 @@
+"""The shipped training balancers, one module each.
+
+Each module declares a :class:`~libra_des.training_balancers.TrainingBalancer` (its pool rule,
+grouping, Pipeliner use, linear-work tokens and attention planner). The registry registers
+``SHIPPED`` on its first look-up, in this order (the order the CLI lists them in).
+"""
+
+from libra_des.plan.balancers import distca, libra, ulysses, wlb_llm
+
+SHIPPED = (ulysses.BALANCER, wlb_llm.BALANCER, distca.BALANCER, libra.BALANCER)

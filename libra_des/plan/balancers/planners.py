@@ -1,0 +1,45 @@
+"""Attention planners the shipped balancers share: Ulysses per replica, TAP per pool."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from libra_des.config import Scenario
+from libra_des.plan.baselines import ulysses_plan
+from libra_des.plan.step import pipeliner_chunks
+from libra_des.plan.tap import plan_pool
+from libra_des.plan.types import AttentionPlan
+
+
+def ulysses_padded(scenario: Scenario, seqs: list[np.ndarray], _compiled: bool | None
+                   ) -> AttentionPlan:
+    """Ulysses on a fixed-length packed sequence: every sequence padded to L and moved so."""
+    par = scenario.parallelism
+    return ulysses_plan(seqs[0], cp=par.cp, model=scenario.model,
+                        packed_length=scenario.workload.packed_length)
+
+
+def ulysses_real(scenario: Scenario, seqs: list[np.ndarray], _compiled: bool | None
+                 ) -> AttentionPlan:
+    """Ulysses on a variable-length microbatch: its real tokens are moved."""
+    return ulysses_plan(seqs[0], cp=scenario.parallelism.cp, model=scenario.model,
+                        packed_length=None)
+
+
+def tap(scenario: Scenario, seqs: list[np.ndarray], compiled: bool | None) -> AttentionPlan:
+    """TAP over one pool's sequences (``compiled`` chooses the placement kernel, same result)."""
+    bal = scenario.balancer
+    heads_split, block_size = bal.tap_knobs()
+    pool = plan_pool(
+        seqs,
+        cp=scenario.parallelism.cp,
+        model=scenario.model,
+        heads_split=heads_split,
+        block_size=block_size,
+        packed_length=scenario.workload.packed_length,
+        slack=bal.slack,
+        chunks=pipeliner_chunks(scenario),
+        policy=bal.policy,
+        compiled=compiled,
+    )
+    return pool.attention
