@@ -27,7 +27,7 @@ IGNORED = ("gbs", "pool_size", "heads_split", "block_size", "policy", "windows",
 
 def tap_ranking(path: str, overrides: list[str]) -> tuple[str, Ranking | None]:
     """(scenario name, ranking) for a training scenario with both knobs set to auto."""
-    from libra_des.sim.training import choose_tap_knobs, elaborate_cluster
+    from libra_des.sim.training import choose_tap_knobs, elaborate_cluster, first_window
 
     sc = load_scenario(path, [*overrides, "balancer.heads_split=auto",
                               "balancer.block_size=auto"])
@@ -37,7 +37,8 @@ def tap_ranking(path: str, overrides: list[str]) -> tuple[str, Ranking | None]:
         tap = " | ".join(training_balancers.tap_users())
         raise InputError("balancer.policy", sc.balancer.policy, f"{tap} (they run TAP)")
     cluster_rng, data_rng, _ = np.random.default_rng(sc.seed).spawn(3)
-    _, ranking = choose_tap_knobs(sc, elaborate_cluster(sc, cluster_rng), data_rng)
+    cluster = elaborate_cluster(sc, cluster_rng)
+    _, ranking = choose_tap_knobs(sc, cluster, first_window(sc, data_rng))
     return sc.name, ranking
 
 

@@ -368,9 +368,12 @@ def simulate_training(
     # change in how many noise numbers a step draws) must not change the data a step sees.
     cluster_rng, data_rng, noise_rng = rng.spawn(3)
     cluster = elaborate_cluster(scenario, cluster_rng)
-    # Memory without any attention buffers first: a run that cannot fit fails before planning.
-    check_memory_floor(scenario, cluster, data_rng)
-    scenario, ranking = choose_tap_knobs(scenario, cluster, data_rng)
+    # One look at the first window (a copy of the data stream) serves both early decisions:
+    # memory without any attention buffers first, so a run that cannot fit fails before
+    # planning, then the ``auto`` TAP knobs.
+    window = first_window(scenario, data_rng)
+    check_memory_floor(scenario, cluster, window)
+    scenario, ranking = choose_tap_knobs(scenario, cluster, window)
     tuned = None if ranking is None else ranking.as_dict()
     stream = make_stream(scenario.workload, data_rng)
     plans = []
@@ -389,10 +392,9 @@ def simulate_training(
         for step, plan in enumerate(plans):
             rec = simulate_step(scenario, cluster, plan, noise_rng, step)
             # Measured: the per-slot plans are no longer needed (metrics and trace read none).
-            records.append(replace(rec, plan=plan.without_slots(), memory=report,
-                                   tap_autotune=tuned,
+            plans[step] = plan.without_slots()
+            records.append(replace(rec, plan=plans[step], memory=report, tap_autotune=tuned,
                                    comm_tiers=tuple(cluster.cost.tiers().items())))
-            plans[step] = plans[step].without_slots()
             if progress is not None:
                 progress(step)
     finally:
@@ -409,7 +411,8 @@ def resolved_scenario(scenario: Scenario) -> Scenario:
     if isinstance(bal.heads_split, int) and isinstance(bal.block_size, int):
         return scenario
     cluster_rng, data_rng, _noise = np.random.default_rng(scenario.seed).spawn(3)
-    return choose_tap_knobs(scenario, elaborate_cluster(scenario, cluster_rng), data_rng)[0]
+    cluster = elaborate_cluster(scenario, cluster_rng)
+    return choose_tap_knobs(scenario, cluster, first_window(scenario, data_rng))[0]
 
 
 def first_window(scenario: Scenario, data_rng: np.random.Generator) -> PackedBatch:
@@ -418,11 +421,9 @@ def first_window(scenario: Scenario, data_rng: np.random.Generator) -> PackedBat
     return stream.next_window(scenario.parallelism.gbs)
 
 
-def check_memory_floor(
-    scenario: Scenario, cluster: Cluster, data_rng: np.random.Generator
-) -> None:
+def check_memory_floor(scenario: Scenario, cluster: Cluster, window: PackedBatch) -> None:
     """Refuse (exit 2) a run whose memory without remote attention buffers already exceeds HBM."""
-    tokens = shard_tokens_of(first_window(scenario, data_rng), scenario.parallelism.cp)
+    tokens = shard_tokens_of(window, scenario.parallelism.cp)
     check_memory(scenario, memory_report(scenario, cluster, PlanFootprint(tokens, 0.0, 1)))
 
 
@@ -433,10 +434,9 @@ def memory_report(scenario: Scenario, cluster: Cluster, need: PlanFootprint) -> 
 
 
 def choose_tap_knobs(
-    scenario: Scenario, cluster: Cluster, data_rng: np.random.Generator
+    scenario: Scenario, cluster: Cluster, window: PackedBatch
 ) -> tuple[Scenario, Ranking | None]:
     """Resolve ``auto`` TAP knobs on the run's first window (a copy of the data stream)."""
-    window = first_window(scenario, data_rng)
     return resolve_knobs(scenario, cluster.cost, window, memory_fits(scenario, cluster, window))
 
 
