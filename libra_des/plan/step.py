@@ -122,6 +122,13 @@ def attention_plan(
     return balancer_of(scenario).attention(scenario, seqs, compiled)
 
 
+def placement_kernel(scenario: Scenario) -> bool | None:
+    """True when the step's pools are many enough to pay for loading the compiled kernel
+    (``COMPILED_MIN_POOLS``); None leaves the choice to each pool's size."""
+    pools = scenario.parallelism.gbs // pool_size_of(scenario)
+    return True if pools >= COMPILED_MIN_POOLS else None
+
+
 def build_step_plan(
     scenario: Scenario, stream: CorpusStream, queue: np.ndarray | None = None
 ) -> StepPlan:
@@ -138,7 +145,7 @@ def build_step_plan(
     weights = window.sum_sq()
     order = pool_order(scenario, weights, pool)
     seq_of = order.reshape(par.microbatches, pipelines, pool).transpose(1, 0, 2)
-    compiled = True if pipelines * par.microbatches >= COMPILED_MIN_POOLS else None
+    compiled = placement_kernel(scenario)
     slots = tuple(
         tuple(
             attention_plan(scenario, [window.seq(int(i)) for i in seq_of[e, m]], compiled)

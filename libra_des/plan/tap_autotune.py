@@ -27,7 +27,13 @@ import numpy as np
 
 from libra_des.config import ModelSpec, Scenario
 from libra_des.hardware.costs import CostModel
-from libra_des.plan.step import balancer_of, pipeliner_chunks, pool_order, pool_size_of
+from libra_des.plan.step import (
+    balancer_of,
+    pipeliner_chunks,
+    placement_kernel,
+    pool_order,
+    pool_size_of,
+)
 from libra_des.plan.tap import pipelined_time, plan_pool
 from libra_des.plan.types import AttentionPlan
 from libra_des.workload.packing import PackedBatch
@@ -117,6 +123,9 @@ class PoolSetting:
     slack: float
     chunks: int
     policy: str
+    #: Placement kernel as the run's steps choose it (:func:`plan.step.placement_kernel`):
+    #: the same placements either way, but the compiled one once the run loads it anyway.
+    compiled: bool | None = None
 
 
 def rank(
@@ -140,7 +149,7 @@ def rank(
         for seqs in pools:
             pool = plan_pool(seqs, cp=s.cp, model=s.model, heads_split=h, block_size=b,
                              packed_length=s.packed_length, slack=s.slack, chunks=s.chunks,
-                             policy=s.policy)
+                             policy=s.policy, compiled=s.compiled)
             t, c = predicted_seconds(pool.attention, cost, s.model, gpn)
             rows.append((t, c, pool.attention.imbalance, pool.exchange_bytes,
                          pool.attention.held_remote_bytes))
@@ -188,7 +197,7 @@ def resolve_knobs(
         if not todo:  # a fixed B outside the grid: search H at that B
             todo = [(ch, int(b)) for ch in sorted({c[0] for c in grid(model, bal.chunks, shard)})]
         setting = PoolSetting(par.cp, model, scenario.workload.packed_length, bal.slack,
-                              pipeliner_chunks(scenario), bal.policy)
+                              pipeliner_chunks(scenario), bal.policy, placement_kernel(scenario))
         ranking = rank(pools_of_window(scenario, window), setting, cost, todo, fits)
         h, b = ranking.best.heads_split, ranking.best.block_size
     resolved = bal.model_copy(update={"heads_split": int(h), "block_size": int(b)})
