@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 from libra_des.config import ROOT, load_scenario
-from libra_des.sim.training import simulate_training
+from libra_des.sim.training.simulator import simulate_training
 
 
 def cpu_seconds(dp: int, fidelity: str) -> tuple[int, float]:

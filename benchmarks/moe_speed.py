@@ -21,7 +21,7 @@ import numpy as np
 from scale import bare_simpy_rate  # benchmarks/scale.py (run as a script from benchmarks/)
 
 from libra_des.config import ROOT, load_scenario
-from libra_des.sim.moe_inference import simulate_moe
+from libra_des.sim.moe.simulator import simulate_moe
 
 DEFAULT_CASES = "paper-moe-breakdown:libra,paper-moe-breakdown:sglang,moe-qwen3-235b"
 

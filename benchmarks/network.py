@@ -12,7 +12,7 @@ times mean little on shared machines, the ratio travels.
 
     python benchmarks/network.py [--repeats 3] [--cases rail64-skewed,...] [--module PATH]
 
-``--module`` times another implementation of ``libra_des/sim/network.py`` (a file with
+``--module`` times another implementation of ``libra_des/sim/network/flow_model.py`` (a file with
 the same ``Network`` class), e.g. an older revision, against the same cases.
 """
 
@@ -31,7 +31,7 @@ import simpy
 from scale import bare_simpy_rate  # benchmarks/scale.py (run as a script from benchmarks/)
 
 from libra_des.hardware.topology import Topology, load_topology
-from libra_des.sim import network
+from libra_des.sim.network import flow_model as network
 
 MIB = float(1 << 20)
 CASES = {

@@ -17,7 +17,7 @@ import numpy as np
 import simpy
 
 from libra_des.config import ROOT, load_scenario
-from libra_des.sim.training import simulate_training
+from libra_des.sim.training.simulator import simulate_training
 
 
 def bare_simpy_rate(n: int = 200_000) -> float:

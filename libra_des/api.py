@@ -62,7 +62,7 @@ class Result(Mapping[str, Any]):
     """One simulation's outcome: the ``result.json`` mapping of ``libra-des run``, read-only.
 
     ``kind`` is the scenario kind (``training`` or ``moe_inference``) and decides which keys
-    exist (definitions: :mod:`libra_des.metrics` for training, :mod:`libra_des.sim.moe_inference`
+    exist (definitions: :mod:`libra_des.metrics` for training, :mod:`libra_des.sim.moe.simulator`
     for MoE prefill). ``trace`` is the Chrome trace when asked for (training only). The mapping
     is a read-only view of the top level; :meth:`to_dict` gives an independent deep copy.
     """
@@ -169,7 +169,8 @@ def step_plan(
 ) -> StepPlan:
     """The plan the training simulator executes at step ``step`` (pure: no SimPy, no costs).
 
-    The corpus stream is seeded as :func:`~libra_des.sim.training.simulate_training` seeds it
+    The corpus stream is seeded as
+    :func:`~libra_des.sim.training.simulator.simulate_training` seeds it
     (the data child of the scenario seed's three spawned streams), and WLB-LLM's deferral queue
     is carried from step to step, so ``step_plan(sc, step=s)`` is the plan of step ``s`` of
     ``simulate(sc)``. MoE scenarios plan per layer inside the run and are refused here.
@@ -177,7 +178,7 @@ def step_plan(
     import numpy as np
 
     from libra_des.plan.step import build_step_plan
-    from libra_des.sim.training import resolved_scenario
+    from libra_des.sim.training.simulator import resolved_scenario
     from libra_des.workload.packing import make_stream
 
     if not is_int(step) or not 0 <= step <= MAX_PLAN_STEP:

@@ -26,7 +26,7 @@ import numpy as np
 
 from libra_des.config import ModelSpec, Scenario, scenario_dict
 from libra_des.hardware.communication import tier_keys
-from libra_des.sim.training import StepRecord
+from libra_des.sim.training.simulator import StepRecord
 
 
 def active_params_per_layer(m: ModelSpec) -> float:
@@ -105,7 +105,8 @@ def microbatch_forward(rec: StepRecord, fwd_mask: np.ndarray) -> list[float]:
 
 
 def memory_keys(records: list[StepRecord]) -> dict[str, Any]:
-    """``peak_memory_gib`` per stage, ``oom``, the breakdown (see ``sim/memory.py``) and the
+    """``peak_memory_gib`` per stage, ``oom``, the breakdown (see
+    ``sim/training/memory.py``) and the
     TAP knobs chosen when ``auto`` (``tap_autotune``: choice and ranking, or null)."""
     report = records[0].memory
     if report is None:

@@ -26,7 +26,7 @@ def simulate(
     rng = np.random.default_rng(scenario.seed)
     t0 = time.perf_counter()
     if scenario.kind == "moe_inference":
-        from libra_des.sim.moe_inference import simulate_moe
+        from libra_des.sim.moe.simulator import simulate_moe
 
         timeline: list[Any] | None = [] if want_trace else None
         result = simulate_moe(scenario, rng, progress=progress, timeline=timeline)
@@ -46,8 +46,8 @@ def simulate_training_result(
     trace_ranks: list[int] | None,
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     from libra_des.metrics import step_flops, training_result
-    from libra_des.sim.schedules import build_schedule
-    from libra_des.sim.training import simulate_training
+    from libra_des.sim.training.schedules import build_schedule
+    from libra_des.sim.training.simulator import simulate_training
     from libra_des.trace import chrome_trace
 
     with Progress(transient=True, disable=not progress) as bar:

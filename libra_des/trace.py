@@ -29,9 +29,9 @@ import numpy as np
 from libra_des import __version__
 from libra_des.config import Scenario
 from libra_des.identity import code_fingerprint
-from libra_des.sim.pipeline import dependencies
-from libra_des.sim.schedules import Schedule
-from libra_des.sim.training import StepRecord
+from libra_des.sim.training.pipeline import dependencies
+from libra_des.sim.training.schedules import Schedule
+from libra_des.sim.training.simulator import StepRecord
 
 US = 1e6
 #: Per-GPU tracks up to this many traced GPUs (our choice: one Libra pool group of the

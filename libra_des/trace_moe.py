@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from libra_des.config import Scenario
-from libra_des.sim.moe_inference import STAGES
+from libra_des.sim.moe.simulator import STAGES
 from libra_des.trace import GPU_TRACK_LIMIT, counter, meta, metadata, span
 
 #: Stages that occupy a GPU's link (the rest run on its SMs or on the host CPU).

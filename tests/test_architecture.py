@@ -39,7 +39,7 @@ def module_name(path: Path, package: Path = PACKAGE) -> str:
 
 
 def layer_of(module: str) -> str:
-    """``libra_des.sim.training`` -> ``sim``; the package itself -> ``__init__``."""
+    """``libra_des.sim.training.simulator`` -> ``sim``; the package itself -> ``__init__``."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else "__init__"
 
@@ -116,7 +116,8 @@ def test_every_layer_is_documented() -> None:
 @pytest.mark.parametrize(
     ("module", "text", "expected"),
     [
-        ("libra_des.plan.x", "from libra_des.sim.pipeline import PipelineSim", "layer sim"),
+        ("libra_des.plan.x", "from libra_des.sim.training.pipeline import PipelineSim",
+         "layer sim"),
         ("libra_des.hardware.x", "def f():\n    import libra_des.plan.step", "layer plan"),
         ("libra_des.sweep", "from libra_des.commands.run import simulate", "layer commands"),
         ("libra_des.sim.x", "from libra_des import __version__, cli", "layer cli"),
@@ -136,7 +137,7 @@ def test_checker_catches_breaches(module: str, text: str, expected: str) -> None
         ("libra_des.sim.x", "from libra_des.plan.step import StepPlan"),
         ("libra_des.commands.x", "def f():\n    import torch"),
         ("libra_des.plan.x", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-                             "    from libra_des.sim.training import Cluster"),
+                             "    from libra_des.sim.training.simulator import Cluster"),
         ("libra_des.plan.moe.x", "from . import eplb\nfrom .. import grouping"),
     ],
 )

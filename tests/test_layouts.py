@@ -6,7 +6,7 @@ import pytest
 
 from libra_des.commands.run import simulate
 from libra_des.config import ROOT, load_scenario
-from libra_des.sim.training import dp_ranks_per_node
+from libra_des.sim.training.simulator import dp_ranks_per_node
 
 
 @pytest.mark.parametrize(

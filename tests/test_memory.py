@@ -10,9 +10,9 @@ from libra_des.cli import main
 from libra_des.config import ROOT, Scenario, load_scenario
 from libra_des.errors import InputError
 from libra_des.hardware import memory as mem
-from libra_des.sim.memory import PlanFootprint, check_memory, held_layers, stage_memory
-from libra_des.sim.schedules import build_schedule
-from libra_des.sim.training import layout_of
+from libra_des.sim.training.memory import PlanFootprint, check_memory, held_layers, stage_memory
+from libra_des.sim.training.schedules import build_schedule
+from libra_des.sim.training.simulator import layout_of
 from libra_des.simulation import simulate
 
 DENSE = {"name": "tiny-dense", "layers": 4, "hidden": 64, "heads_q": 4, "heads_kv": 2,
@@ -187,7 +187,7 @@ def test_freed_remote_tiles_are_fetched_again() -> None:
 
 
 def test_memory_is_refused_before_any_step_runs(monkeypatch: pytest.MonkeyPatch) -> None:
-    from libra_des.sim import training
+    from libra_des.sim.training import simulator as training
 
     def never(*_a: Any, **_k: Any) -> Any:
         raise AssertionError("a step was simulated before the memory check")

@@ -7,7 +7,7 @@ import numpy as np
 from libra_des.plan.moe.assignment import static_home
 from libra_des.plan.moe.replication import libra_replicas
 from libra_des.plan.moe.sharding import shard_remote_tokens
-from libra_des.sim.moe_cpu import collective_provenance, replication_seconds, sharding_seconds
+from libra_des.sim.moe.cpu import collective_provenance, replication_seconds, sharding_seconds
 
 NODE = np.arange(16) // 8
 
@@ -84,7 +84,7 @@ def test_multinode_scenarios_elaborate() -> None:
 
     from libra_des.config import load_scenario
     from libra_des.hardware.topology import load_topology
-    from libra_des.sim.moe_setup import check_memory, ep_group
+    from libra_des.sim.moe.setup import check_memory, ep_group
 
     found = sorted((Path(__file__).resolve().parents[1] / "scenarios").glob("moe-ep-*node-*.yaml"))
     assert len(found) == 4

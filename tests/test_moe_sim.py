@@ -21,11 +21,11 @@ from libra_des.plan.moe.assignment import origin_counts
 from libra_des.plan.moe.registry import moe_system_names
 from libra_des.plan.moe.replication import libra_replicas
 from libra_des.plan.moe.sharding import shard_remote_tokens
-from libra_des.sim.moe_costs import HOST_BW, HOST_LATENCY, StageCoster, batch_shape
-from libra_des.sim.moe_cpu import sharding_seconds
-from libra_des.sim.moe_inference import STAGES, WALL_CLOCK_FIELDS, simulate_moe
-from libra_des.sim.moe_layer import SharedLink, Stage, critical_exposure, launch
-from libra_des.sim.moe_policy import BatchPlanner
+from libra_des.sim.moe.batch import BatchPlanner
+from libra_des.sim.moe.costs import HOST_BW, HOST_LATENCY, StageCoster, batch_shape
+from libra_des.sim.moe.cpu import sharding_seconds
+from libra_des.sim.moe.layer import SharedLink, Stage, critical_exposure, launch
+from libra_des.sim.moe.simulator import STAGES, WALL_CLOCK_FIELDS, simulate_moe
 from libra_des.workload.routing import RoutingTrace, save_trace
 
 REPO = Path(__file__).resolve().parents[1]

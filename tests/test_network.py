@@ -15,7 +15,7 @@ from libra_des.config import VarianceSpec
 from libra_des.errors import InputError
 from libra_des.hardware.topology import Topology, load_topology
 from libra_des.hardware.variance import VarianceModel
-from libra_des.sim.network import (
+from libra_des.sim.network.flow_model import (
     TIE_TOLERANCE,
     Network,
     bottleneck_links,

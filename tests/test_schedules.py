@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from libra_des.errors import InputError
-from libra_des.sim.pipeline import PipelineSim
-from libra_des.sim.schedules import build_schedule
+from libra_des.sim.training.pipeline import PipelineSim
+from libra_des.sim.training.schedules import build_schedule
 
 
 def no_sync(d: int, start: np.ndarray, fin: np.ndarray) -> tuple[list[tuple[float, float]], float]:

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from libra_des.config import load_scenario
-from libra_des.sim import stagetimes
-from libra_des.sim.training import simulate_training
+from libra_des.sim.training import stagetimes
+from libra_des.sim.training.simulator import simulate_training
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -76,7 +76,7 @@ def test_wlb_llm_linear_work_follows_real_tokens() -> None:
 
 
 def test_linear_token_check_catches_a_wrong_share(monkeypatch: pytest.MonkeyPatch) -> None:
-    from libra_des.sim import training
+    from libra_des.sim.training import simulator as training
 
     real = training.token_share
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from libra_des.config import load_scenario
-from libra_des.sim.moe_inference import WALL_CLOCK_FIELDS, simulate_moe
+from libra_des.sim.moe.simulator import WALL_CLOCK_FIELDS, simulate_moe
 from libra_des.workload import trace_cache
 
 REPO = Path(__file__).resolve().parents[1]

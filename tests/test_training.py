@@ -163,7 +163,7 @@ def test_fast_and_detailed_fidelity_agree(policy: str, memory: list[str]) -> Non
 def test_checks_catch_a_plan_that_loses_work(monkeypatch: pytest.MonkeyPatch) -> None:
     import dataclasses
 
-    import libra_des.sim.training as training
+    import libra_des.sim.training.simulator as training
     from libra_des.errors import CheckError
 
     real = training.build_step_plan
@@ -182,7 +182,7 @@ def test_checks_catch_a_plan_that_loses_work(monkeypatch: pytest.MonkeyPatch) ->
 
 def test_checks_catch_a_skipped_op_and_lost_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
     from libra_des.errors import CheckError
-    from libra_des.sim.pipeline import PipelineSim
+    from libra_des.sim.training.pipeline import PipelineSim
 
     real_finished = PipelineSim.finished
 

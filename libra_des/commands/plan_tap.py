@@ -27,7 +27,7 @@ IGNORED = ("gbs", "pool_size", "heads_split", "block_size", "policy", "windows",
 
 def tap_ranking(path: str, overrides: list[str]) -> tuple[str, Ranking | None]:
     """(scenario name, ranking) for a training scenario with both knobs set to auto."""
-    from libra_des.sim.training import choose_tap_knobs, elaborate_cluster, first_window
+    from libra_des.sim.training.simulator import choose_tap_knobs, elaborate_cluster, first_window
 
     sc = load_scenario(path, [*overrides, "balancer.heads_split=auto",
                               "balancer.block_size=auto"])

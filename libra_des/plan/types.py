@@ -55,7 +55,7 @@ class AttentionPlan:
 
     @property
     def held_remote_bytes(self) -> float:
-        """Largest worker's extra attention buffers of one layer (see ``sim/memory.py``).
+        """Largest worker's extra attention buffers of one layer (see ``sim/training/memory.py``).
 
         What it received before compute plus the outputs it computed for other workers.
         Ulysses (and WLB-LLM, which runs it) swaps its token-split Q, K, V for the head-split

@@ -7,8 +7,8 @@ before computing them (``fetched``).
 
 Published system (HarMoEny, arXiv 2506.12417): redistributes tokens from overloaded to
 underused GPUs and prefetches the needed experts asynchronously from host (system) memory to
-the GPUs, so fetching overlaps computation. Modelled (``sim/moe_costs.py``,
-``sim/moe_policy.py``): a CPU plan after the gate (routing to the host, greedy moves, metadata
+the GPUs, so fetching overlaps computation. Modelled (``sim/moe/costs.py``,
+``sim/moe/batch.py``): a CPU plan after the gate (routing to the host, greedy moves, metadata
 back), then each GPU pulls the experts it lacks over its own PCIe link while its resident
 experts compute; the fetched experts' GEMMs wait for the fetch. Simplified: our greedy engine
 stands in for HarMoEny's scheduler, and experts are fetched per layer after the plan, not

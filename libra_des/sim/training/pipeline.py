@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import simpy
 
-from libra_des.sim.schedules import Op, Schedule
+from libra_des.sim.training.schedules import Op, Schedule
 
 
 @dataclass

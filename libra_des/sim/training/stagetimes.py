@@ -14,8 +14,8 @@ import numpy as np
 from libra_des.hardware.variance import VarianceModel
 from libra_des.plan.step import StepPlan
 from libra_des.plan.tap import pipelined_time
-from libra_des.sim.opcost import LinearCosts, SlotAttention
-from libra_des.sim.schedules import Schedule
+from libra_des.sim.training.opcost import LinearCosts, SlotAttention
+from libra_des.sim.training.schedules import Schedule
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,10 @@
 """Detailed fidelity: per-chunk attention exchange and stage hand-offs as network flows.
 
-Same plans, costs and noise as the fast mode (:mod:`libra_des.sim.stagetimes`), but each op is
+Same plans, costs and noise as the fast mode
+(:mod:`libra_des.sim.training.stagetimes`), but each op is
 replayed layer by layer: pre-attention work, then pooled attention whose chunk dispatches and
-returns are all-to-all(v) collectives on the flow-level network (:mod:`libra_des.sim.network`)
+returns are all-to-all(v) collectives on the flow-level network
+(:mod:`libra_des.sim.network.flow_model`)
 following the Pipeliner's one-channel schedule, then post-attention work. Activations and
 gradients between stages travel as one flow per CP worker. Flows of different pools contend
 for shared links (spine, NIC, NVSwitch ports), which the fast mode's analytic bounds ignore.
@@ -26,10 +28,10 @@ import numpy as np
 import simpy
 
 from libra_des.plan.step import StepPlan
-from libra_des.sim.network import Network
-from libra_des.sim.pipeline import PipelineSim, SyncFn
-from libra_des.sim.schedules import Schedule
-from libra_des.sim.stagetimes import DeviceTimes, Layout
+from libra_des.sim.network.flow_model import Network
+from libra_des.sim.training.pipeline import PipelineSim, SyncFn
+from libra_des.sim.training.schedules import Schedule
+from libra_des.sim.training.stagetimes import DeviceTimes, Layout
 
 
 class DetailedPipelineSim(PipelineSim):

@@ -13,7 +13,7 @@ Model (assumptions stated once):
 
 Solving: a link that every route through it shares with a link no wider is dropped from the
 problem: it can never bind (:class:`LinkTable`). The max-min solver (progressive filling, and
-the incremental re-solve used after each change) lives in :mod:`libra_des.sim.flow_solver`;
+the incremental re-solve used after each change) lives in :mod:`libra_des.sim.network.solver`;
 its names are re-exported here.
 
 Collectives decompose into transfers (``nbytes`` follows nccl-tests' ``size``):
@@ -35,7 +35,7 @@ import simpy
 from libra_des.errors import InputError
 from libra_des.hardware.topology import LinkId, Topology
 from libra_des.hardware.variance import VarianceModel
-from libra_des.sim.flow_solver import (
+from libra_des.sim.network.solver import (
     CHECK_TOLERANCE,
     MAX_DENSE_LINKS,
     MAX_TRIES,

@@ -2,10 +2,11 @@
 
 Describe -> elaborate -> run: the scenario (describe) is elaborated into a topology, a cost
 model, a variance model and, per step, a :class:`~libra_des.plan.step.StepPlan`; the step is
-then run as SimPy processes (:mod:`libra_des.sim.pipeline`) over precomputed, noise-folded op
-durations (:mod:`libra_des.sim.stagetimes`). ``detailed`` fidelity replaces the analytic
+then run as SimPy processes
+(:mod:`libra_des.sim.training.pipeline`) over precomputed, noise-folded op
+durations (:mod:`libra_des.sim.training.stagetimes`). ``detailed`` fidelity replaces the analytic
 attention exchange with per-chunk flows on the flow-level network
-(:mod:`libra_des.sim.detailed`).
+(:mod:`libra_des.sim.training.detailed`).
 """
 
 from __future__ import annotations
@@ -34,8 +35,9 @@ from libra_des.plan.step import (
     pool_size_of,
 )
 from libra_des.plan.tap_autotune import Ranking, resolve_knobs
-from libra_des.sim.detailed import DetailedPipelineSim, flow_times
-from libra_des.sim.memory import (
+from libra_des.sim.network.flow_model import Network
+from libra_des.sim.training.detailed import DetailedPipelineSim, flow_times
+from libra_des.sim.training.memory import (
     MemoryReport,
     PlanFootprint,
     check_memory,
@@ -43,17 +45,16 @@ from libra_des.sim.memory import (
     shard_tokens_of,
     stage_memory,
 )
-from libra_des.sim.network import Network
-from libra_des.sim.opcost import (
+from libra_des.sim.training.opcost import (
     LinearCosts,
     SlotAttention,
     backward_traffic,
     linear_costs,
     slot_attention,
 )
-from libra_des.sim.pipeline import PipelineRun, PipelineSim
-from libra_des.sim.schedules import Op, Schedule, build_schedule
-from libra_des.sim.stagetimes import DeviceTimes, Layout, device_times
+from libra_des.sim.training.pipeline import PipelineRun, PipelineSim
+from libra_des.sim.training.schedules import Op, Schedule, build_schedule
+from libra_des.sim.training.stagetimes import DeviceTimes, Layout, device_times
 from libra_des.workload.packing import PackedBatch, make_stream
 
 
@@ -147,7 +148,8 @@ def sync_fn(
 def dp_ranks_per_node(dp: int, cp: int, pp: int, gpus_per_node: int) -> int:
     """Most members of one DP group (same stage and CP rank) that share a node.
 
-    Placement as :class:`~libra_des.sim.stagetimes.Layout`: GPU id = (stage * dp + replica) *
+    Placement as :class:`~libra_des.sim.training.stagetimes.Layout`:
+    GPU id = (stage * dp + replica) *
     cp + cp_rank, so a DP group is every ``cp``-th GPU of its stage: ``gpus_per_node / cp``
     replicas per node when CP groups are smaller than a node, one per node otherwise. The
     busiest node over all groups sets the pace (uneven splits keep the largest count).

@@ -3,7 +3,7 @@
 ``simulate_moe`` runs ``workload.batches`` prefill batches of ``workload.batch`` requests
 through every layer of the model on an EP group. Per MoE layer it builds the system's plan
 from the batch's routing (and, where the system predicts, the predicted routing), costs every
-stage, and executes the stage graph in SimPy (``libra_des.sim.moe_layer``), where replica
+stage, and executes the stage graph in SimPy (``libra_des.sim.moe.layer``), where replica
 copies on the copy engine contend with dispatch and combine for each GPU's link.
 
 System designs (what runs where, what waits for what):
@@ -23,7 +23,7 @@ System designs (what runs where, what waits for what):
   three. Across nodes, replica placement and sharding prefer GPUs of the same node.
 
 Every stage's cost provenance (measured / borrowed / assumed) is listed in the result under
-``cost_sources`` (``sim/moe_cpu.py``); CPU stage defaults and their sources are there too.
+``cost_sources`` (``sim/moe/cpu.py``); CPU stage defaults and their sources are there too.
 
 Batches are served closed-loop (a batch's requests arrive as the previous batch ends), so a
 request's TTFT is its batch's prefill time. Embedding and LM head are not modelled.
@@ -50,17 +50,18 @@ from libra_des.hardware.profile import load_profile
 from libra_des.hardware.topology import load_topology
 from libra_des.hardware.variance import VarianceModel
 from libra_des.plan.moe import MoeLayerPlan
-from libra_des.sim import moe_policy, moe_setup
-from libra_des.sim.moe_costs import (
+from libra_des.sim.moe import batch as moe_policy
+from libra_des.sim.moe import setup as moe_setup
+from libra_des.sim.moe.batch import BatchPlanner, Flow, LayerRecord, run_batch
+from libra_des.sim.moe.costs import (
     LayerCosts,
     StageCoster,
     batch_shape,
     layer_costs,
 )
-from libra_des.sim.moe_cpu import cost_sources
-from libra_des.sim.moe_layer import CountingEnvironment, SharedLink
-from libra_des.sim.moe_policy import BatchPlanner, Flow, LayerRecord, run_batch
-from libra_des.sim.moe_setup import check_memory, ep_group
+from libra_des.sim.moe.cpu import cost_sources
+from libra_des.sim.moe.layer import CountingEnvironment, SharedLink
+from libra_des.sim.moe.setup import check_memory, ep_group
 from libra_des.workload import routing as routing_module
 from libra_des.workload import sampling, trace_cache
 from libra_des.workload.routing import RoutingTrace

@@ -20,10 +20,10 @@ from libra_des.errors import InputError
 from libra_des.hardware.variance import VarianceModel
 from libra_des.plan.moe import MoeLayerPlan, MoeSetup, rebalance_experts, static_home
 from libra_des.plan.moe.registry import MoeSystem, PlanInputs, moe_system
-from libra_des.sim.moe_costs import BatchShape, LayerCosts
-from libra_des.sim.moe_cpu import LINA_LOOKUP_PER_TOKEN_S
-from libra_des.sim.moe_layer import SharedLink, Stage, critical_exposure, launch, stage_spans
-from libra_des.sim.moe_setup import batch_lengths, expert_bytes
+from libra_des.sim.moe.costs import BatchShape, LayerCosts
+from libra_des.sim.moe.cpu import LINA_LOOKUP_PER_TOKEN_S
+from libra_des.sim.moe.layer import SharedLink, Stage, critical_exposure, launch, stage_spans
+from libra_des.sim.moe.setup import batch_lengths, expert_bytes
 from libra_des.workload.predictors import Predictor, make_predictor, topk_agreement
 from libra_des.workload.routing import (
     RouterModel,

@@ -33,8 +33,8 @@ from libra_des.config import Scenario
 from libra_des.errors import InputError
 from libra_des.hardware import memory as mem
 from libra_des.plan.step import StepPlan
-from libra_des.sim.schedules import Schedule
-from libra_des.sim.stagetimes import Layout
+from libra_des.sim.training.schedules import Schedule
+from libra_des.sim.training.stagetimes import Layout
 from libra_des.workload.packing import PackedBatch
 
 

@@ -34,7 +34,7 @@ from libra_des.config import ModelSpec
 from libra_des.hardware.costs import CostModel
 from libra_des.hardware.fabric import Fabric
 from libra_des.plan.moe.assignment import MoeLayerPlan, static_home
-from libra_des.sim.moe_cpu import replication_seconds, sharding_seconds
+from libra_des.sim.moe.cpu import replication_seconds, sharding_seconds
 
 #: Host link for routing and metadata: PCIe Gen5 x16 (about 64 GB/s per direction, the
 #: datasheet figure for H100/H200 HGX boards) at an assumed 80% efficiency, plus an assumed

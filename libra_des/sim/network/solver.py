@@ -1,4 +1,6 @@
-"""Max-min fair rates of flows over links: the solver behind :mod:`libra_des.sim.network`.
+"""Max-min fair rates of flows over links.
+
+The solver behind :mod:`libra_des.sim.network.flow_model`.
 
 Input: flows as (flow, link) rows (``edge_flow``, ``edge_link``, grouped by flow) and each
 link's capacity; output: every flow's max-min fair rate, exact up to float round-off (the
