@@ -165,7 +165,7 @@ def moe_trace_check(sc: Scenario, want_trace: bool, text: str | None) -> None:
         raise InputError("--trace-ranks", text,
                          "training scenarios only (an MoE trace shows every GPU)")
     if want_trace:
-        # About a dozen stages per GPU per MoE layer (sim/moe_policy.build_graph).
+        # About a dozen stages per GPU per MoE layer (sim/moe/batch.build_graph).
         events = 12 * sc.workload.batches * sc.model.layers * sc.parallelism.ep
         if events > MAX_TRACE_EVENTS:
             raise InputError("--trace", f"about {events:,} events",

@@ -13,7 +13,7 @@ from libra_des.config import MOE_POLICIES, load_scenario
 from libra_des.errors import InputError
 from libra_des.plan.moe import registry
 from libra_des.plan.moe.registry import BUILTIN, ENTRY_POINT_GROUP, moe_system, moe_system_names
-from libra_des.sim.moe.batch import Flow
+from libra_des.sim.moe.batch import Wiring
 from libra_des.sweep import Axis, SweepSpec, resolve
 
 BREAKDOWN = Path(__file__).resolve().parents[1] / "scenarios" / "paper-moe-breakdown.yaml"
@@ -29,11 +29,11 @@ def test_shipped_systems_come_first_and_config_lists_them() -> None:
 @pytest.mark.parametrize("name", moe_system_names())
 def test_flow_follows_the_declared_capabilities(name: str) -> None:
     caps = moe_system(name).capabilities
-    flow = Flow.of(load_scenario(BREAKDOWN, [*SMALL, f"balancer.policy={name}"]))
-    assert (flow.prefetch, flow.fetch, flow.cpu_plan, flow.two_stage) == (
+    wiring = Wiring.of(load_scenario(BREAKDOWN, [*SMALL, f"balancer.policy={name}"]))
+    assert (wiring.prefetch, wiring.fetch, wiring.cpu_plan, wiring.two_stage) == (
         caps.prefetch, caps.fetch, caps.cpu_plan, caps.two_stage)
-    assert flow.predictor == caps.predictor
-    assert flow.allgather == (caps.dispatch == "allgather")
+    assert wiring.predictor == caps.predictor
+    assert wiring.allgather == (caps.dispatch == "allgather")
 
 
 def test_unknown_system_is_bad_input_listing_the_registry() -> None:

@@ -1,6 +1,6 @@
 """Per-system wiring of an MoE prefill layer: the planner per batch and the stage graph.
 
-:class:`Flow` says what each system does (see ``moe_inference``'s module doc);
+:class:`Wiring` says what each system does (see ``sim.moe.simulator``'s module doc);
 :class:`BatchPlanner` turns a batch's routing into per-layer plans; :func:`run_batch` builds
 every layer's stage graph and executes it in SimPy.
 """
@@ -37,7 +37,7 @@ from libra_des.workload.routing import (
 
 
 @dataclass(frozen=True)
-class Flow:
+class Wiring:
     """Which stages a system runs and what waits for what."""
 
     policy: str
@@ -51,8 +51,8 @@ class Flow:
     two_stage: bool
 
     @classmethod
-    def of(cls, scenario: Scenario) -> Flow:
-        """The flow of the scenario's system, from its registered capabilities."""
+    def of(cls, scenario: Scenario) -> Wiring:
+        """The wiring of the scenario's system, from its registered capabilities."""
         bal = scenario.balancer
         caps = moe_system(bal.policy).capabilities
         predictor = None
@@ -87,7 +87,7 @@ class BatchPlanner:
 
     scenario: Scenario
     setup: MoeSetup
-    flow: Flow
+    wiring: Wiring
     batches: int
     router: RouterModel | None
     source: Sequence[RoutingTrace] | RoutingTrace | None
@@ -120,13 +120,13 @@ class BatchPlanner:
             source, batches = real, -(-real.requests // w.batch)
         if not isinstance(source, RoutingTrace):  # generated data: profile from the model
             router = RouterModel.build(m.name, m.experts, moe_layers, m.top_k, spec)
-        flow = Flow.of(scenario)
+        wiring = Wiring.of(scenario)
         static = moe_system(bal.policy).capabilities.replication == "static"
-        needs_profile = static or flow.predictor == "lina"
+        needs_profile = static or wiring.predictor == "lina"
         profile = profile_trace(scenario, router, source, rng, needs_profile)
         predictor = None
-        if flow.predictor is not None:
-            predictor = make_predictor(flow.predictor, m.name, moe_layers, bal.accuracy,
+        if wiring.predictor is not None:
+            predictor = make_predictor(wiring.predictor, m.name, moe_layers, bal.accuracy,
                                        bal.error_bias, profile)
         layout = None
         if static:
@@ -136,7 +136,7 @@ class BatchPlanner:
         setup = MoeSetup(static_home(m.experts, gpus), bal.slots, bal.alpha, bal.shard_tolerance,
                          m.hidden * m.dtype_bytes, expert_bytes(m), gpus_per_node)
         timer = time.perf_counter if bal.cpu_time == "measured" else None
-        return cls(scenario, setup, flow, batches, router, source, predictor, layout, rng, timer)
+        return cls(scenario, setup, wiring, batches, router, source, predictor, layout, rng, timer)
 
     def trace(self, b: int) -> RoutingTrace:
         """Routing of batch ``b`` (generated from the stream, or sliced from a real trace)."""
@@ -160,7 +160,7 @@ class BatchPlanner:
 
     @property
     def system(self) -> MoeSystem:
-        return moe_system(self.flow.policy)
+        return moe_system(self.wiring.policy)
 
 
 def resolve_trace(ref: str) -> str:
@@ -226,7 +226,7 @@ def with_noise(c: LayerCosts, f: np.ndarray) -> LayerCosts:
 
 
 def build_graph(
-    flow: Flow, c: LayerCosts, prefetched: list[Stage] | None, nxt: LayerCosts | None,
+    wiring: Wiring, c: LayerCosts, prefetched: list[Stage] | None, nxt: LayerCosts | None,
     lookup_s: float,
 ) -> tuple[list[Stage], Stage, list[Stage] | None]:
     """Stages of one layer (and the copies it issues for the next layer)."""
@@ -234,26 +234,26 @@ def build_graph(
     every = tuple(gpus)
     att = [Stage("attention", g, c.attention[g]) for g in gpus]
     gate = [Stage("gate", g, c.gate[g], [att[g]]) for g in gpus]
-    pred = [Stage("prediction", g, c.predict[g], [gate[g]]) for g in gpus] if flow.gpu_predict \
+    pred = [Stage("prediction", g, c.predict[g], [gate[g]]) for g in gpus] if wiring.gpu_predict \
         else gate
-    stages = att + gate + (pred if flow.gpu_predict else [])
+    stages = att + gate + (pred if wiring.gpu_predict else [])
     plan_ready: list[Stage] = []
-    if flow.cpu_plan:
+    if wiring.cpu_plan:
         cpu = Stage("sharding_cpu", None, c.cpu, list(gate))
         meta = Stage("metadata", None, c.metadata, [cpu])
         stages += [cpu, meta]
         plan_ready = [meta]
     disp = Stage("dispatch", None, c.dispatch,
-                 list(gate) + (plan_ready if flow.dispatch_after_plan else []), every)
+                 list(gate) + (plan_ready if wiring.dispatch_after_plan else []), every)
     stages.append(disp)
     local, remote = [], []
     for g in gpus:
-        deps = [pred[g]] if flow.two_stage else [disp]
+        deps = [pred[g]] if wiring.two_stage else [disp]
         if prefetched is not None:
             deps.append(prefetched[g])
         local.append(Stage("moe_local", g, c.moe_local[g], deps))
-        after = [local[g], disp] + (plan_ready if flow.remote_after_plan else [])
-        if flow.fetch and c.copy[g] > 0:
+        after = [local[g], disp] + (plan_ready if wiring.remote_after_plan else [])
+        if wiring.fetch and c.copy[g] > 0:
             # HarMoEny: the fetched experts' weights stream from host memory over the GPU's
             # own PCIe link (not its NVLink port) while its resident experts compute.
             fetch = Stage("replica_copy", g, c.copy[g], list(plan_ready))
@@ -265,7 +265,7 @@ def build_graph(
     issued = None
     if nxt is not None:
         ready: list[Stage] = list(pred)
-        if flow.cpu_predict:
+        if wiring.cpu_predict:
             lookup = Stage("prediction", None, lookup_s, list(gate))
             stages.append(lookup)
             ready = [lookup]
@@ -282,7 +282,7 @@ def build_graph(
 def run_batch(
     env: Any,
     ports: list[SharedLink],
-    flow: Flow,
+    wiring: Wiring,
     planner: BatchPlanner,
     trace: RoutingTrace,
     shape: BatchShape,
@@ -307,14 +307,14 @@ def run_batch(
         costs.append(with_noise(costs_of(plan), noise))
     lookup_s = LINA_LOOKUP_PER_TOKEN_S * trace.tokens
     prefetched = None
-    if flow.prefetch:  # layer 0's replicas: copied as the batch starts
+    if wiring.prefetch:  # layer 0's replicas: copied as the batch starts
         prefetched = [Stage("replica_copy", g, costs[0].copy[g], [], (g,)) for g in gpus]
         for s in prefetched:
             launch(env, s, ports)
     layers: list[tuple[list[Stage], float, float, dict[str, float]]] = []
     for layer, c in enumerate(costs):
-        nxt = costs[layer + 1] if flow.prefetch and layer + 1 < len(costs) else None
-        stages, last, issued = build_graph(flow, c, prefetched, nxt, lookup_s)
+        nxt = costs[layer + 1] if wiring.prefetch and layer + 1 < len(costs) else None
+        stages, last, issued = build_graph(wiring, c, prefetched, nxt, lookup_s)
         if layer == 0 and prefetched is not None:
             stages += prefetched
         start = env.now

@@ -45,8 +45,8 @@ HOST_LATENCY = 10e-6
 # modelled sharding time stays within an order of magnitude of our implementation's).
 
 
-class FlowLike(Protocol):
-    """The parts of a system's flow (``moe_policy.Flow``) that change its costs."""
+class WiringLike(Protocol):
+    """The parts of a system's wiring (``sim.moe.batch.Wiring``) that change its costs."""
 
     @property
     def allgather(self) -> bool: ...
@@ -213,17 +213,17 @@ def layer_costs(
     coster: StageCoster,
     shape: BatchShape,
     plan: MoeLayerPlan,
-    flow: FlowLike,
+    wiring: WiringLike,
     attention: np.ndarray,
     measured_cpu: bool,
 ) -> LayerCosts:
     """Cost every stage of one layer under ``plan``."""
     g = coster.gpus
     gate = coster.gate(shape.tokens)
-    if flow.two_stage:
+    if wiring.two_stage:
         local = np.array([coster.experts(plan.local[i]) for i in range(g)])
         remote = np.array([coster.experts(plan.remote[i]) for i in range(g)])
-    elif flow.fetch:
+    elif wiring.fetch:
         # Resident experts first, then the experts whose weights arrive from the host.
         fetched = plan.holders & ~static_home(plan.load.shape[1], g)
         local = np.array([coster.experts(plan.load[i] * ~fetched[i]) for i in range(g)])
@@ -234,7 +234,7 @@ def layer_costs(
         share = plan.local.sum(axis=1) / np.maximum(plan.load.sum(axis=1), 1)
         local, remote = total * share, total * (1.0 - share)
     local = local + coster.shared_experts(shape.tokens)
-    if flow.allgather:
+    if wiring.allgather:
         nbytes = coster.allgather_bytes(shape)
         dispatch, combine = (coster.collective("all_gather", nbytes),
                              coster.collective("reduce_scatter", nbytes))
@@ -245,26 +245,26 @@ def layer_costs(
         combine = coster.all_to_allv(plan.dispatch_bytes.T)
         d_bytes = c_bytes = float(plan.dispatch_bytes.sum())
     # Each GPU sends its row of pair counts to the host and gets the load matrix back.
-    routing = float(plan.load.size * 4) if flow.cpu_plan else 0.0
-    meta = float(g * plan.load.size * 4) if flow.cpu_plan else 0.0
+    routing = float(plan.load.size * 4) if wiring.cpu_plan else 0.0
+    meta = float(g * plan.load.size * 4) if wiring.cpu_plan else 0.0
     cpu = 0.0
-    if flow.cpu_plan:
+    if wiring.cpu_plan:
         plan_s = plan.cpu_wall_s if measured_cpu and plan.cpu_wall_s is not None else (
             sharding_seconds(plan.sharding_iterations))
         cpu = coster.host(routing / g) + plan_s
     return LayerCosts(
         attention=attention,
         gate=gate,
-        predict=gate if flow.gpu_predict else np.zeros(g),
+        predict=gate if wiring.gpu_predict else np.zeros(g),
         moe_local=local,
         moe_remote=remote,
         dispatch=dispatch,
         combine=combine,
-        copy=coster.host_fetch(plan.copy_bytes) if flow.fetch else coster.copies(plan.copy_bytes),
+        copy=coster.host_fetch(plan.copy_bytes) if wiring.fetch else coster.copies(plan.copy_bytes),
         cpu=cpu,
         replan=replication_seconds(plan.replica_count, g, plan.load.shape[1])
-        if flow.prefetch else 0.0,
-        metadata=coster.host(meta / g) if flow.cpu_plan else 0.0,
+        if wiring.prefetch else 0.0,
+        metadata=coster.host(meta / g) if wiring.cpu_plan else 0.0,
         dispatch_bytes=d_bytes,
         combine_bytes=c_bytes,
         copy_bytes=float(plan.copy_bytes.sum()),

@@ -79,7 +79,7 @@ def collective_provenance(
 def cost_sources(
     cost: CostModel, gpus: int, per_node: int, allgather: bool, fetch: bool, measured_cpu: bool
 ) -> dict[str, str]:
-    """Per stage of ``moe_inference.STAGES``: measured, borrowed or assumed (see module doc).
+    """Per stage of ``sim.moe.simulator.STAGES``: measured, borrowed or assumed (see module doc).
 
     Kernels are ``measured`` when the profile holds a fit for them (fitted on measurements of
     that device), ``borrowed`` when fitted on another device's public measurements, and

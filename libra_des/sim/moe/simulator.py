@@ -52,7 +52,7 @@ from libra_des.hardware.variance import VarianceModel
 from libra_des.plan.moe import MoeLayerPlan
 from libra_des.sim.moe import batch as moe_policy
 from libra_des.sim.moe import setup as moe_setup
-from libra_des.sim.moe.batch import BatchPlanner, Flow, LayerRecord, run_batch
+from libra_des.sim.moe.batch import BatchPlanner, LayerRecord, Wiring, run_batch
 from libra_des.sim.moe.costs import (
     LayerCosts,
     StageCoster,
@@ -126,7 +126,7 @@ class MoeRun:
     scenario: Scenario
     coster: StageCoster
     planner: BatchPlanner
-    flow: Flow
+    wiring: Wiring
     variance: VarianceModel
     rngs: tuple[np.random.Generator, np.random.Generator]  # prediction, noise
     env: CountingEnvironment = field(default_factory=CountingEnvironment)
@@ -148,10 +148,10 @@ class MoeRun:
         env.run(until=env.timeout(dense))
 
         def costs_of(plan: MoeLayerPlan) -> LayerCosts:
-            return layer_costs(coster, shape, plan, self.flow, attention, measured)
+            return layer_costs(coster, shape, plan, self.wiring, attention, measured)
 
         totals.imbalance.append([])
-        for rec in run_batch(env, self.ports, self.flow, self.planner, trace, shape, costs_of,
+        for rec in run_batch(env, self.ports, self.wiring, self.planner, trace, shape, costs_of,
                              self.variance, self.rngs, b):
             totals.add(rec)
         totals.dense_s += dense
@@ -185,7 +185,7 @@ def simulate_moe(
     run = MoeRun(
         scenario, coster,
         BatchPlanner.build(scenario, group.gpus, trace_rng, traces, group.gpus_per_node),
-        Flow.of(scenario), VarianceModel.build(scenario.variance, group.gpus, var_rng),
+        Wiring.of(scenario), VarianceModel.build(scenario.variance, group.gpus, var_rng),
         (pred_rng, noise_rng),
     )
     totals = RunTotals(timeline=timeline)
@@ -194,9 +194,9 @@ def simulate_moe(
         for b in range(run.planner.batches):
             run.batch(b, totals)
             bar.advance(task)
-    result = assemble(scenario, run.flow, totals, run.env.processed)
+    result = assemble(scenario, run.wiring, totals, run.env.processed)
     result["cost_sources"] = cost_sources(cost, group.gpus, group.gpus_per_node,
-                                          run.flow.allgather, run.flow.fetch,
+                                          run.wiring.allgather, run.wiring.fetch,
                                           scenario.balancer.cpu_time == "measured")
     return {**result, **tier_keys(cost.tiers())}
 
@@ -237,7 +237,7 @@ def percentiles(batch_s: Sequence[float], requests: Sequence[int]) -> dict[str, 
     }
 
 
-def assemble(scenario: Scenario, flow: Flow, t: RunTotals, events: int) -> dict[str, Any]:
+def assemble(scenario: Scenario, wiring: Wiring, t: RunTotals, events: int) -> dict[str, Any]:
     """The result dict of issue 5 §3 (``run`` adds ``wall_s`` and ``scenario``)."""
     layers = max(len(t.layer_s), 1)
     breakdown = {
@@ -252,8 +252,8 @@ def assemble(scenario: Scenario, flow: Flow, t: RunTotals, events: int) -> dict[
     result: dict[str, Any] = {
         "kind": "moe_inference",
         "policy": scenario.balancer.policy,
-        "dispatch": "allgather" if flow.allgather else "all2all",
-        "predictor": flow.predictor,
+        "dispatch": "allgather" if wiring.allgather else "all2all",
+        "predictor": wiring.predictor,
         "moe_layer_s": float(np.mean(t.layer_s)) if t.layer_s else 0.0,
         "dense_layers_s": t.dense_s,
         "layer_breakdown_s": breakdown,
@@ -276,6 +276,6 @@ def assemble(scenario: Scenario, flow: Flow, t: RunTotals, events: int) -> dict[
         "events": events,
         "cpu_time": scenario.balancer.cpu_time,
     }
-    if scenario.balancer.cpu_time == "measured" and flow.cpu_plan:
+    if scenario.balancer.cpu_time == "measured" and wiring.cpu_plan:
         result["cpu_sharding_wall_s"] = t.cpu_wall
     return result
