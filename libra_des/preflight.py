@@ -22,8 +22,6 @@ from pathlib import Path
 
 from libra_des.config import Scenario
 from libra_des.errors import InputError
-from libra_des.plan.step import pool_size_of
-from libra_des.plan.tap_autotune import MIN_BLOCK
 
 #: Longest run accepted without ``--no-preflight``: one day (our choice).
 MAX_SECONDS = 24 * 3600.0
@@ -54,6 +52,10 @@ def mean_sample_tokens(sc: Scenario) -> float:
 
 
 def training_estimate(sc: Scenario) -> Estimate:
+    # Lazy: ``libra-des plan`` needs only check_plan_sizes, and these pull in the cost model.
+    from libra_des.plan.step import pool_size_of
+    from libra_des.plan.tap_autotune import MIN_BLOCK
+
     par = sc.parallelism
     workers = pool_size_of(sc) * par.cp  # W: one pool's lockstep workers
     samples = par.gbs * sc.workload.packed_length / mean_sample_tokens(sc)
@@ -125,6 +127,8 @@ def check_feasible(sc: Scenario, flag: str = "--no-preflight") -> Estimate:
 
 def pipeline_entities(sc: Scenario) -> int:
     """Rank groups a training trace can show (pipeline entities: pools or replicas)."""
+    from libra_des.plan.step import pool_size_of
+
     return max(sc.parallelism.dp // pool_size_of(sc), 1)
 
 

@@ -1,5 +1,6 @@
-"""Fast TAP paths against their references, bit for bit: the compiled placement kernel
-against the Python greedy, the batched block table against per-sequence segments."""
+"""Fast TAP paths against their references, bit for bit: the compiled placement kernel and
+the sparse plain-Python greedy against the numpy reference greedy, the batched block table
+against per-sequence segments."""
 
 from __future__ import annotations
 
@@ -58,20 +59,33 @@ def random_tiles(rng: np.random.Generator, seqs: int, cp: int, h: int, block: in
     extra=st.integers(0, 3),
     equal=st.booleans(),
 )
-def test_compiled_place_equals_reference(seed: int, seqs: int, cp: int, h: int, block: int,
-                                         slack: float, extra: int, equal: bool) -> None:
+def test_compiled_and_sparse_place_equal_reference(seed: int, seqs: int, cp: int, h: int,
+                                                   block: int, slack: float, extra: int,
+                                                   equal: bool) -> None:
     rng = np.random.default_rng(seed)
     tiles = random_tiles(rng, seqs, cp, h, block, 2048, equal)
     workers = tiles.workers + extra  # spare workers that hold nothing
-    same(place_with(tiles, workers, slack, compiled=True),
-         place_with(tiles, workers, slack, compiled=False))
+    want = place_with(tiles, workers, slack, compiled=False, reference=True)
+    same(place_with(tiles, workers, slack, compiled=True), want)
+    same(place_with(tiles, workers, slack, compiled=False), want)
 
 
-def test_compiled_place_equals_reference_on_a_large_pool() -> None:
+def test_compiled_and_sparse_place_equal_reference_on_a_large_pool() -> None:
     rng = np.random.default_rng(3)
     tiles = random_tiles(rng, 8, 8, 8, 1024, 65_536, equal=False)
     assert len(tiles) > 2048
-    same(place_with(tiles, 64, 0.03, compiled=True), place_with(tiles, 64, 0.03, compiled=False))
+    want = place_with(tiles, 64, 0.03, compiled=False, reference=True)
+    same(place_with(tiles, 64, 0.03, compiled=True), want)
+    same(place_with(tiles, 64, 0.03, compiled=False), want)
+
+
+def test_sparse_place_falls_back_when_every_worker_is_full() -> None:
+    """Zero slack and one heavy tile per worker: later tiles find no candidate, so the
+    (load, Δcomm, id) fallback runs, on ties of equal loads."""
+    rng = np.random.default_rng(11)
+    tiles = random_tiles(rng, 3, 4, 2, 64, 2048, equal=True)
+    want = place_with(tiles, tiles.workers + 2, 0.0, compiled=False, reference=True)
+    same(place_with(tiles, tiles.workers + 2, 0.0, compiled=False), want)
 
 
 @pytest.mark.parametrize("compiled", [True, False])

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -181,6 +183,14 @@ def test_cut_pieces_known_answer() -> None:
     assert ids.tolist() == [7, 8, 9, 9, 9, 10]
 
 
+def test_cut_pieces_without_long_samples_is_a_copy_with_consecutive_ids() -> None:
+    lengths = np.array([5, 10, 3], dtype=np.int64)
+    pieces, ids = cut_pieces(lengths, 10, first_id=7)
+    assert pieces.tolist() == [5, 10, 3] and ids.tolist() == [7, 8, 9]
+    lengths[0] = 99  # the pieces do not alias the caller's array
+    assert pieces[0] == 5
+
+
 def test_cut_pieces_refuses_absurd_lengths() -> None:
     with pytest.raises(InputError, match=r"workload\.lengths\.max"):
         cut_pieces(np.array([2**60]), 1024)
@@ -241,3 +251,19 @@ def test_make_stream_needs_lengths_and_rejects_bad_d() -> None:
         stream.next_window(0)
     with pytest.raises(InputError, match=r"workload\.lengths"):
         make_stream(w.model_copy(update={"lengths": None}), rng())
+
+
+def test_normal_ufuncs_are_scipys_own_loaded_without_the_package_init() -> None:
+    """The lean route skips scipy.special's __init__ yet yields scipy's very ufunc objects
+    (so sampling stays bit-identical), and a later full import still works."""
+    code = (
+        "import sys\n"
+        "from libra_des.workload import normal\n"
+        "lean = 'scipy.special' not in sys.modules\n"
+        "import scipy.special\n"
+        "print(lean, normal.ndtri is scipy.special.ndtri, normal.ndtr is scipy.special.ndtr,\n"
+        "      scipy.special.gammaln(3.0) == 0.6931471805599453)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).resolve().parents[1])
+    assert out.stdout.split() == ["True", "True", "True", "True"]

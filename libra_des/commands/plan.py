@@ -27,12 +27,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from rich.console import Console
-from rich.progress import Progress
-from rich.table import Table
 
 from libra_des.commands.common import dumps, int_list, parse_list
 from libra_des.config import (
@@ -51,6 +49,9 @@ from libra_des.plan.grouping import Grouping, group, lln_estimate
 from libra_des.plan.tap import plan_pool
 from libra_des.preflight import check_plan_sizes
 from libra_des.workload.packing import PackedBatch, make_stream
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 POLICIES = (*GROUPINGS, "wlb_llm")
 DEFAULT_WORKLOAD = "longctx-1m"
@@ -300,6 +301,8 @@ def replay(s: PlanSettings, advance: Callable[[], None] = lambda: None) -> list[
 
 
 def table(s: PlanSettings, rows: Sequence[dict[str, Any]]) -> Table:
+    from rich.table import Table  # lazy: --json prints no table
+
     t = Table(
         title=f"{s.workload.name}: GBS {s.gbs}, cp {s.cp}, {s.model.name}, "
         f"{s.windows} windows, seed {s.seed}",
@@ -328,9 +331,14 @@ def handle(args: argparse.Namespace) -> int:
     s = settings_from_args(args)
     total = len(s.pool_sizes) * len(s.policies) * len(s.heads_splits) * len(s.block_sizes)
     err = Console(stderr=True)
-    with Progress(console=err, transient=True, disable=args.json or not err.is_terminal) as bar:
-        task = bar.add_task("replaying windows", total=total)
-        rows = replay(s, lambda: bar.advance(task))
+    if args.json or not err.is_terminal:
+        rows = replay(s)  # no progress bar to draw (nor its import to pay)
+    else:
+        from rich.progress import Progress
+
+        with Progress(console=err, transient=True) as bar:
+            task = bar.add_task("replaying windows", total=total)
+            rows = replay(s, lambda: bar.advance(task))
     if args.json:
         print(dumps({"windows": s.windows, "results": rows}))
     else:

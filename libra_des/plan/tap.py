@@ -45,6 +45,7 @@ from libra_des.plan.attention import (
     per_block,
     prefix_pairs,
 )
+from libra_des.plan.tap_sparse import greedy_sparse
 from libra_des.plan.types import AttentionPlan
 
 ArrayOrFloat = float | np.ndarray
@@ -344,14 +345,17 @@ def place(tiles: TileSet, workers: int, slack: float = 0.03) -> Placement:
     return place_with(tiles, workers, slack, compiled=len(tiles) >= COMPILED_MIN_TILES)
 
 
-def place_with(tiles: TileSet, workers: int, slack: float, *, compiled: bool) -> Placement:
+def place_with(
+    tiles: TileSet, workers: int, slack: float, *, compiled: bool, reference: bool = False
+) -> Placement:
     """docs/model.md's greedy: target C=(1+τ)Σf/W, tiles by decreasing f then id, pick the
     candidate (load+f<=C) with least (Δcomm, load, id), else the worker with least
     (load, Δcomm, id); then add f to its load and K(t) to its fetched set.
 
-    ``compiled`` runs the numba kernel of ``tap_kernel.py`` (bit-identical; used only while
-    Σf < 2**53 so that its float64 capacity tests equal Python's exact ones), else the
-    pure-Python reference :func:`greedy_reference`.
+    ``compiled`` runs the numba kernel of ``tap_kernel.py``, else the plain-Python
+    :func:`~libra_des.plan.tap_sparse.greedy_sparse` (both bit-identical and used only while
+    Σf < 2**53, so that their capacity tests equal the reference's); ``reference`` forces the
+    numpy reference :func:`greedy_reference` (what tests compare the others with).
     """
     if workers < tiles.workers:
         raise InputError("workers", workers, f">= the pool's {tiles.workers} workers")
@@ -362,10 +366,14 @@ def place_with(tiles: TileSet, workers: int, slack: float, *, compiled: bool) ->
     total = int(flops.sum())
     capacity = (1.0 + slack) * float(total) / workers
     order = np.lexsort((np.arange(n), -flops))
-    missing = missing_tokens(tiles, workers)
-    if compiled and total < EXACT_FLOAT_INT:
+    if reference or total >= EXACT_FLOAT_INT:
+        missing = missing_tokens(tiles, workers)
+        chosen, load, delta = greedy_reference(tiles, order, flops, missing, capacity)
+    elif compiled:
         from libra_des.plan import tap_kernel  # lazy: numba's import is costly
 
+        hold = tiles.holdings  # rows are in sample order (see holdings())
+        hold_ptr = csr_ptr(np.bincount(hold.sample, minlength=tiles.sample_lengths.size))
         chosen, load, delta = tap_kernel.greedy(
             order,
             flops,
@@ -373,12 +381,17 @@ def place_with(tiles: TileSet, workers: int, slack: float, *, compiled: bool) ->
             (tiles.q_bytes + tiles.o_bytes).astype(np.int64),
             tiles.group_ptr.astype(np.int64),
             tiles.group_ids.astype(np.int64),
-            missing,
+            np.repeat(tiles.sample_lengths, tiles.heads_split).astype(np.int64),
+            int(tiles.heads_split),
+            hold_ptr,
+            hold.worker.astype(np.int64),
+            hold.tokens.astype(np.int64),
+            int(workers),
             int(tiles.kv_bytes_per_token),
             capacity,
         )
     else:
-        chosen, load, delta = greedy_reference(tiles, order, flops, missing, capacity)
+        chosen, load, delta = greedy_sparse(tiles, order, flops, workers, capacity)
     return Placement(chosen, load, delta, capacity, order)
 
 

@@ -1,7 +1,8 @@
 """Compiled (numba) kernels of TAP: the greedy placement loop of :func:`tap.place`.
 
-The kernel is the same greedy as the pure-Python reference in ``tap.py``, statement by
-statement, with the same tie-breaks, so placements are bit-identical:
+The kernel is the same greedy as the pure-Python reference in ``tap.py``, with the same
+tie-breaks and the same integers (Δcomm from holdings and fetches instead of the reference's
+dense [G, W] matrix of missing tokens, see :func:`greedy`), so placements are bit-identical:
 
 * integer Δcomm arithmetic in int64 (numpy's wrap-around on overflow is numba's too);
 * the capacity tests ``load + f <= C`` and ``load <= C - f`` compare in float64, as numpy does
@@ -58,6 +59,16 @@ def choose(d: np.ndarray, load: np.ndarray, headroom: float) -> int:
     return arg
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def held(j: int, w: int, hold_ptr: np.ndarray, hold_worker: np.ndarray,
+         hold_tokens: np.ndarray) -> int:
+    """Tokens of sample ``j`` that worker ``w`` holds before balancing."""
+    for e in range(hold_ptr[j], hold_ptr[j + 1]):
+        if hold_worker[e] == w:
+            return hold_tokens[e]
+    return 0
+
+
 @numba.njit(cache=True, nogil=True)
 def greedy(
     order: np.ndarray,
@@ -66,17 +77,34 @@ def greedy(
     qo: np.ndarray,
     ptr: np.ndarray,
     gids: np.ndarray,
-    missing: np.ndarray,
+    glen: np.ndarray,
+    h_count: int,
+    hold_ptr: np.ndarray,
+    hold_worker: np.ndarray,
+    hold_tokens: np.ndarray,
+    workers: int,
     kv_bpt: int,
     capacity: float,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The reference's loop over tiles in ``order``; mutates ``missing``."""
+    """The reference's loop over tiles in ``order``, without its dense [G, W] matrix.
+
+    missing[g, w] is 0 once w fetched g, else ``glen[g]`` less what w holds of g's sample
+    (``hold_*``: the holdings of sample j in rows ``hold_ptr[j]:hold_ptr[j+1]``, one per
+    worker). So Δcomm starts from Σ glen over K(t) for every worker and subtracts only for
+    the holders and the fetchers of each group (kept in per-group linked lists), which gives
+    the reference's integers exactly while touching a few workers per group instead of all.
+    """
     n = flops.shape[0]
-    workers = missing.shape[1]
+    groups = glen.shape[0]
     load = np.zeros(workers, dtype=np.int64)
     chosen = np.zeros(n, dtype=np.int64)
     delta = np.zeros(n, dtype=np.int64)
     d = np.zeros(workers, dtype=np.int64)
+    fetched = np.zeros((groups, workers), dtype=np.bool_)
+    head = np.full(groups, -1, dtype=np.int64)  # newest fetcher entry of each group
+    nxt = np.empty(gids.shape[0], dtype=np.int64)  # at most one entry per (tile, group)
+    who = np.empty(gids.shape[0], dtype=np.int64)
+    entries = 0
     for i in range(order.shape[0]):
         t = order[i]
         f, home = flops[t], q_home[t]
@@ -84,18 +112,30 @@ def greedy(
         if load[home] + f <= capacity:
             resident = True
             for k in range(lo, hi):
-                if missing[gids[k], home] != 0:
+                g = gids[k]
+                if not fetched[g, home] and held(g // h_count, home, hold_ptr, hold_worker,
+                                                 hold_tokens) != glen[g]:
                     resident = False
                     break
             if resident:
                 load[home] += f
                 chosen[t] = home
                 continue
-        d[:] = 0
+        base = 0
         for k in range(lo, hi):
-            row = gids[k]
-            for w in range(workers):
-                d[w] += np.int64(missing[row, w])
+            base += glen[gids[k]]
+        d[:] = base
+        for k in range(lo, hi):
+            g = gids[k]
+            j = g // h_count
+            for e in range(hold_ptr[j], hold_ptr[j + 1]):
+                w = hold_worker[e]
+                if not fetched[g, w]:
+                    d[w] -= hold_tokens[e]
+            e = head[g]
+            while e >= 0:
+                d[who[e]] -= glen[g]
+                e = nxt[e]
         q = qo[t]
         for w in range(workers):
             d[w] = d[w] * kv_bpt + q
@@ -103,7 +143,11 @@ def greedy(
         r = choose(d, load, capacity - f)
         delta[t] = d[r]
         for k in range(lo, hi):
-            missing[gids[k], r] = 0
+            g = gids[k]
+            if not fetched[g, r]:
+                fetched[g, r] = True
+                who[entries], nxt[entries], head[g] = r, head[g], entries
+                entries += 1
         load[r] += f
         chosen[t] = r
     return chosen, load, delta

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy.special import ndtr, ndtri
 
 from libra_des.config import LengthDist
 from libra_des.errors import InputError
+from libra_des.workload.normal import ndtr, ndtri
 
 #: Standard-normal 99th percentile, Phi^-1(0.99).
 Z99 = float(ndtri(0.99))

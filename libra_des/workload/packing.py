@@ -90,6 +90,9 @@ def cut_pieces(
     lengths = np.asarray(lengths, dtype=np.int64)
     if lengths.size and lengths.min() <= 0:
         raise InputError("lengths", int(lengths.min()), "positive sample lengths")
+    if 0 < lengths.size <= MAX_PIECES and lengths.max() <= packed_length:
+        # Nothing to cut (the usual case): the same pieces, without the repeat machinery.
+        return lengths.copy(), np.arange(first_id, first_id + lengths.size, dtype=np.int64)
     reps = -(-lengths // packed_length)
     if int(reps.sum()) > MAX_PIECES:
         # An uncapped heavy tail can draw absurd lengths; refuse rather than exhaust memory.
