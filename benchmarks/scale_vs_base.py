@@ -1,9 +1,13 @@
 """A scenario run, new code against a baseline checkout, timed in the same run (not a test).
 
 Each (tree, scenario, repeat) runs ``commands.run.simulate`` in a fresh interpreter (module
-imports are excluded from both figures: the run is timed in-process; lazy imports during the
-run count), alternating trees so that machine load hits both alike. Prints median wall and
-CPU seconds, the peak RSS of the process, and new/base ratios. Works for training and MoE
+imports are excluded from the wall and CPU figures: the run is timed in-process; lazy imports
+during the run count), alternating trees so that machine load hits both alike. The
+third-party libraries named by ``--preload`` (default networkx, simpy: every tree imports them,
+some at command import, others lazily inside the run) are imported before the timer in both,
+so that where a tree imports them does not decide the ratio; ``--preload ''`` times them too.
+``proc s`` is the whole process seen from outside (every import included). Prints medians,
+the peak RSS of the process, and new/base ratios. Works for training and MoE
 scenarios alike. The baseline is any checkout of the package, e.g. a worktree of ``main``:
 
     git worktree add ../base main --detach
@@ -22,18 +26,25 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[1]
 
 CHILD = """
 import json, resource, sys, time
-try:
+from pathlib import Path
+import libra_des
+# Checkouts from before simulation.py existed (asked by file: an editable install of another
+# tree would otherwise supply the module from there).
+if (Path(libra_des.__file__).parent / "simulation.py").exists():
     from libra_des.simulation import simulate
-except ImportError:  # checkouts from before the module existed
+else:
     from libra_des.commands.run import simulate
 from libra_des.config import ROOT, load_scenario
 name, sets = sys.argv[1], json.loads(sys.argv[2])
+for module in filter(None, sys.argv[3].split(",")):
+    __import__(module)
 scenario = load_scenario(ROOT / "scenarios" / f"{name}.yaml", sets)
 w0, c0 = time.perf_counter(), time.process_time()
 result, _ = simulate(scenario)
@@ -45,11 +56,13 @@ print(json.dumps({"wall": wall, "cpu": cpu, "peak_mib": peak, "gpus": result.get
 """
 
 
-def run_once(tree: Path, name: str, sets: list[str]) -> dict:
+def run_once(tree: Path, name: str, sets: list[str], preload: str) -> dict:
     env = dict(os.environ, PYTHONPATH=str(tree))
-    out = subprocess.run([sys.executable, "-c", CHILD, name, json.dumps(sets)], env=env,
-                         cwd=tree, check=True, capture_output=True, text=True)
+    began = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", CHILD, name, json.dumps(sets), preload],
+                         env=env, cwd=tree, check=True, capture_output=True, text=True)
     row = json.loads(out.stdout.strip().splitlines()[-1])
+    row["proc"] = time.perf_counter() - began
     row["result"] = row["result"].replace(str(tree), "<tree>")  # scenario file paths differ
     return row
 
@@ -60,23 +73,27 @@ def main() -> None:
     parser.add_argument("--scenarios", default="scale-16384")
     parser.add_argument("--set", action="append", default=[], help="KEY=VALUE override")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--preload", default="networkx,simpy",
+                        help="modules imported before the timer in both trees")
     args = parser.parse_args()
-    print(f"{'scenario':<14}{'GPUs':>8}{'tree':>6}{'wall s':>9}{'cpu s':>9}{'peak MiB':>10}")
+    fields = ("wall", "cpu", "peak_mib", "proc")
+    print(f"{'scenario':<14}{'GPUs':>8}{'tree':>6}{'wall s':>9}{'cpu s':>9}{'peak MiB':>10}"
+          f"{'proc s':>9}")
     for name in args.scenarios.split(","):
         runs: dict[str, list[dict]] = {"base": [], "new": []}
         for _ in range(args.repeats):
             for label, tree in (("base", args.base.resolve()), ("new", HERE)):
-                runs[label].append(run_once(tree, name, args.set))
-        med = {k: {f: statistics.median(r[f] for r in v) for f in ("wall", "cpu", "peak_mib")}
+                runs[label].append(run_once(tree, name, args.set, args.preload))
+        med = {k: {f: statistics.median(r[f] for r in v) for f in fields}
                for k, v in runs.items()}
         for label in ("base", "new"):
             m = med[label]
             print(f"{name:<14}{runs[label][0]['gpus']:>8}{label:>6}{m['wall']:>9.2f}"
-                  f"{m['cpu']:>9.2f}{m['peak_mib']:>10.0f}")
-        ratio = {f: med["new"][f] / med["base"][f] for f in ("wall", "cpu", "peak_mib")}
+                  f"{m['cpu']:>9.2f}{m['peak_mib']:>10.0f}{m['proc']:>9.2f}")
+        ratio = {f: med["new"][f] / med["base"][f] for f in fields}
         same = runs["new"][0]["result"] == runs["base"][0]["result"]
         print(f"{name:<14}{'':>8}{'ratio':>6}{ratio['wall']:>9.3f}{ratio['cpu']:>9.3f}"
-              f"{ratio['peak_mib']:>10.3f}   identical metrics: {same}")
+              f"{ratio['peak_mib']:>10.3f}{ratio['proc']:>9.3f}   identical metrics: {same}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Fast TAP paths against their references, bit for bit: the compiled placement kernel and
-the sparse plain-Python greedy against the numpy reference greedy, the batched block table
-against per-sequence segments."""
+the sparse plain-Python greedy against the numpy reference greedy, the compiled KV exchange
+against numpy's, the batched block table against per-sequence segments."""
 
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ from libra_des.config import ModelSpec
 from libra_des.plan.attention import block_doc_len, per_block, segments
 from libra_des.plan.tap import (
     Blocks,
+    ExchangePlan,
     Placement,
     TileSet,
     build_tiles,
+    exchange_plan,
     place_with,
     plan_pool,
     pool_blocks,
@@ -77,6 +79,26 @@ def test_compiled_and_sparse_place_equal_reference_on_a_large_pool() -> None:
     want = place_with(tiles, 64, 0.03, compiled=False, reference=True)
     same(place_with(tiles, 64, 0.03, compiled=True), want)
     same(place_with(tiles, 64, 0.03, compiled=False), want)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    seqs=st.integers(1, 6),
+    cp=st.sampled_from([1, 2, 4, 8]),
+    h=st.sampled_from([1, 2, 8]),
+    block=st.sampled_from([1, 7, 64, 512]),
+    extra=st.integers(0, 2),
+)
+def test_compiled_exchange_equals_numpy(seed: int, seqs: int, cp: int, h: int, block: int,
+                                        extra: int) -> None:
+    rng = np.random.default_rng(seed)
+    tiles = random_tiles(rng, seqs, cp, h, block, 2048, equal=False)
+    placement = place_with(tiles, tiles.workers + extra, 0.03, compiled=True)
+    got, want = exchange_plan(tiles, placement, compiled=True), exchange_plan(tiles, placement)
+    for name in ExchangePlan.__dataclass_fields__:
+        x, y = getattr(got, name), getattr(want, name)
+        assert x.dtype == y.dtype and np.array_equal(x, y), name
 
 
 def test_sparse_place_falls_back_when_every_worker_is_full() -> None:

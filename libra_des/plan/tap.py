@@ -456,31 +456,29 @@ def csr_ptr(count: np.ndarray) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(count, dtype=np.int64)])
 
 
-def exchange_plan(tiles: TileSet, placement: Placement) -> ExchangePlan:
+def exchange_plan(tiles: TileSet, placement: Placement, compiled: bool = False) -> ExchangePlan:
     """De-duplicated KV fetches per (sample, head shard, destination), plus remote Q and O.
 
     Recomputed from the final placement rather than from the Δcomm trace, so the property
     "bytes moved == Σ chosen Δcomm" checks the two accountings against each other. Every
     piece of a needed group comes from the worker holding it; pieces the destination already
-    holds move nothing.
+    holds move nothing. ``compiled`` finds the KV rows with the numba kernel
+    (``tap_kernel.kv_fetches``, the same rows in the same order), else with numpy.
     """
     workers = int(placement.loads.shape[0])
-    dest = np.repeat(placement.worker, np.diff(tiles.group_ptr))
-    # The sorted distinct (group, destination) keys, as np.unique gives them, by marking a
-    # dense table (keys are < groups x workers; cheaper than unique's hash and sort).
-    mark = np.zeros(tiles.num_groups * workers, dtype=bool)
-    mark[tiles.group_ids * workers + dest] = True
-    need = np.flatnonzero(mark)
-    need_group, need_dst = need // workers, need % workers
     hold = tiles.holdings  # rows are in sample order (see holdings())
     hold_ptr = csr_ptr(np.bincount(hold.sample, minlength=tiles.sample_lengths.size))
-    need_sample = need_group // tiles.heads_split
-    row, pos = expand_runs(hold_ptr[need_sample + 1] - hold_ptr[need_sample])
-    piece = hold_ptr[need_sample[row]] + pos
-    src, dst = hold.worker[piece], need_dst[row]
-    keep = src != dst
-    kv_src, kv_dst = src[keep], dst[keep]
-    kv_bytes = hold.tokens[piece][keep] * tiles.kv_bytes_per_token
+    if compiled:
+        from libra_des.plan import tap_kernel  # lazy: numba's import is costly
+
+        kv_group, kv_src, kv_dst, tokens = tap_kernel.kv_fetches(
+            tiles.group_ptr.astype(np.int64), tiles.group_ids.astype(np.int64),
+            placement.worker.astype(np.int64), tiles.num_groups, int(tiles.heads_split),
+            hold_ptr, hold.worker.astype(np.int64), hold.tokens.astype(np.int64))
+    else:
+        kv_group, kv_src, kv_dst, tokens = kv_fetches(tiles, placement.worker, workers,
+                                                      hold_ptr)
+    kv_bytes = tokens * tiles.kv_bytes_per_token
     remote = placement.worker != tiles.q_home
     q_src, q_dst = tiles.q_home[remote], placement.worker[remote]
     dispatch = pair_matrix(
@@ -490,7 +488,27 @@ def exchange_plan(tiles: TileSet, placement: Placement) -> ExchangePlan:
         workers,
     )
     ret = pair_matrix(q_dst, q_src, tiles.o_bytes[remote], workers)
-    return ExchangePlan(need_group[row][keep], kv_src, kv_dst, kv_bytes, dispatch, ret)
+    return ExchangePlan(kv_group, kv_src, kv_dst, kv_bytes, dispatch, ret)
+
+
+def kv_fetches(
+    tiles: TileSet, worker: np.ndarray, workers: int, hold_ptr: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(group, source, destination, tokens) of the KV pieces moved, with numpy."""
+    dest = np.repeat(worker, np.diff(tiles.group_ptr))
+    # The sorted distinct (group, destination) keys, as np.unique gives them, by marking a
+    # dense table (keys are < groups x workers; cheaper than unique's hash and sort).
+    mark = np.zeros(tiles.num_groups * workers, dtype=bool)
+    mark[tiles.group_ids * workers + dest] = True
+    need = np.flatnonzero(mark)
+    need_group, need_dst = need // workers, need % workers
+    hold = tiles.holdings
+    need_sample = need_group // tiles.heads_split
+    row, pos = expand_runs(hold_ptr[need_sample + 1] - hold_ptr[need_sample])
+    piece = hold_ptr[need_sample[row]] + pos
+    src, dst = hold.worker[piece], need_dst[row]
+    keep = src != dst
+    return need_group[row][keep], src[keep], dst[keep], hold.tokens[piece][keep]
 
 
 def pair_matrix(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, workers: int) -> np.ndarray:
@@ -610,7 +628,7 @@ def plan_pool(
     tiles = build_tiles(seqs, **layout)
     use_kernel = len(tiles) >= COMPILED_MIN_TILES if compiled is None else compiled
     placement = place_with(tiles, tiles.workers, slack, compiled=use_kernel)
-    exchange = exchange_plan(tiles, placement)
+    exchange = exchange_plan(tiles, placement, compiled=use_kernel)
     attention = attention_plan(tiles, placement, exchange, policy, chunks)
     return PoolPlan(
         tile_set=tiles,

@@ -151,3 +151,70 @@ def greedy(
         load[r] += f
         chosen[t] = r
     return chosen, load, delta
+
+
+@numba.njit(cache=True, nogil=True)
+def kv_fetches(
+    group_ptr: np.ndarray,
+    group_ids: np.ndarray,
+    worker: np.ndarray,
+    groups: int,
+    h_count: int,
+    hold_ptr: np.ndarray,
+    hold_worker: np.ndarray,
+    hold_tokens: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(group, source, destination, tokens) of every KV piece the placement moves.
+
+    The rows of ``tap.exchange_plan``'s numpy path in its order: distinct (group,
+    destination) pairs sorted by group then destination, each expanded into the pieces of
+    the group's sample in holdings order, dropping pieces the destination already holds.
+    Pairs are bucketed by group (counting sort) instead of marked in a dense [G, W] table.
+    """
+    n = group_ids.shape[0]
+    count = np.zeros(groups + 1, dtype=np.int64)
+    for k in range(n):
+        count[group_ids[k] + 1] += 1
+    for g in range(groups):
+        count[g + 1] += count[g]
+    fill = count[:-1].copy()
+    dest = np.empty(n, dtype=np.int64)
+    for t in range(group_ptr.shape[0] - 1):
+        r = worker[t]
+        for k in range(group_ptr[t], group_ptr[t + 1]):
+            g = group_ids[k]
+            dest[fill[g]] = r
+            fill[g] += 1
+    size = 0
+    for g in range(groups):  # upper bound of the rows: pairs x pieces of their sample
+        j = g // h_count
+        size += (count[g + 1] - count[g]) * (hold_ptr[j + 1] - hold_ptr[j])
+    out_g = np.empty(size, dtype=np.int64)
+    out_s = np.empty(size, dtype=np.int64)
+    out_d = np.empty(size, dtype=np.int64)
+    out_k = np.empty(size, dtype=np.int64)
+    rows = 0
+    for g in range(groups):
+        lo, hi = count[g], count[g + 1]
+        if lo == hi:
+            continue
+        if hi - lo > 32:  # many readers (tiny blocks): a real sort
+            dest[lo:hi] = np.sort(dest[lo:hi])
+        for i in range(lo + 1, hi):  # insertion sort: a group has a few destinations
+            v, m = dest[i], i - 1
+            while m >= lo and dest[m] > v:
+                dest[m + 1] = dest[m]
+                m -= 1
+            dest[m + 1] = v
+        j = g // h_count
+        for i in range(lo, hi):
+            dst = dest[i]
+            if i > lo and dst == dest[i - 1]:
+                continue
+            for e in range(hold_ptr[j], hold_ptr[j + 1]):
+                src = hold_worker[e]
+                if src != dst:
+                    out_g[rows], out_s[rows], out_d[rows] = g, src, dst
+                    out_k[rows] = hold_tokens[e]
+                    rows += 1
+    return out_g[:rows], out_s[:rows], out_d[:rows], out_k[:rows]
