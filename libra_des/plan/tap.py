@@ -618,8 +618,9 @@ def plan_pool(
     """TAP for one pool: tiles -> placement -> exchange plan -> AttentionPlan (timed).
 
     ``layout`` is ``cp, model, heads_split, block_size, packed_length`` (see build_tiles).
-    ``compiled``: placement by the compiled kernel (True), the Python reference (False) or as
-    :func:`place` decides from the pool's size (None); the placement is the same.
+    ``compiled``: placement and exchange rows by the compiled kernels (True), in plain Python
+    and numpy (False) or as :func:`place` decides from the pool's size (None); the plan is the
+    same.
     """
     if policy not in training_balancers.tap_users():
         raise InputError("policy", policy, " | ".join(training_balancers.tap_users()))
