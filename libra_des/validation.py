@@ -396,7 +396,7 @@ TRAINING_ONLY = {
     "workload": ("lengths", "packed_length", "expert_skew"),
     "memory": ("recompute", "keep_remote_kv", "check", "usable_fraction",
                "distributed_optimizer"),
-    "": ("fidelity", "steps", "comm_free", "attention_only"),
+    "": ("steps", "comm_free", "attention_only"),
 }
 
 

@@ -107,7 +107,6 @@ def test_bad_scenario_values_are_one_line(
 @pytest.mark.parametrize(
     ("setting", "needle"),
     [
-        ("fidelity=detailed", "fidelity"),
         ("parallelism.pp=4", "parallelism.pp"),
         ("workload.routing.profile_requests=1000000", "profile_requests"),
         ("workload.routing.trace=" + str(ROOT / "README.md"), "trace"),
