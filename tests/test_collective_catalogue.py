@@ -19,6 +19,7 @@ from libra_des.hardware.collective_catalogue import (
     FLAT_ALGORITHMS,
     SHAPES,
     Algorithm,
+    rail_rings,
     transfer_dag,
 )
 from libra_des.hardware.costs import CostModel
@@ -53,14 +54,17 @@ def depth(deps: list[list[int]]) -> int:
     return max(level, default=0)
 
 
+@pytest.mark.parametrize("gpus_per_node", [0, 2, 3], ids=lambda g: f"gpn{g}")
 @pytest.mark.parametrize("algorithm", WITH_DAG, ids=lambda a: f"{a.op}-{a.name}")
-def test_dag_moves_the_shape_volume_in_the_shape_steps(algorithm: Algorithm) -> None:
+def test_dag_moves_the_shape_volume_in_the_shape_steps(
+    algorithm: Algorithm, gpus_per_node: int
+) -> None:
     symmetric = algorithm.op not in ("broadcast", "send_recv")
     for n in group_sizes(algorithm):
         volume, steps = algorithm.shape(n)
         for size in SIZES:
             transfers, deps = transfer_dag(algorithm.op, algorithm.name, range(n), size,
-                                           chunks=1)
+                                           chunks=1, gpus_per_node=gpus_per_node)
             sent = sent_per_rank(transfers, n)
             assert sent.max() == pytest.approx(volume * size, rel=1e-12), (n, size)
             if symmetric:  # every rank is the busiest one
@@ -110,6 +114,29 @@ def test_flow_model_runs_the_algorithm_asked_for(op: str, algorithm: str) -> Non
     transfers, _ = transfer_dag(op, algorithm, range(n), size)
     assert net.flows_done == len(transfers)
     np.testing.assert_allclose(net.bytes_sent[:n], sent_per_rank(transfers, n))
+
+
+def test_rail_rings_leave_each_node_on_the_rail_they_enter_the_next() -> None:
+    orders = rail_rings([0, 1, 2, 3, 4, 5, 6, 7], 4)
+    assert orders[1] == [1, 2, 3, 0, 4, 7, 6, 5]  # node 1 walked backwards: 0 -> 4 same rail
+    for order in orders:
+        hops = list(zip(order, order[1:] + order[:1], strict=True))
+        assert all(a % 4 == b % 4 for a, b in hops if a // 4 != b // 4)
+    assert [o[0] % 4 for o in orders] == [0, 1, 2, 3]  # every rail carries one ring
+    assert rail_rings([0, 1, 2], 4) == [[0, 1, 2]] and rail_rings([0, 4, 8], 4) == [[0, 4, 8]]
+
+
+def test_ring_across_nodes_runs_at_the_nodes_nic_rate() -> None:
+    # Two rail-optimised nodes of 8 GPUs, one 50 GB/s NIC each: the eight rail rings move
+    # the all-gather at 8 NICs' rate, the alpha-beta ring's flat_rate (one ring: 1 NIC's).
+    topo = load_topology("h200-roce-railopt", {"nodes": 2})
+    env = simpy.Environment()
+    net = Network(env, topo)
+    size, n = 256 * MB, 16
+    env.run(net.collective("all_gather", list(range(n)), size))
+    alpha = topo.latency(topo.route(0, 8))
+    expected = (n - 1) / n * size / (8 * 50e9)
+    assert expected < env.now < expected + (n - 1) * alpha * 1.01
 
 
 def test_broadcast_algorithm_changes_the_root_load() -> None:

@@ -21,7 +21,11 @@ the transfers ``i`` waits for.
 
 DAGs (assumptions stated once): ring all_reduce is 2(n-1) steps of ``S/n`` to the next rank,
 ring all_gather and reduce_scatter n-1 such steps; in a ring, rank r starts step k+1 once its
-own step-k send is done and it has received step k from rank r-1 (the data it forwards).
+own step-k send is done and it has received step k from rank r-1 (the data it forwards). A
+group spanning nodes with the same number of members ``g`` on each runs ``g`` such rings in
+parallel on ``1/g`` of the data each (:func:`rail_rings`: one channel per rail, as NCCL opens
+one ring per NIC), which is the rate the alpha-beta ring assumes
+(:func:`~libra_des.hardware.collectives.flat_rate`).
 Ring broadcast is a pipelined chain (``chunks`` pieces forwarded rank to rank). Direct
 exchanges send every peer its share at once: all_to_all(v) ``send_bytes[i, j]`` from rank i
 to j (uniform ``S/n`` per pair without a matrix; the diagonal stays local), all_gather each
@@ -43,8 +47,8 @@ from libra_des.errors import InputError
 
 #: Transfers ``(src, dst, bytes)`` and, per transfer, the indices of those it waits for.
 Dag = tuple[list[tuple[int, int, float]], list[list[int]]]
-#: ``(ranks, nbytes, send_bytes, chunks) -> Dag``
-DagBuilder = Callable[[list[int], float, np.ndarray | None, int], Dag]
+#: ``(ranks, nbytes, send_bytes, chunks, gpus_per_node) -> Dag``
+DagBuilder = Callable[[list[int], float, np.ndarray | None, int, int], Dag]
 
 
 def log2_steps(n: int) -> int:
@@ -66,6 +70,50 @@ def ring(
         for k in range(steps)
         for r in range(n)
     ]
+    return transfers, deps
+
+
+def rail_rings(ranks: list[int], gpus_per_node: int) -> list[list[int]]:
+    """Orders of the parallel rings of a ring collective (module docstring).
+
+    Members are grouped by node (GPU ``r`` on node ``r // gpus_per_node``), nodes in order of
+    first appearance. Ring ``c`` walks each node's members starting at its ``c``-th, forwards
+    on even nodes and backwards on odd ones, so it leaves a node from the GPU whose rail it
+    enters the next node on (all but the closing hop of an odd number of nodes). A group
+    inside one node, or with uneven nodes, is one ring in the given order.
+    """
+    if gpus_per_node <= 0:
+        return [ranks]
+    nodes: dict[int, list[int]] = {}
+    for r in ranks:
+        nodes.setdefault(r // gpus_per_node, []).append(r)
+    blocks = list(nodes.values())
+    width = len(blocks[0])
+    if len(blocks) == 1 or width == 1 or any(len(b) != width for b in blocks):
+        return [ranks]
+    orders = []
+    for c in range(width):
+        order: list[int] = []
+        for k, block in enumerate(blocks):
+            forward = block[c:] + block[:c]
+            order += forward if k % 2 == 0 else forward[::-1]
+        orders.append(order)
+    return orders
+
+
+def rings(
+    orders: list[list[int]], nbytes: float, steps: int
+) -> tuple[list[tuple[int, int, float]], list[list[int]]]:
+    """Parallel rings, one per order, sharing ``nbytes`` equally (``nbytes/(n*rings)`` per
+    transfer)."""
+    transfers: list[tuple[int, int, float]] = []
+    deps: list[list[int]] = []
+    chunk = nbytes / (len(orders[0]) * len(orders))
+    for order in orders:
+        t, d = ring(order, chunk, steps)
+        first = len(transfers)
+        transfers += t
+        deps += [[j + first for j in before] for before in d]
     return transfers, deps
 
 
@@ -140,7 +188,7 @@ class Algorithm:
 
 
 def _ring_steps(steps: Callable[[int], int]) -> DagBuilder:
-    return lambda ranks, s, _m, _c: ring(ranks, s / len(ranks), steps(len(ranks)))
+    return lambda ranks, s, _m, _c, gpn: rings(rail_rings(ranks, gpn), s, steps(len(ranks)))
 
 
 #: Every flat algorithm, grouped by op in the order the cost model tries them (the first of an
@@ -150,26 +198,26 @@ CATALOGUE: tuple[Algorithm, ...] = (
               _ring_steps(lambda n: 2 * (n - 1))),
     Algorithm("all_reduce", "tree", lambda n: (2.0, 2 * log2_steps(n))),
     Algorithm("all_reduce", "direct", lambda n: (2 * part(n), 2),
-              lambda ranks, s, _m, _c: direct_all_reduce(ranks, s)),
+              lambda ranks, s, _m, _c, _g: direct_all_reduce(ranks, s)),
     Algorithm("all_reduce", "nvls", lambda n: (1.0, 2)),
     Algorithm("all_gather", "ring", lambda n: (part(n), n - 1), _ring_steps(lambda n: n - 1)),
     Algorithm("all_gather", "direct", lambda n: (part(n), 1),
-              lambda ranks, s, _m, _c: direct_pairs(ranks, s, None)),
+              lambda ranks, s, _m, _c, _g: direct_pairs(ranks, s, None)),
     Algorithm("all_gather", "nvls", lambda n: (part(n), 1)),
     Algorithm("reduce_scatter", "ring", lambda n: (part(n), n - 1),
               _ring_steps(lambda n: n - 1)),
     Algorithm("reduce_scatter", "direct", lambda n: (part(n), 1),
-              lambda ranks, s, _m, _c: direct_pairs(ranks, s, None)),
+              lambda ranks, s, _m, _c, _g: direct_pairs(ranks, s, None)),
     Algorithm("reduce_scatter", "nvls", lambda n: (part(n), 1)),
     Algorithm("broadcast", "ring", lambda n: (1.0, n - 1),
-              lambda ranks, s, _m, c: chain(ranks, s, c)),
+              lambda ranks, s, _m, c, _g: chain(ranks, s, c)),
     Algorithm("broadcast", "tree", lambda n: (2.0, log2_steps(n))),
     Algorithm("broadcast", "direct", lambda n: (float(n - 1), 1),
-              lambda ranks, s, _m, _c: root_fan_out(ranks, s)),
+              lambda ranks, s, _m, _c, _g: root_fan_out(ranks, s)),
     Algorithm("send_recv", "direct", lambda n: (1.0, 1),
-              lambda ranks, s, _m, _c: send_recv(ranks, s)),
+              lambda ranks, s, _m, _c, _g: send_recv(ranks, s)),
     Algorithm("all_to_all", "direct", lambda n: (part(n), 1),
-              lambda ranks, s, m, _c: direct_pairs(ranks, s, m)),
+              lambda ranks, s, m, _c, _g: direct_pairs(ranks, s, m)),
 )
 
 #: Every collective op, in catalogue order.
@@ -199,9 +247,11 @@ def transfer_dag(
     nbytes: float,
     send_bytes: np.ndarray | None = None,
     chunks: int | None = None,
+    gpus_per_node: int = 0,
 ) -> Dag:
     """The transfers of ``op`` run by ``algorithm`` over ``ranks`` (``ranks[0]`` is the root;
-    ``chunks`` pieces for a pipelined chain, one per rank by default)."""
+    ``chunks`` pieces for a pipelined chain, one per rank by default; ``gpus_per_node`` places
+    GPU ``r`` on node ``r // gpus_per_node`` for rail rings, 0: one node)."""
     if op not in OPS:
         raise InputError("op", op, " | ".join(OPS))
     entry = BY_KEY.get((op, algorithm))
@@ -210,4 +260,4 @@ def transfer_dag(
     members = list(ranks)
     if send_bytes is not None and op != "all_to_all":
         raise InputError("send_bytes", "a matrix", f"only for all_to_all (got {op})")
-    return entry.dag(members, float(nbytes), send_bytes, chunks or len(members))
+    return entry.dag(members, float(nbytes), send_bytes, chunks or len(members), gpus_per_node)

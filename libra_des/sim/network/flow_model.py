@@ -337,7 +337,7 @@ class Network:
         """The transfers of a collective and, for each, the transfers it waits for (the
         catalogue's DAG of ``algorithm``, the op's default when None)."""
         return transfer_dag(op, algorithm or DEFAULT_ALGORITHM[op], ranks, nbytes, send_bytes,
-                            chunks)
+                            chunks, self.topology.gpus_per_node)
 
     def receive(self, dst: int, sources: Sequence[tuple[int, float]]) -> simpy.Event:
         """GPU ``dst`` pulls ``bytes`` from each ``(src, bytes)`` at once; fires when all are in."""
