@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from libra_des.config import SCENARIO_KINDS
 from libra_des.errors import InputError
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from libra_des.config import Scenario, ScenarioBase
     from libra_des.preflight import Estimate
 
-#: The modules that register the shipped kinds, in the order ``kind`` lists them.
+#: The modules that register the shipped kinds.
 BUILTIN = ("libra_des.kinds.training", "libra_des.kinds.moe")
 
 #: (scenario, seeded generator, wall-clock start, progress bar, want a trace, trace ranks)
@@ -85,14 +86,17 @@ class Registry:
                 importlib.import_module(module)
 
     def names(self) -> tuple[str, ...]:
+        """Registered kinds in the config's order (``SCENARIO_KINDS``), whatever the order
+        their modules were imported in."""
         self._load()
-        return tuple(self._by_name)
+        order = {name: i for i, name in enumerate(SCENARIO_KINDS)}
+        return tuple(sorted(self._by_name, key=lambda n: order.get(n, len(order))))
 
     def get(self, name: Any) -> ScenarioKind:
         """The kind called ``name`` (a scenario's or a result's ``kind``); else bad input."""
         self._load()
         if not isinstance(name, str) or name not in self._by_name:
-            raise InputError("kind", name, " | ".join(self._by_name))
+            raise InputError("kind", name, " | ".join(self.names()))
         return self._by_name[name]
 
 
