@@ -264,10 +264,11 @@ class MoeParallelism(Frozen):
 class TrainingBalancerSpec(Frozen):
     """A training balancer's section: the policy (``training_balancers``) and its knobs.
 
-    One model serves every shipped balancer: the shipped scenarios set TAP's knobs and sweep
-    ``balancer.policy`` over all four balancers by ``--set``, so a knob another balancer does
-    not read must stay valid. A balancer that reads knobs of its own declares a subclass as
-    its ``config`` (:class:`~libra_des.training_balancers.TrainingBalancer`).
+    The knobs here are shared by every balancer: the shipped scenarios set TAP's knobs and
+    sweep ``balancer.policy`` over all four balancers by ``--set``, so a knob another
+    balancer does not read must stay valid. A balancer that reads knobs of its own declares a
+    subclass as its ``config`` (:class:`~libra_des.training_balancers.TrainingBalancer`;
+    WLB-LLM's ``wlb_defer_outliers``), and the section is validated with it.
     """
 
     policy: str = "libra"
@@ -280,7 +281,6 @@ class TrainingBalancerSpec(Frozen):
     chunks: int = Field(default=4, gt=0)
     vrsp: bool = True
     pipeliner: bool = True
-    wlb_defer_outliers: bool = False
 
     @field_validator("heads_split", "block_size", mode="before")
     @classmethod
@@ -615,11 +615,24 @@ def key_kinds(dotted: str) -> list[str]:
     return out
 
 
+def key_balancers(dotted: str) -> list[str]:
+    """The training balancers whose own config model has the ``balancer.*`` key."""
+    section, _, name = dotted.partition(".")
+    if section != "balancer":
+        return []
+    return [b for b in training_balancers.names()
+            if name in getattr(training_balancers.config_of(b), "model_fields", {})]
+
+
 def unknown_key(dotted: str, kind: str | None) -> str:
-    """Why a key is refused: unknown anywhere, or read only by another scenario kind."""
+    """Why a key is refused: unknown anywhere, or read only by another scenario kind or
+    another training balancer."""
     owners = key_kinds(dotted) if kind is not None else []
     if owners:
         return f"no such key for kind={kind} (only kind={' | '.join(owners)} reads it)"
+    readers = key_balancers(dotted) if kind is not None else []
+    if readers:
+        return f"no such key for this balancer.policy (only {' | '.join(readers)} reads it)"
     return "no such key (unknown key)"
 
 

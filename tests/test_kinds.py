@@ -160,3 +160,14 @@ def test_a_balancer_validates_its_section_with_its_own_model(
     with pytest.raises(InputError) as err:
         load_scenario(base, ["balancer.policy=ulysses", "balancer.lookahead_windows=0.5"])
     assert err.value.field == "balancer.lookahead_windows"
+
+
+def test_wlb_llm_reads_its_own_knob_and_no_other_balancer_does() -> None:
+    base = ROOT / "scenarios" / "quickstart.yaml"
+    sc = load_scenario(base, ["balancer.policy=wlb_llm", "balancer.wlb_defer_outliers=true"])
+    assert sc.model_dump()["balancer"]["wlb_defer_outliers"] is True
+    for policy in ("libra", "ulysses", "distca"):
+        with pytest.raises(InputError) as err:
+            load_scenario(base, [f"balancer.policy={policy}", "balancer.wlb_defer_outliers=false"])
+        assert err.value.field == "balancer.wlb_defer_outliers"
+        assert "only wlb_llm reads it" in err.value.allowed
