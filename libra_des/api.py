@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from libra_des import config
 from libra_des.config import Scenario, ScenarioBase
 from libra_des.errors import InputError
+from libra_des.identity import portable_paths
 from libra_des.validation import MAX_TOKENS
 
 if TYPE_CHECKING:
@@ -133,7 +134,9 @@ def load_scenario(
         return config.load_scenario(Path(scenario), texts)
     if not texts:
         return scenario
-    data = config.scenario_dict(scenario)
+    # The keys the scenario set, not every default: a knob only its balancer reads (e.g.
+    # WLB-LLM's) must not follow the scenario into another ``balancer.policy``.
+    data = dict(portable_paths(scenario.model_dump(mode="json", exclude_unset=True)))
     for text in texts:
         data = config.elaborate(config.apply_overrides(data, [text]), Path.cwd())
     return config.validate_scenario(data)

@@ -171,3 +171,17 @@ def test_wlb_llm_reads_its_own_knob_and_no_other_balancer_does() -> None:
             load_scenario(base, [f"balancer.policy={policy}", "balancer.wlb_defer_outliers=false"])
         assert err.value.field == "balancer.wlb_defer_outliers"
         assert "only wlb_llm reads it" in err.value.allowed
+
+
+def test_a_scenario_object_changes_balancer_through_the_api() -> None:
+    """Re-scoping an object keeps what it set, not the defaults of its balancer's own model."""
+    from libra_des.api import load_scenario as api_load
+
+    base = ROOT / "scenarios" / "quickstart.yaml"
+    wlb = api_load(base, ["balancer.policy=wlb_llm"])
+    libra = api_load(wlb, {"balancer.policy": "libra", "seed": 3})
+    assert libra == api_load(base, {"seed": 3})
+    deferring = api_load(wlb, {"balancer.wlb_defer_outliers": True})
+    with pytest.raises(InputError) as err:
+        api_load(deferring, {"balancer.policy": "libra"})
+    assert err.value.field == "balancer.wlb_defer_outliers"
