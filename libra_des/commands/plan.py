@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,7 @@ from libra_des.config import (
     load_scenario,
     load_workload,
     read_yaml,
+    require_training,
     resolve_path,
     validate,
 )
@@ -149,9 +150,8 @@ def settings_from_args(args: argparse.Namespace) -> PlanSettings:
         "gbs": 128, "cp": None, "pool": 8, "heads": 1, "block": 16_384, "seed": 0, "slack": 0.03,
     }
     if args.scenario:
-        sc = load_scenario(args.scenario, args.set)
-        if sc.kind != "training":
-            raise InputError("kind", sc.kind, "training (plan replays training planners)")
+        sc = require_training(load_scenario(args.scenario, args.set),
+                              "plan replays training planners")
         workload, model = sc.workload, sc.model
         bal, par = sc.balancer, sc.parallelism
         # ``auto`` knobs are chosen per run (see --tap); the table then shows H 1, B 16K.
@@ -234,12 +234,19 @@ def wlb_window(s: PlanSettings, batch: PackedBatch, pool_size: int) -> GroupedWi
     return GroupedWindow(packed, grouping, time.perf_counter() - began)
 
 
+#: ``--policy`` names that re-pack the window before grouping it (a balancer's own packer).
+REPACKERS: Mapping[str, Callable[[PlanSettings, PackedBatch, int], GroupedWindow]] = {
+    "wlb_llm": wlb_window,
+}
+
+
 def group_windows(
     s: PlanSettings, windows: Sequence[PackedBatch], policy: str, pool_size: int
 ) -> list[GroupedWindow]:
     """Group every window; the grouping RNG restarts from the seed for each (policy, P)."""
-    if policy == "wlb_llm":
-        return [wlb_window(s, b, pool_size) for b in windows]
+    repack = REPACKERS.get(policy)
+    if repack is not None:
+        return [repack(s, b, pool_size) for b in windows]
     rng = np.random.default_rng(np.random.SeedSequence(s.seed).spawn(2)[1])
     out = []
     for batch in windows:

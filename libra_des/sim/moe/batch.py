@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from libra_des.config import ROOT, RoutingSpec, Scenario, resolve_path
+from libra_des.config import ROOT, RoutingSpec, resolve_path
+from libra_des.config import MoeScenario as Scenario
 from libra_des.errors import InputError
 from libra_des.hardware.variance import VarianceModel
 from libra_des.plan.moe import MoeLayerPlan, MoeSetup, rebalance_experts, static_home
@@ -24,7 +25,12 @@ from libra_des.sim.moe.costs import BatchShape, LayerCosts
 from libra_des.sim.moe.cpu import LINA_LOOKUP_PER_TOKEN_S
 from libra_des.sim.moe.layer import SharedLink, Stage, critical_exposure, launch, stage_spans
 from libra_des.sim.moe.setup import batch_lengths, expert_bytes
-from libra_des.workload.predictors import Predictor, make_predictor, topk_agreement
+from libra_des.workload.predictors import (
+    Predictor,
+    make_predictor,
+    predictor_kind,
+    topk_agreement,
+)
 from libra_des.workload.routing import (
     RouterModel,
     RoutingTrace,
@@ -63,8 +69,8 @@ class Wiring:
             policy=bal.policy,
             predictor=predictor,
             allgather=dispatch == "allgather",
-            gpu_predict=predictor is not None and predictor != "lina",
-            cpu_predict=predictor == "lina",
+            gpu_predict=predictor is not None and not predictor_kind(predictor).on_cpu,
+            cpu_predict=predictor is not None and predictor_kind(predictor).on_cpu,
             prefetch=caps.prefetch,
             fetch=caps.fetch,
             cpu_plan=caps.cpu_plan,
@@ -122,7 +128,8 @@ class BatchPlanner:
             router = RouterModel.build(m.name, m.experts, moe_layers, m.top_k, spec)
         wiring = Wiring.of(scenario)
         static = moe_system(bal.policy).capabilities.replication == "static"
-        needs_profile = static or wiring.predictor == "lina"
+        needs_profile = static or (wiring.predictor is not None
+                                   and predictor_kind(wiring.predictor).needs_profile)
         profile = profile_trace(scenario, router, source, rng, needs_profile)
         predictor = None
         if wiring.predictor is not None:

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 from rich.progress import Progress
 
-from libra_des.config import Scenario
+from libra_des.config import MoeScenario as Scenario
 from libra_des.hardware.communication import tier_keys
 from libra_des.hardware.costs import CostModel
 from libra_des.hardware.profile import load_profile
