@@ -51,6 +51,8 @@ from libra_des.hardware.levels import (
     LeafLevel,
     LevelSpec,
     Network,
+    NVSwitchLevel,
+    PcieLevel,
     Tier,
     grow_tiers,
     leaf_name,
@@ -120,7 +122,7 @@ class TopologySpec(Frozen):
     @property
     def domain(self) -> Domain:
         level = self.levels[0]
-        assert not isinstance(level, LeafLevel | Network)  # level_order_error checked it
+        assert isinstance(level, NVSwitchLevel | PcieLevel)  # level_order_error checked it
         return level
 
     @property
