@@ -16,7 +16,7 @@ from libra_des.errors import InputError
 from libra_des.hardware.communication import Communication
 from libra_des.hardware.hierarchy import bytes_per_rank, decompose, level_ranks
 from libra_des.hardware.profile import load_profile
-from libra_des.hardware.topology import load_topology, read_spec
+from libra_des.hardware.topology import load_topology, read_spec, shipped_topologies
 from libra_des.simulation import simulate
 
 NIC = 50e9  # 400 Gb/s per port in the shipped files
@@ -154,9 +154,12 @@ def test_multilevel_is_never_chosen_automatically() -> None:
         comm.collective("all_to_all", 1e9, 1024, 8, algorithm="multilevel")
 
 
+def test_every_shipped_topology_is_a_level_list() -> None:
+    for name in shipped_topologies():
+        assert "levels" in read_spec(name), name
+
+
 def test_shipped_gb200_rack_is_one_72_gpu_nvlink_domain() -> None:
-    spec = read_spec("gb200-nvl72")
-    assert "levels" in spec, "shipped in the level form"
     topo = load_topology("gb200-nvl72")
     fabric = topo.fabric()
     assert (fabric.gpus_per_node, fabric.intra_bw, fabric.nvls) == (72, 900e9, True)
