@@ -333,6 +333,21 @@ LIMITS: dict[str, dict[str, tuple[float, str]]] = {
     },
     "PcieSpec": {"switches": (1024, "PCIe switches per node")},
     "NicSpec": {"count": (1024, "NICs per node")},
+    "TwoLevelTopologySpec": {
+        "nodes": (MAX_GPUS, "nodes of the largest supported cluster"),
+        "gpus_per_node": (1024, "GPUs per node"),
+    },
+    "DomainLevel": {"nics": (1024, "NICs per node")},
+    "PcieLevel": {"switches": (1024, "PCIe switches per node")},
+    "NetworkLevel": {
+        "fan_out": (MAX_GPUS, "units of the level below"),
+        "oversubscription": (1024.0, "an oversubscription ratio"),
+        "latency": (1.0, "seconds per hop"),
+    },
+    "NVSwitchLevel": {"bandwidth": (1e15, "bytes/s per link (1 PB/s)"), "latency": (1.0, "s")},
+    "LeafLevel": {"bandwidth": (1e15, "bytes/s per link (1 PB/s)")},
+    "SwitchLevel": {"bandwidth": (1e15, "bytes/s per link (1 PB/s)"),
+                    "count": (65_536, "switches per unit")},
     "NetworkSpec": {
         "nodes_per_leaf": (MAX_GPUS, "nodes per leaf switch"),
         "spines": (65_536, "spine switches"),
@@ -360,7 +375,10 @@ LIMITS: dict[str, dict[str, tuple[float, str]]] = {
     "GemmShape": {"m": (1 << 24, "rows"), "n": (1 << 24, "columns"), "k": (1 << 24, "depth")},
 }
 #: Products of fields with a joint bound: class -> (fields, maximum, what).
-PRODUCTS = {"TopologySpec": (("nodes", "gpus_per_node"), MAX_GPUS, "GPUs in the topology")}
+PRODUCTS = {
+    name: (("nodes", "gpus_per_node"), MAX_GPUS, "GPUs in the topology")
+    for name in ("TopologySpec", "TwoLevelTopologySpec")
+}
 
 
 def check_limits(obj: Any) -> None:

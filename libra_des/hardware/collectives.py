@@ -21,7 +21,8 @@ Per-algorithm volumes and steps for ``n`` ranks and size ``S`` (assumptions stat
   reduce_scatter then all_gather; broadcast makes the root send (n-1) S; send_recv sends S.
 - nvls (NVLink SHARP, in-switch reduction and multicast): all_reduce sends S and receives S
   per rank in 2 steps, all_gather / reduce_scatter (n-1)/n S in 1 step.
-- hierarchical is composed from these phases by the cost model (intra, inter, intra).
+- hierarchical is composed from these phases by the cost model (intra, inter, intra);
+  multilevel likewise over every switch level (hierarchy.py).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from libra_des.errors import InputError
 from libra_des.hardware.fabric import Fabric
 from libra_des.hardware.profile import COLLECTIVE_OPS, Piece
 
-ALGORITHMS = ("ring", "tree", "direct", "hierarchical", "nvls")
+ALGORITHMS = ("ring", "tree", "direct", "hierarchical", "nvls", "multilevel")
 
 #: Flat (single-level) algorithms each op supports; ``hierarchical`` is added across nodes.
 FLAT_ALGORITHMS: dict[str, tuple[str, ...]] = {
