@@ -20,7 +20,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from libra_des.config import Scenario
+from libra_des import kinds
+from libra_des.config import MoeScenario, Scenario, TrainingScenario
 from libra_des.errors import InputError
 from libra_des.plan.step import pool_size_of
 from libra_des.plan.tap_autotune import MIN_BLOCK
@@ -42,7 +43,7 @@ class Estimate:
         return f"about {self.bytes / 1e9:.3g} GB and {self.seconds / 60:.3g} min"
 
 
-def mean_sample_tokens(sc: Scenario) -> float:
+def mean_sample_tokens(sc: TrainingScenario) -> float:
     """A low guess of the mean raw sample length (low -> more samples -> conservative)."""
     dist = sc.workload.lengths
     if dist is None:
@@ -53,7 +54,7 @@ def mean_sample_tokens(sc: Scenario) -> float:
     return max(guess, float(dist.min), 1.0)
 
 
-def training_estimate(sc: Scenario) -> Estimate:
+def training_estimate(sc: TrainingScenario) -> Estimate:
     par = sc.parallelism
     workers = pool_size_of(sc) * par.cp  # W: one pool's lockstep workers
     samples = par.gbs * sc.workload.packed_length / mean_sample_tokens(sc)
@@ -73,7 +74,7 @@ def training_estimate(sc: Scenario) -> Estimate:
     return Estimate(memory, 3.0 + per_step_s * sc.steps)
 
 
-def moe_estimate(sc: Scenario) -> Estimate:
+def moe_estimate(sc: MoeScenario) -> Estimate:
     m, w = sc.model, sc.workload
     moe_layers = max(m.layers - m.dense_layers, 1)
     tokens = w.batch * w.seq_len
@@ -92,7 +93,8 @@ def moe_estimate(sc: Scenario) -> Estimate:
 
 
 def estimate(sc: Scenario) -> Estimate:
-    return training_estimate(sc) if sc.kind == "training" else moe_estimate(sc)
+    """The scenario kind's estimate (:mod:`libra_des.kinds`)."""
+    return kinds.kind_of(sc).estimate(sc)
 
 
 def available_bytes() -> float:
@@ -127,7 +129,7 @@ def check_feasible(sc: Scenario, flag: str = "--no-preflight") -> Estimate:
 # ----------------------------------------------------------------------------- traces
 
 
-def pipeline_entities(sc: Scenario) -> int:
+def pipeline_entities(sc: TrainingScenario) -> int:
     """Rank groups a training trace can show (pipeline entities: pools or replicas)."""
     return max(sc.parallelism.dp // pool_size_of(sc), 1)
 
@@ -142,9 +144,13 @@ def trace_ranks(
     """
     if text is not None and not want_trace:
         raise InputError("--trace-ranks", text, "only together with --trace")
-    if sc.kind != "training":
-        moe_trace_check(sc, want_trace, text)
-        return None
+    return kinds.kind_of(sc).trace_ranks(sc, want_trace, text, parsed)
+
+
+def training_trace_ranks(
+    sc: TrainingScenario, want_trace: bool, text: str | None, parsed: list[int] | None
+) -> list[int] | None:
+    """Rank groups of a training trace: within the scenario's pipeline entities, bounded."""
     ranks = None
     if text is not None and parsed is not None:
         count = pipeline_entities(sc)
@@ -163,7 +169,9 @@ def trace_ranks(
     return ranks
 
 
-def moe_trace_check(sc: Scenario, want_trace: bool, text: str | None) -> None:
+def moe_trace_ranks(
+    sc: MoeScenario, want_trace: bool, text: str | None, _parsed: list[int] | None
+) -> None:
     """An MoE trace shows every GPU of the EP group; bound its size like a training one's."""
     if text is not None:
         raise InputError("--trace-ranks", text,

@@ -21,7 +21,8 @@ Per-algorithm volumes and steps for ``n`` ranks and size ``S`` (assumptions stat
   reduce_scatter then all_gather; broadcast makes the root send (n-1) S; send_recv sends S.
 - nvls (NVLink SHARP, in-switch reduction and multicast): all_reduce sends S and receives S
   per rank in 2 steps, all_gather / reduce_scatter (n-1)/n S in 1 step.
-- hierarchical is composed from these phases by the cost model (intra, inter, intra).
+- hierarchical is composed from these phases by the cost model (intra, inter, intra);
+  multilevel likewise over every switch level (hierarchy.py).
 
 The shapes are defined, beside each algorithm's transfer DAG, in
 :mod:`libra_des.hardware.collective_catalogue`; their names stay importable from here.
@@ -45,7 +46,7 @@ from libra_des.hardware.collective_catalogue import part as part
 from libra_des.hardware.fabric import Fabric
 from libra_des.hardware.profile import COLLECTIVE_OPS, Piece
 
-ALGORITHMS = ("ring", "tree", "direct", "hierarchical", "nvls")
+ALGORITHMS = ("ring", "tree", "direct", "hierarchical", "nvls", "multilevel")
 
 #: Share of a NIC's line rate NCCL moves between nodes with large messages, used where a
 #: profile has no inter-node measurement (datasheet tier). Public evidence (numbers and links in
@@ -66,7 +67,7 @@ NET_P2P_LATENCY = 24e-6
 
 def check_op(op: str) -> str:
     if op not in COLLECTIVE_OPS:
-        raise InputError("--op", op, " | ".join(COLLECTIVE_OPS))
+        raise InputError("op", op, " | ".join(COLLECTIVE_OPS))
     return op
 
 
@@ -75,7 +76,7 @@ def phase_shape(op: str, algorithm: str, n: int, size: np.ndarray) -> tuple[np.n
     s = np.asarray(size, dtype=np.float64)
     if (op, algorithm) not in SHAPES:
         allowed = " | ".join(FLAT_ALGORITHMS.get(op, ()))
-        raise InputError("--algorithm", algorithm, f"{allowed} (for {op})")
+        raise InputError("algorithm", algorithm, f"{allowed} (for {op})")
     if n <= 1:
         return np.zeros_like(s), 0
     factor, steps = SHAPES[(op, algorithm)](n)

@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from libra_des.config import ROOT, RoutingSpec, Scenario, resolve_path
+from libra_des.config import ROOT, RoutingSpec, resolve_path
+from libra_des.config import MoeScenario as Scenario
 from libra_des.errors import InputError
 from libra_des.hardware.variance import VarianceModel
 from libra_des.plan.moe import MoeLayerPlan, MoeSetup, rebalance_experts, static_home
@@ -25,7 +26,12 @@ from libra_des.sim.moe.cpu import LINA_LOOKUP_PER_TOKEN_S
 from libra_des.sim.moe.layer import Stage, critical_exposure, launch, stage_spans
 from libra_des.sim.moe.setup import batch_lengths, expert_bytes
 from libra_des.sim.network.model import NetworkModel
-from libra_des.workload.predictors import Predictor, make_predictor, topk_agreement
+from libra_des.workload.predictors import (
+    Predictor,
+    make_predictor,
+    predictor_kind,
+    topk_agreement,
+)
 from libra_des.workload.routing import (
     RouterModel,
     RoutingTrace,
@@ -64,8 +70,8 @@ class Wiring:
             policy=bal.policy,
             predictor=predictor,
             allgather=dispatch == "allgather",
-            gpu_predict=predictor is not None and predictor != "lina",
-            cpu_predict=predictor == "lina",
+            gpu_predict=predictor is not None and not predictor_kind(predictor).on_cpu,
+            cpu_predict=predictor is not None and predictor_kind(predictor).on_cpu,
             prefetch=caps.prefetch,
             fetch=caps.fetch,
             cpu_plan=caps.cpu_plan,
@@ -123,7 +129,8 @@ class BatchPlanner:
             router = RouterModel.build(m.name, m.experts, moe_layers, m.top_k, spec)
         wiring = Wiring.of(scenario)
         static = moe_system(bal.policy).capabilities.replication == "static"
-        needs_profile = static or wiring.predictor == "lina"
+        needs_profile = static or (wiring.predictor is not None
+                                   and predictor_kind(wiring.predictor).needs_profile)
         profile = profile_trace(scenario, router, source, rng, needs_profile)
         predictor = None
         if wiring.predictor is not None:
@@ -205,7 +212,7 @@ class LayerRecord:
     seconds: float
     exposed: dict[str, float]
     span: dict[str, float]
-    imbalance: float
+    load_ratio: float  # R = max / mean GPU load
     accuracy: float | None
     replicas: int
     wasted: int
@@ -340,7 +347,7 @@ def layer_record(
         seconds=seconds,
         exposed=exposed,
         span=stage_spans(stages, start),
-        imbalance=plan.imbalance,
+        load_ratio=plan.load_ratio,
         accuracy=accuracy,
         replicas=plan.replica_count,
         wasted=plan.wasted_replicas,

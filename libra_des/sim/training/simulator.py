@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import simpy
 
-from libra_des.config import Scenario
+from libra_des.config import TrainingScenario as Scenario
 from libra_des.errors import CheckError, InputError
 from libra_des.hardware.costs import CostModel
 from libra_des.hardware.profile import load_profile
