@@ -376,6 +376,11 @@ class ScenarioBase(Frozen):
     profile: str | dict[str, Any] | None = None
     model: ModelSpec
     variance: VarianceSpec = VarianceSpec()
+    #: Network model (``sim/network/model.py``): ``fast`` the alpha-beta cost model (training
+    #: folds its times into op durations, MoE runs them on shared per-GPU ports), ``detailed``
+    #: flows on the topology (training's attention exchange and hand-offs, MoE's dispatch,
+    #: combine and replica copies).
+    fidelity: Literal["fast", "detailed"] = "fast"
     name: str = "scenario"
 
     @model_validator(mode="after")
@@ -391,7 +396,8 @@ class ScenarioBase(Frozen):
 
     def tags(self) -> dict[str, Any]:
         """What a trace's metadata says about the scenario."""
-        return {"scenario": self.name, "seed": self.seed, "kind": self.kind}
+        return {"scenario": self.name, "seed": self.seed, "kind": self.kind,
+                "fidelity": self.fidelity}
 
 
 class TrainingScenario(ScenarioBase):
@@ -404,7 +410,6 @@ class TrainingScenario(ScenarioBase):
     # SerializeAsAny: a balancer's own config subclass dumps its own knobs too.
     balancer: SerializeAsAny[TrainingBalancerSpec] = TrainingBalancerSpec()
     memory: MemorySpec = MemorySpec()
-    fidelity: Literal["fast", "detailed"] = "fast"
     comm_free: bool = False
     attention_only: bool = False
 
@@ -434,7 +439,7 @@ class TrainingScenario(ScenarioBase):
         return self.parallelism.gpus
 
     def tags(self) -> dict[str, Any]:
-        return {**super().tags(), "fidelity": self.fidelity, "policy": self.balancer.policy}
+        return {**super().tags(), "policy": self.balancer.policy}
 
 
 class MoeScenario(ScenarioBase):
@@ -444,9 +449,6 @@ class MoeScenario(ScenarioBase):
     workload: MoeWorkload
     parallelism: MoeParallelism = MoeParallelism()
     balancer: MoeBalancerSpec = MoeBalancerSpec()
-    #: Network model of dispatch, combine and replica copies (``sim/moe/simulator.py``):
-    #: ``fast`` alpha-beta times on shared per-GPU ports, ``detailed`` flows on the topology.
-    fidelity: Literal["fast", "detailed"] = "fast"
 
     @model_validator(mode="after")
     def _check(self) -> MoeScenario:
