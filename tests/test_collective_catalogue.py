@@ -14,6 +14,7 @@ from libra_des.errors import InputError
 from libra_des.hardware import collectives
 from libra_des.hardware.collective_catalogue import (
     CATALOGUE,
+    COMPOSED_OPS,
     DAG_ALGORITHMS,
     DEFAULT_ALGORITHM,
     FLAT_ALGORITHMS,
@@ -23,6 +24,7 @@ from libra_des.hardware.collective_catalogue import (
     transfer_dag,
 )
 from libra_des.hardware.costs import CostModel
+from libra_des.hardware.hierarchy import bytes_per_rank, decompose, level_ranks
 from libra_des.hardware.profile import load_profile
 from libra_des.hardware.topology import load_topology
 from libra_des.sim.moe.layer import SharedLink
@@ -189,3 +191,41 @@ def test_analytic_ports_share_a_gpu_link(cost: CostModel) -> None:
 
     assert analytic(cost, False, two) == pytest.approx(solo)  # no ports: no contention
     assert analytic(cost, True, two) == pytest.approx(2 * solo)  # GPUs 2, 3 serve both
+
+
+@pytest.mark.parametrize("op", COMPOSED_OPS)
+@pytest.mark.parametrize(("topology", "nodes", "per_node", "algorithm"), [
+    ("h200-roce-railopt", 4, 8, "hierarchical"),  # node, network
+    ("h100-ib-3tier", 32, 1, "multilevel"),  # leaf groups of 16 nodes, then the spines
+    ("h100-ib-3tier", 4, 2, "multilevel"),
+])
+def test_composed_collectives_move_the_level_steps_bytes(
+    op: str, topology: str, nodes: int, per_node: int, algorithm: str
+) -> None:
+    topo = load_topology(topology, {"nodes": nodes})
+    gpus = [node * topo.gpus_per_node + i for node in range(nodes) for i in range(per_node)]
+    env = simpy.Environment()
+    net = Network(env, topo)
+    size = 64 * MB
+    env.run(net.collective(op, gpus, size, algorithm=algorithm))
+    steps = decompose(op, level_ranks(topo.fabric(), len(gpus), per_node,
+                                      algorithm == "multilevel"))
+    busiest = bytes_per_rank(steps, size)
+    assert net.bytes_sent[gpus].max() == pytest.approx(busiest, rel=1e-12)
+    assert net.bytes_received.sum() == pytest.approx(net.bytes_sent.sum(), rel=1e-12)
+    n = len(gpus)
+    if op == "all_reduce":  # the same bytes as one flat ring (hierarchy.py's telescoping sum)
+        assert busiest == pytest.approx(2 * (n - 1) / n * size, rel=1e-12)
+        np.testing.assert_allclose(net.bytes_sent[gpus], busiest, rtol=1e-12)
+
+
+def test_composed_collectives_need_whole_nodes() -> None:
+    with pytest.raises(InputError, match="every node"):
+        flow_run_on("h200-roce-railopt", [0, 1, 8], "hierarchical")
+
+
+def flow_run_on(topology: str, gpus: list[int], algorithm: str) -> Network:
+    env = simpy.Environment()
+    net = Network(env, load_topology(topology, {"nodes": 2}))
+    env.run(net.collective("all_reduce", gpus, MB, algorithm=algorithm))
+    return net

@@ -26,7 +26,8 @@ group spanning nodes with the same number of members ``g`` on each runs ``g`` su
 parallel on ``1/g`` of the data each (:func:`rail_rings`: one channel per rail, as NCCL opens
 one ring per NIC), which is the rate the alpha-beta ring assumes
 (:func:`~libra_des.hardware.collectives.flat_rate`).
-Ring broadcast is a pipelined chain (``chunks`` pieces forwarded rank to rank). Direct
+Ring broadcast is a pipelined chain (``chunks`` pieces forwarded rank to rank; across nodes
+one per rail ring, each from the root on its share of the buffer). Direct
 exchanges send every peer its share at once: all_to_all(v) ``send_bytes[i, j]`` from rank i
 to j (uniform ``S/n`` per pair without a matrix; the diagonal stays local), all_gather each
 rank's ``S/n`` shard to every peer, reduce_scatter every peer's ``S/n`` shard to it, all_reduce
@@ -44,6 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from libra_des.errors import InputError
+from libra_des.hardware.hierarchy import Step
 
 #: Transfers ``(src, dst, bytes)`` and, per transfer, the indices of those it waits for.
 Dag = tuple[list[tuple[int, int, float]], list[list[int]]]
@@ -101,20 +103,31 @@ def rail_rings(ranks: list[int], gpus_per_node: int) -> list[list[int]]:
     return orders
 
 
-def rings(
-    orders: list[list[int]], nbytes: float, steps: int
-) -> tuple[list[tuple[int, int, float]], list[list[int]]]:
-    """Parallel rings, one per order, sharing ``nbytes`` equally (``nbytes/(n*rings)`` per
-    transfer)."""
+def parallel(dags: list[Dag]) -> Dag:
+    """Independent DAGs side by side (indices renumbered)."""
     transfers: list[tuple[int, int, float]] = []
     deps: list[list[int]] = []
-    chunk = nbytes / (len(orders[0]) * len(orders))
-    for order in orders:
-        t, d = ring(order, chunk, steps)
+    for t, d in dags:
         first = len(transfers)
         transfers += t
         deps += [[j + first for j in before] for before in d]
     return transfers, deps
+
+
+def rings(orders: list[list[int]], nbytes: float, steps: int) -> Dag:
+    """Parallel rings, one per order, sharing ``nbytes`` equally (``nbytes/(n*rings)`` per
+    transfer)."""
+    chunk = nbytes / (len(orders[0]) * len(orders))
+    return parallel([ring(order, chunk, steps) for order in orders])
+
+
+def chains(orders: list[list[int]], root: int, nbytes: float, chunks: int) -> Dag:
+    """Parallel pipelined chains from ``root``, one along each ring order (rotated to start
+    at the root), each carrying ``1/len(orders)`` of the buffer."""
+    share = nbytes / len(orders)
+    starts = [order.index(root) for order in orders]
+    return parallel([chain(order[i:] + order[:i], share, chunks)
+                     for order, i in zip(orders, starts, strict=True)])
 
 
 def chain(
@@ -210,7 +223,7 @@ CATALOGUE: tuple[Algorithm, ...] = (
               lambda ranks, s, _m, _c, _g: direct_pairs(ranks, s, None)),
     Algorithm("reduce_scatter", "nvls", lambda n: (part(n), 1)),
     Algorithm("broadcast", "ring", lambda n: (1.0, n - 1),
-              lambda ranks, s, _m, c, _g: chain(ranks, s, c)),
+              lambda ranks, s, _m, c, gpn: chains(rail_rings(ranks, gpn), ranks[0], s, c)),
     Algorithm("broadcast", "tree", lambda n: (2.0, log2_steps(n))),
     Algorithm("broadcast", "direct", lambda n: (float(n - 1), 1),
               lambda ranks, s, _m, _c, _g: root_fan_out(ranks, s)),
@@ -238,6 +251,69 @@ DEFAULT_ALGORITHM = {op: algs[0] for op, algs in FLAT_ALGORITHMS.items()}
 DAG_ALGORITHMS: dict[str, tuple[str, ...]] = {
     op: tuple(a.name for a in CATALOGUE if a.op == op and a.dag is not None) for op in OPS
 }
+
+
+#: Collectives composed over the fabric's levels (:mod:`libra_des.hardware.hierarchy`): node
+#: and network (NCCL's ``hierarchical``) or every switch level (``multilevel``).
+COMPOSED = ("hierarchical", "multilevel")
+COMPOSED_OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
+
+
+def composed_dag(ranks: list[int], nbytes: float, steps: Sequence[Step], radices: list[int]) -> Dag:
+    """A collective decomposed over levels as the flat rings (chains for broadcast) of its
+    steps, run one after another: a rank starts a step once its own transfers of the previous
+    step are done. ``radices[l]`` members of level ``l`` per unit of level ``l + 1``, ranks
+    packed level 0 first (``ranks[i]``'s coordinate at level l is ``i // prod(radices[:l]) %
+    radices[l]``). Level 0's all_reduce step (kept whole for pricing) runs as its two halves:
+    a reduce_scatter first and an all_gather last."""
+    if math.prod(radices) != len(ranks):
+        raise InputError("gpus", len(ranks), f"whole units at every level ({radices} members)")
+    order = list(steps)
+    if order[0].op == "all_reduce" and len(order) > 1:
+        order = [replace_op(order[0], "reduce_scatter"), *order[1:],
+                 replace_op(order[0], "all_gather")]
+    transfers: list[tuple[int, int, float]] = []
+    deps: list[list[int]] = []
+    last: dict[int, list[int]] = {r: [] for r in ranks}  # previous step's transfers per rank
+    for step in order:
+        mine: dict[int, list[int]] = {r: [] for r in ranks}
+        for members in level_groups(ranks, radices, step.level, step.op == "broadcast"):
+            t, d = step_dag(step, members, nbytes / step.divisor)
+            first = len(transfers)
+            for i, ((src, dst, size), before) in enumerate(zip(t, d, strict=True)):
+                transfers.append((src, dst, size))
+                deps.append([j + first for j in before] if before else list(last[src]))
+                mine[src].append(first + i)
+                mine[dst].append(first + i)
+        last = {r: mine[r] or last[r] for r in ranks}
+    return transfers, deps
+
+
+def replace_op(step: Step, op: str) -> Step:
+    return Step(step.level, op, step.ranks, step.divisor, step.span)
+
+
+def level_groups(
+    ranks: list[int], radices: list[int], level: int, rooted: bool = False
+) -> list[list[int]]:
+    """The groups of ``ranks`` that differ only in their level-``level`` coordinate, each in
+    coordinate order; ``rooted``: only those whose lower coordinates are 0 (a broadcast going
+    down reaches these first)."""
+    below = math.prod(radices[:level])
+    k = radices[level]
+    groups: dict[tuple[int, int], list[int]] = {}
+    for i, r in enumerate(ranks):
+        if not rooted or i % below == 0:
+            groups.setdefault((i % below, i // (below * k)), []).append(r)
+    return list(groups.values())
+
+
+def step_dag(step: Step, members: list[int], share: float) -> Dag:
+    """One step among ``members`` on ``share`` bytes: a ring, or a chain for broadcast."""
+    k = len(members)
+    if step.op == "broadcast":
+        return chain(members, share, k)
+    return ring(members, share / k, 2 * (k - 1) if step.op == "all_reduce" else k - 1)
 
 
 def transfer_dag(

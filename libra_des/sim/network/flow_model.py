@@ -20,7 +20,8 @@ Collectives run as the transfer DAG the chosen algorithm gives in the collective
 (:mod:`libra_des.hardware.collective_catalogue`; ``nbytes`` follows nccl-tests' ``size``): a
 transfer starts once the transfers it waits for have arrived. The algorithm defaults to the
 op's usual one (ring, or direct for all_to_all and send_recv); one without a DAG (tree, nvls)
-is refused.
+is refused. ``hierarchical`` and ``multilevel`` run the steps the cost model prices
+(:mod:`libra_des.hardware.hierarchy`) as flat rings per level, one after another.
 """
 
 from __future__ import annotations
@@ -33,15 +34,19 @@ import simpy
 
 from libra_des.errors import InputError
 from libra_des.hardware.collective_catalogue import (
+    COMPOSED,
+    COMPOSED_OPS,
     DAG_ALGORITHMS,
     DEFAULT_ALGORITHM,
     OPS,
     Dag,
     chain,
+    composed_dag,
     direct_pairs,
     ring,
     transfer_dag,
 )
+from libra_des.hardware.hierarchy import Step, decompose, level_ranks
 from libra_des.hardware.topology import LinkId, Topology
 from libra_des.hardware.variance import VarianceModel
 from libra_des.sim.network.solver import (
@@ -317,8 +322,9 @@ class Network:
         if op not in OPS:
             raise InputError("op", op, " | ".join(OPS))
         algorithm = algorithm or DEFAULT_ALGORITHM[op]
-        if algorithm not in DAG_ALGORITHMS[op]:
-            raise InputError("algorithm", algorithm, " | ".join(DAG_ALGORITHMS[op]))
+        allowed = DAG_ALGORITHMS[op] + (COMPOSED if op in COMPOSED_OPS else ())
+        if algorithm not in allowed:
+            raise InputError("algorithm", algorithm, " | ".join(allowed))
         ranks = [self.topology.check_gpu(g) for g in gpus]
         if len(set(ranks)) != len(ranks) or not ranks:
             raise InputError("gpus", list(gpus), "a non-empty list of distinct GPU ids")
@@ -336,6 +342,9 @@ class Network:
     ) -> Dag:
         """The transfers of a collective and, for each, the transfers it waits for (the
         catalogue's DAG of ``algorithm``, the op's default when None)."""
+        if algorithm in COMPOSED:
+            steps, radices = composed_steps(self.topology, op, ranks, algorithm == "multilevel")
+            return composed_dag(ranks, nbytes, steps, radices)
         return transfer_dag(op, algorithm or DEFAULT_ALGORITHM[op], ranks, nbytes, send_bytes,
                             chunks, self.topology.gpus_per_node)
 
@@ -378,3 +387,20 @@ class Network:
                 start(i)
         return done
 
+
+def composed_steps(
+    topology: Topology, op: str, ranks: list[int], every_level: bool
+) -> tuple[list[Step], list[int]]:
+    """The level steps of a hierarchical (``every_level``: multilevel) collective over
+    ``ranks`` and the members per level; the group must hold as many GPUs on every node,
+    node after node."""
+    per = topology.gpus_per_node
+    nodes = [r // per for r in ranks]
+    gpn = nodes.count(nodes[0])
+    packed = len(set(nodes)) * gpn == len(ranks) and all(
+        nodes[i] == nodes[i - i % gpn] for i in range(len(ranks)))
+    if not packed:
+        raise InputError("gpus", list(ranks), "as many GPUs on every node, node by node "
+                         "(a hierarchical collective)")
+    levels = level_ranks(topology.fabric(), len(ranks), gpn, every_level)
+    return decompose(op, levels), [k for k, _ in levels]
