@@ -47,13 +47,13 @@ from libra_des.config import (
 )
 from libra_des.errors import InputError
 from libra_des.plan.baselines import wlb_cost_coefficients, wlb_llm_pack
-from libra_des.plan.grouping import POLICIES as GROUPINGS
-from libra_des.plan.grouping import Grouping, group, lln_estimate
+from libra_des.plan.grouping import GROUPINGS, Grouping, group, lln_estimate
 from libra_des.plan.tap import plan_pool
 from libra_des.preflight import check_plan_sizes
 from libra_des.workload.packing import PackedBatch, make_stream
 
-POLICIES = (*GROUPINGS, "wlb_llm")
+#: What `--policy` takes: the groupings, plus WLB-LLM's packing (which groups as it packs).
+PLAN_POLICIES = (*GROUPINGS, "wlb_llm")
 DEFAULT_WORKLOAD = "longctx-1m"
 DEFAULT_MODEL = "qwen3-30b-a3b"
 
@@ -94,7 +94,7 @@ def register(subs: argparse._SubParsersAction) -> None:
     p.add_argument("--heads-split", default=None, help="H, comma-separated list (1)")
     p.add_argument("--block-size", default=None, help="B tokens, comma-separated list (16384)")
     p.add_argument("--policy", default=None,
-                   help=f"comma-separated from {', '.join(POLICIES)} (vrsp)")
+                   help=f"comma-separated from {', '.join(PLAN_POLICIES)} (vrsp)")
     p.add_argument("--windows", type=str, default="20", help="GBS windows to replay (20)")
     p.add_argument("--seed", type=str, default=None, help="seed of the corpus stream (0)")
     p.add_argument("--cp", type=str, default=None,
@@ -137,8 +137,8 @@ def one_int(flag: str, text: str | None, default: int, minimum: int = 1) -> int:
 def policy_list(text: str) -> tuple[str, ...]:
     names = parse_list("--policy", text, str)
     for name in names:
-        if name not in POLICIES:
-            raise InputError("--policy", name, " | ".join(POLICIES))
+        if name not in PLAN_POLICIES:
+            raise InputError("--policy", name, " | ".join(PLAN_POLICIES))
     return tuple(dict.fromkeys(names))
 
 

@@ -71,7 +71,7 @@ DEFAULT_ALGORITHM = {op: algs[0] for op, algs in FLAT_ALGORITHMS.items()}
 
 def check_op(op: str) -> str:
     if op not in COLLECTIVE_OPS:
-        raise InputError("--op", op, " | ".join(COLLECTIVE_OPS))
+        raise InputError("op", op, " | ".join(COLLECTIVE_OPS))
     return op
 
 
@@ -108,7 +108,7 @@ def phase_shape(op: str, algorithm: str, n: int, size: np.ndarray) -> tuple[np.n
     s = np.asarray(size, dtype=np.float64)
     if (op, algorithm) not in SHAPES:
         allowed = " | ".join(FLAT_ALGORITHMS.get(op, ()))
-        raise InputError("--algorithm", algorithm, f"{allowed} (for {op})")
+        raise InputError("algorithm", algorithm, f"{allowed} (for {op})")
     if n <= 1:
         return np.zeros_like(s), 0
     factor, steps = SHAPES[(op, algorithm)](n)

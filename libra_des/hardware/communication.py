@@ -224,12 +224,12 @@ class Communication:
     def layout(self, group: int, gpus_per_node: int | None) -> int:
         f = self.fabric
         if not isinstance(group, int | np.integer) or group < 1:
-            raise InputError("--group", group, "a positive number of GPUs")
+            raise InputError("group", group, "a positive number of GPUs")
         gpn = min(group, f.gpus_per_node) if gpus_per_node is None else gpus_per_node
         if not 1 <= gpn <= f.gpus_per_node:
-            raise InputError("--gpus-per-node", gpn, f"1..{f.gpus_per_node} (the topology's)")
+            raise InputError("gpus_per_node", gpn, f"1..{f.gpus_per_node} (the topology's)")
         if math.ceil(group / gpn) > f.nodes:
-            raise InputError("--group", group, f"<= {gpn * f.nodes} GPUs at {gpn} per node")
+            raise InputError("group", group, f"<= {gpn * f.nodes} GPUs at {gpn} per node")
         return int(min(gpn, group))
 
     def algorithms(self, op: str, group: int, gpn: int) -> list[str]:
@@ -255,7 +255,7 @@ class Communication:
         check_op(op)
         size = float(nbytes)
         if not math.isfinite(size) or size < 0:
-            raise InputError("--bytes", nbytes, "a finite number of bytes >= 0")
+            raise InputError("nbytes", nbytes, "a finite number of bytes >= 0")
         gpn = self.layout(group, gpus_per_node)
         if group == 1 or size == 0:
             return CollectiveCost(0.0, algorithm or "none", 0.0)
@@ -273,7 +273,7 @@ class Communication:
         avail = self.algorithms(op, group, gpn)
         if algorithm is not None and algorithm not in avail:
             allowed = " | ".join(avail)
-            raise InputError("--algorithm", algorithm, f"{allowed} (for {op} on this layout)")
+            raise InputError("algorithm", algorithm, f"{allowed} (for {op} on this layout)")
         chosen = [algorithm] if algorithm else avail
         phases = {a: self.phase(op, a, group, gpn, np.array([size])) for a in chosen}
         best_tier = min(p.tier for p in phases.values())
@@ -297,7 +297,7 @@ class Communication:
         """One message between two GPUs (send_recv curve, one hop)."""
         size = float(nbytes)
         if not math.isfinite(size) or size < 0:
-            raise InputError("--bytes", nbytes, "a finite number of bytes >= 0")
+            raise InputError("nbytes", nbytes, "a finite number of bytes >= 0")
         if size == 0:
             return 0.0
         scope = "intra" if same_node else "inter"

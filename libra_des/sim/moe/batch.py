@@ -211,7 +211,7 @@ class LayerRecord:
     seconds: float
     exposed: dict[str, float]
     span: dict[str, float]
-    imbalance: float
+    load_ratio: float  # R = max / mean GPU load
     accuracy: float | None
     replicas: int
     wasted: int
@@ -347,7 +347,7 @@ def layer_record(
         seconds=seconds,
         exposed=exposed,
         span=stage_spans(stages, start),
-        imbalance=plan.imbalance,
+        load_ratio=plan.load_ratio,
         accuracy=accuracy,
         replicas=plan.replica_count,
         wasted=plan.wasted_replicas,

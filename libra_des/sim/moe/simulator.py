@@ -83,7 +83,7 @@ class RunTotals:
     dense_s: float = 0.0
     exposed: dict[str, float] = field(default_factory=dict)
     span: dict[str, float] = field(default_factory=dict)
-    imbalance: list[list[float]] = field(default_factory=list)  # [batch][layer]
+    load_ratio: list[list[float]] = field(default_factory=list)  # R per [batch][layer]
     accuracy: list[float] = field(default_factory=list)
     replicas: int = 0
     wasted: int = 0
@@ -99,14 +99,14 @@ class RunTotals:
 
     def add(self, rec: LayerRecord) -> None:
         if self.timeline is not None:
-            batch, layer = len(self.imbalance) - 1, len(self.imbalance[-1])
+            batch, layer = len(self.load_ratio) - 1, len(self.load_ratio[-1])
             self.timeline += [(batch, layer, *stage) for stage in rec.stages]
         self.layer_s.append(rec.seconds)
         for name, value in rec.exposed.items():
             self.exposed[name] = self.exposed.get(name, 0.0) + value
         for name, value in rec.span.items():
             self.span[name] = self.span.get(name, 0.0) + value
-        self.imbalance[-1].append(rec.imbalance)
+        self.load_ratio[-1].append(rec.load_ratio)
         if rec.accuracy is not None:
             self.accuracy.append(rec.accuracy)
         self.replicas += rec.replicas
@@ -150,7 +150,7 @@ class MoeRun:
         def costs_of(plan: MoeLayerPlan) -> LayerCosts:
             return layer_costs(coster, shape, plan, self.wiring, attention, measured)
 
-        totals.imbalance.append([])
+        totals.load_ratio.append([])
         for rec in run_batch(env, self.ports, self.wiring, self.planner, trace, shape, costs_of,
                              self.variance, self.rngs, b):
             totals.add(rec)
@@ -247,7 +247,7 @@ def assemble(scenario: Scenario, wiring: Wiring, t: RunTotals, events: int) -> d
         }
         for name in STAGES
     }
-    imb = np.asarray(t.imbalance, dtype=np.float64)
+    imb = np.asarray(t.load_ratio, dtype=np.float64)
     total_s = float(np.sum(t.batch_s))
     result: dict[str, Any] = {
         "kind": "moe_inference",
