@@ -32,8 +32,9 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from libra_des import config
-from libra_des.config import Scenario
+from libra_des.config import Scenario, ScenarioBase
 from libra_des.errors import InputError
+from libra_des.identity import portable_paths
 from libra_des.validation import MAX_TOKENS
 
 if TYPE_CHECKING:
@@ -124,20 +125,21 @@ def load_scenario(
     is dumped to its resolved form, overridden and validated again (file references in an
     override resolve against the current directory, then the shipped folders).
     """
-    if not isinstance(scenario, Scenario | str | os.PathLike) or isinstance(scenario, bytes):
+    if not isinstance(scenario, ScenarioBase | str | os.PathLike) or isinstance(scenario, bytes):
         raise InputError("scenario", scenario, "a Scenario or the path of a scenario YAML")
     texts = override_texts(overrides)
     if seed is not None:
         texts.append(f"seed={json.dumps(seed)}")
-    if not isinstance(scenario, Scenario):
+    if isinstance(scenario, str | os.PathLike):
         return config.load_scenario(Path(scenario), texts)
     if not texts:
         return scenario
-    data = config.scenario_dict(scenario)
+    # The keys the scenario set, not every default: a knob only its balancer reads (e.g.
+    # WLB-LLM's) must not follow the scenario into another ``balancer.policy``.
+    data = dict(portable_paths(scenario.model_dump(mode="json", exclude_unset=True)))
     for text in texts:
         data = config.elaborate(config.apply_overrides(data, [text]), Path.cwd())
-    rescoped: Scenario = config.validate(Scenario, data)
-    return rescoped
+    return config.validate_scenario(data)
 
 
 def simulate(
@@ -183,10 +185,9 @@ def step_plan(
 
     if not is_int(step) or not 0 <= step <= MAX_PLAN_STEP:
         raise InputError("step", step, f"an integer 0..{MAX_PLAN_STEP:,} (steps replayed)")
-    sc = load_scenario(scenario, overrides, seed)
-    if sc.kind != "training":
-        raise InputError("kind", sc.kind, "training (step_plan() plans a training step)")
-    sc = resolved_scenario(sc)  # ``auto`` TAP knobs as the run chooses them
+    loaded = config.require_training(load_scenario(scenario, overrides, seed),
+                                     "step_plan() plans a training step")
+    sc = resolved_scenario(loaded)  # ``auto`` TAP knobs as the run chooses them
     _hardware, data_rng, _noise = np.random.default_rng(sc.seed).spawn(3)
     stream = make_stream(sc.workload, data_rng)
     built = build_step_plan(sc, stream, None)

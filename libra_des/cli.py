@@ -18,7 +18,7 @@ from typing import Any
 from rich_argparse import RawDescriptionRichHelpFormatter
 
 from libra_des import __version__
-from libra_des.errors import EXIT_BAD_INPUT
+from libra_des.errors import EXIT_BAD_INPUT, InputError
 from libra_des.safety import guarded
 
 #: Command modules, in the order ``--help`` lists them.
@@ -97,7 +97,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run_command(argv: list[str]) -> int:
     """Parse the command line and run the chosen command's handler."""
     args = build_parser(argv).parse_args(argv)
-    code: int = args.handler(args)
+    try:
+        code: int = args.handler(args)
+    except InputError as exc:
+        # Lower layers name model fields; a command maps them to the flags it was given.
+        raise exc.renamed(getattr(args, "flag_names", {})) from None
     return code
 
 

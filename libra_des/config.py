@@ -17,12 +17,13 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    SerializeAsAny,
     ValidationError,
     field_validator,
     model_validator,
@@ -32,8 +33,10 @@ from libra_des import training_balancers
 from libra_des.errors import InputError
 from libra_des.identity import portable_paths
 from libra_des.validation import (
+    check_gpus,
     check_limits,
-    check_scenario,
+    check_model,
+    check_training,
     is_file,
     parse_value,
     parse_yaml,
@@ -183,36 +186,49 @@ class RoutingSpec(Frozen):
         return self
 
 
-class WorkloadSpec(Frozen):
-    """Data: training corpora (``lengths`` + ``packed_length``) or MoE prefill batches."""
+class WorkloadBase(Frozen):
+    """What both kinds' workloads name: a label, the routing model, the source."""
 
     name: str = "workload"
-    packed_length: int = Field(default=262_144, gt=0)
-    lengths: LengthDist | None = None
-    batch: int = Field(default=32, gt=0)
-    seq_len: int = Field(default=1024, gt=0)
-    batches: int = Field(default=4, gt=0)
     routing: RoutingSpec | None = None
-    # Training MoE layers: expert loads from the routing model (``routing`` or its defaults),
-    # so the slowest EP rank sets each layer's time; false runs perfectly balanced experts.
-    expert_skew: bool = True
     source: str | None = None
 
 
-class Parallelism(Frozen):
+class TrainingWorkload(WorkloadBase):
+    """Training corpora: raw sample ``lengths`` packed into sequences of ``packed_length``."""
+
+    packed_length: int = Field(default=262_144, gt=0)
+    lengths: LengthDist | None = None
+    # Training MoE layers: expert loads from the routing model (``routing`` or its defaults),
+    # so the slowest EP rank sets each layer's time; false runs perfectly balanced experts.
+    expert_skew: bool = True
+
+
+class MoeWorkload(WorkloadBase):
+    """MoE prefill: ``batches`` batches of ``batch`` requests of ``seq_len`` tokens."""
+
+    batch: int = Field(default=32, gt=0)
+    seq_len: int = Field(default=1024, gt=0)
+    batches: int = Field(default=4, gt=0)
+
+
+#: The training workload (what ``libra-des plan --workload`` reads), under its former name.
+WorkloadSpec = TrainingWorkload
+
+
+class TrainingParallelism(Frozen):
     """DP x PP x CP (x TP) layout; ``gbs`` packed sequences per optimizer step."""
 
     dp: int = Field(default=1, gt=0)
     pp: int = Field(default=1, gt=0)
     cp: int = Field(default=1, gt=0)
     tp: int = Field(default=1, gt=0)
-    ep: int = Field(default=8, gt=0)
     gbs: int = Field(default=16, gt=0)
     schedule: Literal["gpipe", "1f1b", "interleaved"] = "1f1b"
     virtual_stages: int = Field(default=1, gt=0)
 
     @model_validator(mode="after")
-    def _check(self) -> Parallelism:
+    def _check(self) -> TrainingParallelism:
         if self.gbs % self.dp:
             raise InputError("gbs", self.gbs, f"a multiple of dp={self.dp}")
         if self.schedule != "interleaved" and self.virtual_stages != 1:
@@ -229,8 +245,31 @@ class Parallelism(Frozen):
         return self.dp * self.pp * self.cp * self.tp
 
 
-class Balancer(Frozen):
-    """Load-balancing policy and its knobs (training and MoE share one section)."""
+#: The training layout under its former name.
+Parallelism = TrainingParallelism
+
+
+class MoeParallelism(Frozen):
+    """Expert parallelism of a prefill node group: ``ep`` GPUs hold the experts; attention is
+    data-parallel (``tp`` 1) or tensor-parallel over the EP group (``tp`` = ``ep``)."""
+
+    ep: int = Field(default=8, gt=0)
+    tp: int = Field(default=1, gt=0)
+
+    @property
+    def gpus(self) -> int:
+        return self.ep
+
+
+class TrainingBalancerSpec(Frozen):
+    """A training balancer's section: the policy (``training_balancers``) and its knobs.
+
+    The knobs here are shared by every balancer: the shipped scenarios set TAP's knobs and
+    sweep ``balancer.policy`` over all four balancers by ``--set``, so a knob another
+    balancer does not read must stay valid. A balancer that reads knobs of its own declares a
+    subclass as its ``config`` (:class:`~libra_des.training_balancers.TrainingBalancer`;
+    WLB-LLM's ``wlb_defer_outliers``), and the section is validated with it.
+    """
 
     policy: str = "libra"
     pool_size: int = Field(default=8, gt=0)
@@ -242,19 +281,6 @@ class Balancer(Frozen):
     chunks: int = Field(default=4, gt=0)
     vrsp: bool = True
     pipeliner: bool = True
-    wlb_defer_outliers: bool = False
-    # MoE prefill knobs (part B): extra slots N per GPU, locality share alpha, predictor.
-    slots: int = Field(default=8, ge=0)
-    alpha: float = Field(default=0.5, ge=0, le=1)
-    predictor: Literal["oracle", "lookahead", "lina", "injected"] | None = None
-    accuracy: float | None = Field(default=None, ge=0, le=1)
-    error_bias: Literal["popular", "random"] = "popular"
-    dispatch: Literal["auto", "all2all", "allgather"] = "auto"
-    cpu_time: Literal["measured", "modelled"] = "modelled"
-    # EPLB's redundant experts per layer (the paper replicates 8 hot experts per layer) and
-    # the token-sharding stop rule: max GPU load <= mean * (1 + shard_tolerance).
-    redundant_experts: int = Field(default=8, ge=0)
-    shard_tolerance: float = Field(default=0.01, ge=0)
 
     @field_validator("heads_split", "block_size", mode="before")
     @classmethod
@@ -270,6 +296,31 @@ class Balancer(Frozen):
         if not isinstance(h, int) or not isinstance(b, int):
             raise InputError("balancer.heads_split", h, "resolved before planning (internal)")
         return h, b
+
+
+#: The training balancer section under its former name.
+Balancer = TrainingBalancerSpec
+
+
+class MoeBalancerSpec(Frozen):
+    """An MoE system (``plan.moe.registry``) and the prefill knobs of docs/model.md B.
+
+    ``slots``: extra expert slots N per GPU; ``alpha``: locality share; ``predictor``: how
+    the next layer's routing is forecast; EPLB's ``redundant_experts`` per layer (the paper
+    replicates 8 hot experts per layer) and the token-sharding stop rule: max GPU load <=
+    mean * (1 + ``shard_tolerance``).
+    """
+
+    policy: str = "libra"
+    slots: int = Field(default=8, ge=0)
+    alpha: float = Field(default=0.5, ge=0, le=1)
+    predictor: Literal["oracle", "lookahead", "lina", "injected"] | None = None
+    accuracy: float | None = Field(default=None, ge=0, le=1)
+    error_bias: Literal["popular", "random"] = "popular"
+    dispatch: Literal["auto", "all2all", "allgather"] = "auto"
+    cpu_time: Literal["measured", "modelled"] = "modelled"
+    redundant_experts: int = Field(default=8, ge=0)
+    shard_tolerance: float = Field(default=0.01, ge=0)
 
 
 class VarianceSpec(Frozen):
@@ -311,41 +362,129 @@ class MemorySpec(Frozen):
     distributed_optimizer: bool = True
 
 
-class Scenario(Frozen):
-    """One fully resolved scenario (the contract of the top-level keys)."""
+class ScenarioBase(Frozen):
+    """The top-level keys every scenario kind shares.
 
-    kind: Literal["training", "moe_inference"] = "training"
+    Each kind is a subclass with only the sections and knobs it reads (a key of the other
+    kind is an unknown key: bad input); ``kind`` selects the subclass (:data:`SCENARIO_KINDS`).
+    """
+
+    kind: str
     seed: int = Field(default=0, ge=0)
-    steps: int = Field(default=1, gt=0)
     topology: str | dict[str, Any] = "h200-roce-railopt"
     topology_params: dict[str, Any] = Field(default_factory=dict)
     profile: str | dict[str, Any] | None = None
     model: ModelSpec
-    workload: WorkloadSpec
-    parallelism: Parallelism = Parallelism()
-    balancer: Balancer = Balancer()
     variance: VarianceSpec = VarianceSpec()
-    memory: MemorySpec = MemorySpec()
+    #: Network model (``sim/network/model.py``): ``fast`` the alpha-beta cost model (training
+    #: folds its times into op durations, MoE runs them on shared per-GPU ports), ``detailed``
+    #: flows on the topology (training's attention exchange and hand-offs, MoE's dispatch,
+    #: combine and replica copies).
     fidelity: Literal["fast", "detailed"] = "fast"
-    comm_free: bool = False
-    attention_only: bool = False
     name: str = "scenario"
 
     @model_validator(mode="after")
-    def _check(self) -> Scenario:
-        check_balancer(self.kind, self.balancer, self.parallelism, self.model)
-        if self.kind == "training" and self.workload.lengths is None:
-            raise InputError("workload.lengths", None, "a length distribution for training")
-        if self.kind == "moe_inference" and not self.model.is_moe:
-            raise InputError("model.experts", 0, "> 0 for moe_inference")
-        check_scenario(self)
+    def _check_shared(self) -> ScenarioBase:
+        check_model(self.model)
+        check_gpus(self.gpus)
         return self
 
+    @property
+    def gpus(self) -> int:
+        """GPUs the scenario occupies."""
+        raise NotImplementedError  # each kind's layout says
 
-def check_balancer(kind: str, bal: Balancer, par: Parallelism, model: ModelSpec) -> None:
-    """Cross-field rules between the balancer, the layout and the model."""
-    if kind != "training":
-        return  # an MoE system is looked up in plan.moe.registry (above this layer)
+    def tags(self) -> dict[str, Any]:
+        """What a trace's metadata says about the scenario."""
+        return {"scenario": self.name, "seed": self.seed, "kind": self.kind,
+                "fidelity": self.fidelity}
+
+
+class TrainingScenario(ScenarioBase):
+    """Long-context training: ``steps`` optimizer steps of a DP x PP x CP (x TP) job."""
+
+    kind: Literal["training"] = "training"
+    steps: int = Field(default=1, gt=0)
+    workload: TrainingWorkload
+    parallelism: TrainingParallelism = TrainingParallelism()
+    # SerializeAsAny: a balancer's own config subclass dumps its own knobs too.
+    balancer: SerializeAsAny[TrainingBalancerSpec] = TrainingBalancerSpec()
+    memory: MemorySpec = MemorySpec()
+    comm_free: bool = False
+    attention_only: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _balancer_model(cls, data: Any) -> Any:
+        """Validate ``balancer`` with the config model its policy declares (if it has one)."""
+        bal = data.get("balancer") if isinstance(data, Mapping) else None
+        if not isinstance(bal, Mapping):
+            return data
+        policy = bal.get("policy", TrainingBalancerSpec.model_fields["policy"].default)
+        own = training_balancers.config_of(policy) if isinstance(policy, str) else None
+        if own is None:
+            return data
+        return {**data, "balancer": validate(own, bal, "balancer.")}
+
+    @model_validator(mode="after")
+    def _check(self) -> TrainingScenario:
+        check_balancer(self.balancer, self.parallelism, self.model)
+        if self.workload.lengths is None:
+            raise InputError("workload.lengths", None, "a length distribution for training")
+        check_training(self)
+        return self
+
+    @property
+    def gpus(self) -> int:
+        return self.parallelism.gpus
+
+    def tags(self) -> dict[str, Any]:
+        return {**super().tags(), "policy": self.balancer.policy}
+
+
+class MoeScenario(ScenarioBase):
+    """MoE prefill: ``workload.batches`` batches through one EP group (docs/model.md B)."""
+
+    kind: Literal["moe_inference"] = "moe_inference"
+    workload: MoeWorkload
+    parallelism: MoeParallelism = MoeParallelism()
+    balancer: MoeBalancerSpec = MoeBalancerSpec()
+
+    @model_validator(mode="after")
+    def _check(self) -> MoeScenario:
+        if not self.model.is_moe:
+            raise InputError("model.experts", 0, "> 0 for moe_inference")
+        return self
+
+    @property
+    def gpus(self) -> int:
+        return self.parallelism.gpus
+
+    def tags(self) -> dict[str, Any]:
+        return {**super().tags(), "fidelity": self.fidelity, "policy": self.balancer.policy}
+
+
+#: A scenario of any kind (the union ``load_scenario`` returns one member of).
+Scenario = TrainingScenario | MoeScenario
+#: Scenario kinds by their ``kind`` value: the discriminated union's members. A YAML file
+#: without ``kind`` is a training scenario.
+SCENARIO_KINDS: Mapping[str, type[ScenarioBase]] = {
+    "training": TrainingScenario,
+    "moe_inference": MoeScenario,
+}
+DEFAULT_KIND = "training"
+
+
+def require_training(sc: Scenario, why: str) -> TrainingScenario:
+    """``sc`` as a training scenario, or bad input saying what needs one (``why``)."""
+    if not isinstance(sc, TrainingScenario):
+        raise InputError("kind", sc.kind, f"{TrainingScenario.model_fields['kind'].default} "
+                         f"({why})")
+    return sc
+
+
+def check_balancer(bal: TrainingBalancerSpec, par: TrainingParallelism, model: ModelSpec) -> None:
+    """Cross-field rules between a training balancer, the layout and the model."""
     policies = training_balancers.names()
     if bal.policy not in policies:
         raise InputError("balancer.policy", bal.policy, " | ".join(policies))
@@ -464,8 +603,47 @@ def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str,
     return out
 
 
-def pydantic_line(exc: ValidationError, prefix: str = "") -> InputError:
-    """Turn the first pydantic error into the one-line contract."""
+def key_kinds(dotted: str) -> list[str]:
+    """The scenario kinds whose models have the dotted key ``a.b.c``."""
+    out = []
+    for name, model in SCENARIO_KINDS.items():
+        node: Any = model
+        for part in dotted.split("."):
+            fields = getattr(node, "model_fields", {})
+            if part not in fields:
+                break
+            node = fields[part].annotation
+            # ``X | None`` and ``SerializeAsAny[X]``: the model inside.
+            node = next((a for a in (*get_args(node), node) if hasattr(a, "model_fields")), node)
+        else:
+            out.append(name)
+    return out
+
+
+def key_balancers(dotted: str) -> list[str]:
+    """The training balancers whose own config model has the ``balancer.*`` key."""
+    section, _, name = dotted.partition(".")
+    if section != "balancer":
+        return []
+    return [b for b in training_balancers.names()
+            if name in getattr(training_balancers.config_of(b), "model_fields", {})]
+
+
+def unknown_key(dotted: str, kind: str | None) -> str:
+    """Why a key is refused: unknown anywhere, or read only by another scenario kind or
+    another training balancer."""
+    owners = key_kinds(dotted) if kind is not None else []
+    if owners:
+        return f"no such key for kind={kind} (only kind={' | '.join(owners)} reads it)"
+    readers = key_balancers(dotted) if kind is not None else []
+    if readers:
+        return f"no such key for this balancer.policy (only {' | '.join(readers)} reads it)"
+    return "no such key (unknown key)"
+
+
+def pydantic_line(exc: ValidationError, prefix: str = "", kind: str | None = None) -> InputError:
+    """Turn the first pydantic error into the one-line contract (``kind``: the scenario's,
+    so that a knob of another kind says so)."""
     err = exc.errors()[0]
     loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-"))
     inner = (err.get("ctx") or {}).get("error")
@@ -476,7 +654,7 @@ def pydantic_line(exc: ValidationError, prefix: str = "") -> InputError:
     field = f"{prefix}{loc}" if loc else (prefix.rstrip(".") or "scenario")
     msg = str(err["msg"]).removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
-        msg = "no such key (unknown key)"
+        msg = unknown_key(f"{prefix}{loc}", kind)
     value = err.get("input", "")
     if isinstance(value, Mapping):
         value = "{...}"
@@ -493,6 +671,21 @@ def validate(model: type[Frozen], data: Any, prefix: str = "") -> Any:
         raise pydantic_line(exc, prefix) from None
 
 
+def validate_scenario(data: Any) -> Scenario:
+    """Validate a raw scenario mapping into the model its ``kind`` names."""
+    if not isinstance(data, Mapping):
+        raise InputError("scenario", data, "a YAML mapping")
+    kind = data.get("kind", DEFAULT_KIND)
+    model = SCENARIO_KINDS.get(kind) if isinstance(kind, str) else None
+    if model is None:
+        raise InputError("kind", kind, " | ".join(SCENARIO_KINDS))
+    try:
+        scenario: Scenario = model.model_validate(data)  # type: ignore[assignment]
+    except ValidationError as exc:
+        raise pydantic_line(exc, "", kind) from None
+    return scenario
+
+
 def load_scenario(path: str | Path, overrides: Iterable[str] = ()) -> Scenario:
     """Describe -> elaborate -> validate one scenario file."""
     raw = read_yaml(path)
@@ -504,8 +697,7 @@ def load_scenario(path: str | Path, overrides: Iterable[str] = ()) -> Scenario:
         # Elaborate after each override so that `workload=longctx-1m` followed by
         # `workload.lengths.kind=constant` edits the freshly included file.
         data = elaborate(apply_overrides(data, [text]), base)
-    scenario: Scenario = validate(Scenario, data)
-    return scenario
+    return validate_scenario(data)
 
 
 def load_workload(path: str | Path, overrides: Iterable[str] = ()) -> WorkloadSpec:

@@ -6,6 +6,7 @@ Every user-facing failure caused by input (scenario files, flags, data files) is
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 EXIT_BAD_INPUT = 2
@@ -23,6 +24,12 @@ class InputError(ValueError):
     def line(self) -> str:
         shown = repr(value_text(self.value))
         return f"error: {self.field}: got {shown}; allowed: {self.allowed}"
+
+    def renamed(self, names: Mapping[str, str]) -> InputError:
+        """The same error naming what the user typed: lower layers name model fields
+        (``nbytes``), a command maps them to its flags (``--bytes``)."""
+        field = names.get(self.field, self.field)
+        return self if field == self.field else InputError(field, self.value, self.allowed)
 
 
 class CheckError(RuntimeError):

@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from libra_des.config import ModelSpec, Scenario, scenario_dict
+from libra_des.config import ModelSpec, scenario_dict
+from libra_des.config import TrainingScenario as Scenario
 from libra_des.hardware.communication import tier_keys
 from libra_des.sim.training.simulator import StepRecord
 

@@ -1,7 +1,8 @@
 """Built-in plausibility checks on every result before it is written or printed.
 
 A physically impossible result is a bug in the simulator (or an input the validation layer
-should have refused), never an answer. :func:`check_result` raises
+should have refused), never an answer. Each scenario kind's ``simulate``
+(:mod:`libra_des.kinds`) applies :func:`check_numbers` and its roofline check, which raise
 :class:`~libra_des.errors.CheckError` (one line, exit status 3) when a result breaks one of:
 
 * every number is finite (NaN or infinity anywhere, at any depth);
@@ -81,13 +82,3 @@ def check_moe(result: Mapping[str, Any], scenario: Any, peak: float) -> None:
     if took < bound * (1 - TOLERANCE):
         raise CheckError("prefill time >= compute roofline",
                          f"{took:.6g} s < {bound:.6g} s for {flops:.4g} expert FLOPs")
-
-
-def check_result(result: Mapping[str, Any], scenario: Any, peak: float,
-                 flops_per_step: float | None = None) -> None:
-    """Every check of the module docstring for one ``result.json``."""
-    check_numbers(result)
-    if result.get("kind") == "training" and flops_per_step is not None:
-        check_training(result, flops_per_step, peak)
-    elif result.get("kind") == "moe_inference":
-        check_moe(result, scenario, peak)

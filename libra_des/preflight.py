@@ -20,7 +20,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from libra_des.config import Scenario
+from libra_des import kinds
+from libra_des.config import MoeScenario, Scenario, TrainingScenario
 from libra_des.errors import InputError
 
 #: Longest run accepted without ``--no-preflight``: one day (our choice).
@@ -40,7 +41,7 @@ class Estimate:
         return f"about {self.bytes / 1e9:.3g} GB and {self.seconds / 60:.3g} min"
 
 
-def mean_sample_tokens(sc: Scenario) -> float:
+def mean_sample_tokens(sc: TrainingScenario) -> float:
     """A low guess of the mean raw sample length (low -> more samples -> conservative)."""
     dist = sc.workload.lengths
     if dist is None:
@@ -51,7 +52,7 @@ def mean_sample_tokens(sc: Scenario) -> float:
     return max(guess, float(dist.min), 1.0)
 
 
-def training_estimate(sc: Scenario) -> Estimate:
+def training_estimate(sc: TrainingScenario) -> Estimate:
     # Lazy: ``libra-des plan`` needs only check_plan_sizes, and these pull in the cost model.
     from libra_des.plan.step import pool_size_of
     from libra_des.plan.tap_autotune import MIN_BLOCK
@@ -75,7 +76,7 @@ def training_estimate(sc: Scenario) -> Estimate:
     return Estimate(memory, 3.0 + per_step_s * sc.steps)
 
 
-def moe_estimate(sc: Scenario) -> Estimate:
+def moe_estimate(sc: MoeScenario) -> Estimate:
     m, w = sc.model, sc.workload
     moe_layers = max(m.layers - m.dense_layers, 1)
     tokens = w.batch * w.seq_len
@@ -85,12 +86,17 @@ def moe_estimate(sc: Scenario) -> Estimate:
     scratch = 4.0 * 2048 * m.experts * 4  # generator chunk scores
     memory = BASE_BYTES + trace_bytes + scratch + 64.0 * tokens * m.top_k
     per_layer = 0.1 * max(1.0, tokens / 16_384)
+    # Detailed fidelity runs dispatch / combine as flows, about G^2 per layer: walls measured
+    # with benchmarks/moe_fidelity.py grow from 1x (8 GPUs) to 3-4x (32) of fast mode; our
+    # bound 1 + G/8 stays above them.
+    per_layer *= 1 + sc.parallelism.ep / 8 if sc.fidelity == "detailed" else 1
     seconds = 3.0 + w.batches * moe_layers * per_layer + 2e-6 * profile_tokens * moe_layers
     return Estimate(memory, seconds)
 
 
 def estimate(sc: Scenario) -> Estimate:
-    return training_estimate(sc) if sc.kind == "training" else moe_estimate(sc)
+    """The scenario kind's estimate (:mod:`libra_des.kinds`)."""
+    return kinds.kind_of(sc).estimate(sc)
 
 
 def available_bytes() -> float:
@@ -125,7 +131,7 @@ def check_feasible(sc: Scenario, flag: str = "--no-preflight") -> Estimate:
 # ----------------------------------------------------------------------------- traces
 
 
-def pipeline_entities(sc: Scenario) -> int:
+def pipeline_entities(sc: TrainingScenario) -> int:
     """Rank groups a training trace can show (pipeline entities: pools or replicas)."""
     from libra_des.plan.step import pool_size_of
 
@@ -142,9 +148,13 @@ def trace_ranks(
     """
     if text is not None and not want_trace:
         raise InputError("--trace-ranks", text, "only together with --trace")
-    if sc.kind != "training":
-        moe_trace_check(sc, want_trace, text)
-        return None
+    return kinds.kind_of(sc).trace_ranks(sc, want_trace, text, parsed)
+
+
+def training_trace_ranks(
+    sc: TrainingScenario, want_trace: bool, text: str | None, parsed: list[int] | None
+) -> list[int] | None:
+    """Rank groups of a training trace: within the scenario's pipeline entities, bounded."""
     ranks = None
     if text is not None and parsed is not None:
         count = pipeline_entities(sc)
@@ -163,7 +173,9 @@ def trace_ranks(
     return ranks
 
 
-def moe_trace_check(sc: Scenario, want_trace: bool, text: str | None) -> None:
+def moe_trace_ranks(
+    sc: MoeScenario, want_trace: bool, text: str | None, _parsed: list[int] | None
+) -> None:
     """An MoE trace shows every GPU of the EP group; bound its size like a training one's."""
     if text is not None:
         raise InputError("--trace-ranks", text,

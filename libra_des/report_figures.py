@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from libra_des import kinds
 from libra_des.figures.moe_breakdown import STAGES
 from libra_des.report import DEFINITIONS
 
@@ -130,17 +131,25 @@ def sweep(rows: Sequence[Mapping[str, Any]], axes: Sequence[str], metrics: Seque
     return out
 
 
+#: The figures of one kind's runs, by scenario kind (:mod:`libra_des.kinds`).
+DRAWINGS: Mapping[str, Callable[[Results], list[Png]]] = {
+    "training": training,
+    "moe_inference": moe,
+}
+
+
 def draw(kind: str, results: Results, rows: Sequence[Mapping[str, Any]],
          axes: Sequence[str] = ()) -> list[Png]:
-    """Every figure that applies to these results (none for an empty input)."""
+    """Every figure that applies to these results (none for an empty input).
+
+    ``kind`` is the report's source (``sweep`` or runs); runs of several scenario kinds get
+    the figures of the first run's kind over the runs of that kind.
+    """
     if not results:
         return []
+    first = next(iter(results.values()))
+    scenario_kind = kinds.of_result(first)
     if kind == "sweep":
-        first = next(iter(results.values()))
-        from libra_des.sweep import MOE_METRICS, TRAINING_METRICS
-
-        metrics = TRAINING_METRICS if first.get("kind") == "training" else MOE_METRICS
-        return sweep(rows, axes, [m for m in metrics if m in rows[0]][:4])
-    kinds = {r.get("kind") for r in results.values()}
-    make: Callable[[Results], list[Png]] = training if kinds == {"training"} else moe
-    return make(results)
+        return sweep(rows, axes, [m for m in scenario_kind.metrics if m in rows[0]][:4])
+    same = {name: r for name, r in results.items() if kinds.of_result(r) is scenario_kind}
+    return DRAWINGS[scenario_kind.name](same)

@@ -38,35 +38,22 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-from libra_des import __version__
+from libra_des import __version__, kinds
 from libra_des.config import Scenario, load_scenario, parse_override, scenario_dict
 from libra_des.errors import InputError
 from libra_des.identity import code_fingerprint, content_key, portable_path
-from libra_des.plan.moe.registry import check_system
+from libra_des.kinds import moe as moe_kind
+from libra_des.kinds import training as training_kind
 from libra_des.simulation import simulate
 from libra_des.storage import dumps, write_atomic
 from libra_des.sweep_safety import check_points, folder_lock, stop_workers, worker_init
 from libra_des.tables import write_sweep_table
 from libra_des.workload import trace_cache
 
-#: Headline metrics copied into the index, as dotted paths into ``result.json``.
-TRAINING_METRICS = (
-    "tokens_per_s",
-    "step_time_s.mean",
-    "mfu",
-    "bubble_fraction",
-    "dp_straggler_fraction",
-    "comm_exposed_fraction",
-    "attention_straggler_s.mean",
-    "attention_straggler_s.max",
-)
-MOE_METRICS = (
-    "moe_layer_s",
-    "prefill_tokens_per_s",
-    "ttft_s.mean",
-    "imbalance_ratio.mean",
-    "replica_waste_fraction",
-)
+#: Headline metrics copied into the index, as dotted paths into ``result.json`` (each kind
+#: declares its own: :mod:`libra_des.kinds`).
+TRAINING_METRICS = training_kind.METRICS
+MOE_METRICS = moe_kind.METRICS
 BRACKETS = {"[": "]", "{": "}", "(": ")"}
 
 
@@ -199,14 +186,14 @@ def resolve(spec: SweepSpec) -> list[Point]:
     points = []
     for coords, sets in expand(spec.axes):
         scenario = load_scenario(spec.scenario, [*spec.base, *sets])
-        check_system(scenario)
+        kinds.kind_of(scenario).elaborate(scenario)
         points.append(Point(coords, sets, scenario, point_id(scenario)))
     return points
 
 
 def headline(result: Mapping[str, Any]) -> dict[str, float]:
     """The index's metrics: numeric values at the dotted paths for the result's kind."""
-    keys = TRAINING_METRICS if result.get("kind") == "training" else MOE_METRICS
+    keys = kinds.of_result(result).metrics
     out = {}
     for key in keys:
         node: Any = result

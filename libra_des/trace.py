@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 
 from libra_des import __version__
-from libra_des.config import Scenario
+from libra_des.config import ScenarioBase
+from libra_des.config import TrainingScenario as Scenario
 from libra_des.identity import code_fingerprint
 from libra_des.sim.training.pipeline import dependencies
 from libra_des.sim.training.schedules import Schedule
@@ -171,7 +172,7 @@ def activations_held(pid: int, rec: StepRecord, schedule: Schedule, offset: floa
     return out
 
 
-def metadata(scenario: Scenario | None, per_gpu: bool, gpus: int) -> dict[str, Any]:
+def metadata(scenario: ScenarioBase | None, per_gpu: bool, gpus: int) -> dict[str, Any]:
     data: dict[str, Any] = {"libra_des": __version__, "code": code_fingerprint(),
                             "tracks": "per GPU" if per_gpu else "per rank group",
                             "traced_gpus": gpus}
@@ -180,8 +181,7 @@ def metadata(scenario: Scenario | None, per_gpu: bool, gpus: int) -> dict[str, A
                         f"{GPU_TRACK_LIMIT}: one compute track per rank group and stage "
                         f"(its GPUs run in lockstep); --trace-ranks selects fewer groups")
     if scenario is not None:
-        data.update(scenario=scenario.name, seed=scenario.seed, fidelity=scenario.fidelity,
-                    policy=scenario.balancer.policy, kind=scenario.kind)
+        data.update(scenario.tags())
     return data
 
 

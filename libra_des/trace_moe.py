@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from libra_des.config import Scenario
+from libra_des.config import MoeScenario as Scenario
 from libra_des.sim.moe.simulator import STAGES
 from libra_des.trace import GPU_TRACK_LIMIT, counter, meta, metadata, span
 

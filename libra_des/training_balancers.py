@@ -25,7 +25,8 @@ from libra_des.errors import InputError
 if TYPE_CHECKING:
     import numpy as np
 
-    from libra_des.config import Balancer, Scenario
+    from libra_des.config import TrainingBalancerSpec
+    from libra_des.config import TrainingScenario as Scenario
     from libra_des.plan.types import AttentionPlan
     from libra_des.workload.packing import PackedBatch
 
@@ -53,6 +54,9 @@ class TrainingBalancer:
     ``runs_tap``: its attention plan is TAP's (so ``auto`` H and B are searched for it).
     ``real_token_linear``: linear layers run on the slot's real tokens, not the padded length.
     ``packer``: repacks the stream's window its own way (None: the window as drawn).
+    ``config``: the model of its ``balancer:`` section, a subclass of
+    :class:`~libra_des.config.TrainingBalancerSpec` adding the knobs it reads (None: the
+    shared model, which every shipped balancer uses; see that class for why).
     """
 
     name: str
@@ -63,8 +67,9 @@ class TrainingBalancer:
     runs_tap: bool = False
     real_token_linear: bool = False
     packer: WindowPacker | None = field(default=None, compare=False)
+    config: type[TrainingBalancerSpec] | None = field(default=None, compare=False)
 
-    def pool_size(self, bal: Balancer, dp: int) -> int:
+    def pool_size(self, bal: TrainingBalancerSpec, dp: int) -> int:
         """P: replicas per pool under this balancer's rule."""
         if self.pool == "configured":
             return bal.pool_size
@@ -101,6 +106,12 @@ class Registry:
         self._load()
         return tuple(self._by_name)
 
+    def config_of(self, name: str) -> type[TrainingBalancerSpec] | None:
+        """The config model balancer ``name`` declares (None: shared, or no such balancer)."""
+        self._load()
+        known = self._by_name.get(name)
+        return known.config if known is not None else None
+
     def tap_users(self) -> tuple[str, ...]:
         """Names of the balancers whose attention plan is TAP's."""
         return tuple(n for n in self.names() if self._by_name[n].runs_tap)
@@ -119,3 +130,4 @@ register = REGISTRY.register
 names = REGISTRY.names
 get = REGISTRY.get
 tap_users = REGISTRY.tap_users
+config_of = REGISTRY.config_of

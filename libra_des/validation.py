@@ -12,8 +12,9 @@ a fit or a file write begins:
   ``true`` where a number goes, no quoted ``"1"`` where an integer goes, no ``1`` where a
   switch goes;
 * **sane upper bounds** (:data:`LIMITS`): each says why it exists;
-* **cross-field rules** of a whole scenario (:func:`check_scenario`), including knobs of the
-  other scenario kind, which would otherwise be ignored silently.
+* **cross-field rules** of a whole scenario (:func:`check_model`, :func:`check_training`,
+  :func:`check_gpus`), called by the scenario models of :mod:`libra_des.config` (a knob of
+  the other scenario kind is an unknown key there: each kind's model has only its own).
 
 The preflight estimate of a run's memory and time lives in :mod:`libra_des.preflight`; output
 paths are checked by :func:`check_output_dir`. This module imports nothing of the package but
@@ -252,18 +253,19 @@ MAX_TOKENS = 1 << 24
 
 #: Per-class upper bounds: field -> (maximum, why). Checked after type validation.
 LIMITS: dict[str, dict[str, tuple[float, str]]] = {
-    "Scenario": {
-        "steps": (10_000, "steps per run; use a sweep for more"),
-        "seed": (2**63 - 1, "a 64-bit seed"),
-    },
-    "Parallelism": {
+    "ScenarioBase": {"seed": (2**63 - 1, "a 64-bit seed")},
+    "TrainingScenario": {"steps": (10_000, "steps per run; use a sweep for more")},
+    "TrainingParallelism": {
         "dp": (MAX_GPUS, "GPUs of the largest supported cluster"),
         "pp": (1024, "pipeline stages"),
         "cp": (4096, "context-parallel workers per sequence"),
         "tp": (1024, "tensor-parallel ranks"),
-        "ep": (MAX_GPUS, "GPUs of the largest supported cluster"),
         "gbs": (1 << 20, "packed sequences per step"),
         "virtual_stages": (64, "virtual stages per device"),
+    },
+    "MoeParallelism": {
+        "ep": (MAX_GPUS, "GPUs of the largest supported cluster"),
+        "tp": (1024, "tensor-parallel ranks"),
     },
     "ModelSpec": {
         "layers": (1024, "layers (the largest public models have < 200)"),
@@ -280,8 +282,8 @@ LIMITS: dict[str, dict[str, tuple[float, str]]] = {
         "vocab": (1 << 24, "vocabulary size"),
         "dtype_bytes": (8, "bytes per element (fp64 at most)"),
     },
-    "WorkloadSpec": {
-        "packed_length": (MAX_TOKENS, "tokens per packed sequence"),
+    "TrainingWorkload": {"packed_length": (MAX_TOKENS, "tokens per packed sequence")},
+    "MoeWorkload": {
         "batch": (1 << 16, "requests per prefill batch"),
         "seq_len": (MAX_TOKENS, "tokens per request"),
         "batches": (100_000, "prefill batches"),
@@ -302,12 +304,14 @@ LIMITS: dict[str, dict[str, tuple[float, str]]] = {
         "sharpness": (100.0, "a logit scale"),
         "profile_requests": (65_536, "requests in the profiling sample"),
     },
-    "Balancer": {
+    "TrainingBalancerSpec": {
         "pool_size": (MAX_GPUS, "replicas per pool"),
         "heads_split": (4096, "attention heads"),
         "block_size": (MAX_TOKENS, "tokens per block"),
         "slack": (1.0, "a relative tolerance"),
         "chunks": (1024, "Pipeliner chunks"),
+    },
+    "MoeBalancerSpec": {
         "slots": (1024, "extra expert slots per GPU"),
         "redundant_experts": (65_536, "experts"),
         "shard_tolerance": (1.0, "a relative tolerance"),
@@ -329,6 +333,21 @@ LIMITS: dict[str, dict[str, tuple[float, str]]] = {
     },
     "PcieSpec": {"switches": (1024, "PCIe switches per node")},
     "NicSpec": {"count": (1024, "NICs per node")},
+    "TwoLevelTopologySpec": {
+        "nodes": (MAX_GPUS, "nodes of the largest supported cluster"),
+        "gpus_per_node": (1024, "GPUs per node"),
+    },
+    "DomainLevel": {"nics": (1024, "NICs per node")},
+    "PcieLevel": {"switches": (1024, "PCIe switches per node")},
+    "NetworkLevel": {
+        "fan_out": (MAX_GPUS, "units of the level below"),
+        "oversubscription": (1024.0, "an oversubscription ratio"),
+        "latency": (1.0, "seconds per hop"),
+    },
+    "NVSwitchLevel": {"bandwidth": (1e15, "bytes/s per link (1 PB/s)"), "latency": (1.0, "s")},
+    "LeafLevel": {"bandwidth": (1e15, "bytes/s per link (1 PB/s)")},
+    "SwitchLevel": {"bandwidth": (1e15, "bytes/s per link (1 PB/s)"),
+                    "count": (65_536, "switches per unit")},
     "NetworkSpec": {
         "nodes_per_leaf": (MAX_GPUS, "nodes per leaf switch"),
         "spines": (65_536, "spine switches"),
@@ -356,7 +375,10 @@ LIMITS: dict[str, dict[str, tuple[float, str]]] = {
     "GemmShape": {"m": (1 << 24, "rows"), "n": (1 << 24, "columns"), "k": (1 << 24, "depth")},
 }
 #: Products of fields with a joint bound: class -> (fields, maximum, what).
-PRODUCTS = {"TopologySpec": (("nodes", "gpus_per_node"), MAX_GPUS, "GPUs in the topology")}
+PRODUCTS = {
+    name: (("nodes", "gpus_per_node"), MAX_GPUS, "GPUs in the topology")
+    for name in ("TopologySpec", "TwoLevelTopologySpec")
+}
 
 
 def check_limits(obj: Any) -> None:
@@ -381,37 +403,17 @@ def check_limits(obj: Any) -> None:
 
 # ----------------------------------------------------------------------------- scenarios
 
-#: Knobs read by one scenario kind only: setting them for the other kind would be ignored.
-MOE_ONLY = {
-    "balancer": ("slots", "alpha", "predictor", "accuracy", "error_bias", "dispatch",
-                 "cpu_time", "redundant_experts", "shard_tolerance"),
-    "parallelism": ("ep",),
-    # ``workload.routing`` is read by both kinds: training MoE layers draw expert skew from it.
-    "workload": ("batch", "seq_len", "batches"),
-}
-TRAINING_ONLY = {
-    "balancer": ("pool_size", "heads_split", "block_size", "slack", "chunks", "vrsp",
-                 "pipeliner", "wlb_defer_outliers"),
-    "parallelism": ("dp", "pp", "cp", "gbs", "schedule", "virtual_stages"),
-    "workload": ("lengths", "packed_length", "expert_skew"),
-    "memory": ("recompute", "keep_remote_kv", "check", "usable_fraction",
-               "distributed_optimizer"),
-    "": ("fidelity", "steps", "comm_free", "attention_only"),
-}
-
-
-def check_scenario(sc: Any) -> None:
-    """Cross-field rules of a whole (typed) scenario; raises the first violation."""
-    m, par = sc.model, sc.parallelism
+def check_model(m: Any) -> None:
+    """Cross-field rules of a model shape that its own fields cannot say alone."""
     if m.dense_layers > m.layers or (m.is_moe and m.dense_layers >= m.layers):
         limit = "< layers" if m.is_moe else "<= layers"
         raise InputError("model.dense_layers", m.dense_layers, f"{limit}={m.layers}")
     if m.heads_kv > m.heads_q:
         raise InputError("model.heads_kv", m.heads_kv, f"<= heads_q={m.heads_q}")
-    if sc.kind == "training":
-        check_training(sc)
-    check_other_kind(sc, MOE_ONLY if sc.kind == "training" else TRAINING_ONLY)
-    gpus = par.gpus if sc.kind == "training" else par.ep
+
+
+def check_gpus(gpus: int) -> None:
+    """A scenario's layout fits the largest supported cluster."""
     if gpus > MAX_GPUS:
         raise InputError("parallelism", f"{gpus} GPUs", f"<= {MAX_GPUS:,} GPUs in all")
 
@@ -438,21 +440,6 @@ def check_lengths(dist: Any) -> None:
         raise InputError(f"{where}.p99", dist.p99, f">= lengths.median={dist.median:g}")
     for c in dist.components:
         check_lengths(c.dist)
-
-
-def check_other_kind(sc: Any, other: Mapping[str, tuple[str, ...]]) -> None:
-    """A knob of the other scenario kind, set to a non-default value, is an error."""
-    for section, names in other.items():
-        obj = getattr(sc, section) if section else sc
-        fresh = type(obj).model_fields
-        for name in names:
-            if name not in obj.model_fields_set:
-                continue
-            default = fresh[name].get_default(call_default_factory=True)
-            if getattr(obj, name) != default:
-                key = f"{section}.{name}" if section else name
-                raise InputError(key, getattr(obj, name),
-                                 f"unset for kind={sc.kind} (only the other kind reads it)")
 
 
 # ----------------------------------------------------------------------------- paths

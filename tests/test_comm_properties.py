@@ -14,7 +14,7 @@ from libra_des.hardware.costs import CostModel
 from libra_des.hardware.profile import datasheet_for, load_profile
 from libra_des.hardware.topology import load_topology, shipped_topologies
 
-TOPOLOGIES = [t for t in shipped_topologies() if load_topology(t).spec.nic is not None]
+TOPOLOGIES = [t for t in shipped_topologies() if load_topology(t).spec.network]
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all")
 
 

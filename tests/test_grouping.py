@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from libra_des.config import load_workload
 from libra_des.errors import InputError
 from libra_des.plan.grouping import (
-    POLICIES,
+    GROUPINGS,
     group,
     lln_estimate,
     random_grouping,
@@ -111,7 +111,7 @@ def test_every_policy_is_an_exact_cardinality_partition(
 ) -> None:
     p, values = case
     w = np.array(values)
-    for policy in POLICIES:
+    for policy in GROUPINGS:
         g = group(policy, w, p, rng(seed))
         assert g.pools.shape == (w.size // p, p)
         # Step equivalence: the step order is a permutation of the window.
@@ -147,7 +147,7 @@ def test_vrsp_matches_a_reference_heap_lpt(values: list[float], p: int) -> None:
 def test_step_order_keeps_the_steps_samples(seed: int, p: int) -> None:
     stream = make_stream(load_workload("longctx-256k"), rng(seed))
     window = stream.next_window(16)
-    for policy in POLICIES:
+    for policy in GROUPINGS:
         step = window.take(group(policy, window.sum_sq(), p, rng(seed)).step_order())
         assert sorted(step.sample_ids.tolist()) == sorted(window.sample_ids.tolist())
         assert sorted(step.lengths.tolist()) == sorted(window.lengths.tolist())

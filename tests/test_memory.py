@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from libra_des.cli import main
-from libra_des.config import ROOT, Scenario, load_scenario
+from libra_des.config import ROOT, load_scenario
+from libra_des.config import TrainingScenario as Scenario
 from libra_des.errors import InputError
 from libra_des.hardware import memory as mem
 from libra_des.sim.training.memory import PlanFootprint, check_memory, held_layers, stage_memory

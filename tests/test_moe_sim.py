@@ -205,13 +205,12 @@ def test_shared_link_processor_sharing() -> None:
 
 def test_critical_path_attribution() -> None:
     env = simpy.Environment()
-    ports = [SharedLink(env)]
     a = Stage("attention", 0, 1.0)
     cpu = Stage("sharding_cpu", None, 0.5, [a])
     local = Stage("moe_local", 0, 2.0, [a])
     remote = Stage("moe_remote", 0, 1.0, [local, cpu])
     for s in (a, cpu, local, remote):
-        launch(env, s, ports)
+        launch(env, s, None)
     env.run(until=remote.done)
     exposed = critical_exposure(remote, 0.0)
     assert exposed == {"moe_remote": 1.0, "moe_local": 2.0, "attention": 1.0}

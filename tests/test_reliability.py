@@ -23,7 +23,7 @@ from libra_des import safety
 from libra_des.cli import main
 from libra_des.config import ROOT
 from libra_des.errors import CheckError
-from libra_des.plausibility import check_result
+from libra_des.plausibility import check_numbers, check_training
 
 QUICK = str(ROOT / "scenarios" / "quickstart.yaml")
 MOE = str(ROOT / "scenarios" / "moe-glm45.yaml")
@@ -82,12 +82,12 @@ def tiny(tmp_path: Path) -> Path:
         ("model.dense_layers=1000", "layers"),
         ("model.heads_kv=3", "divisor"),
         ("workload.lengths={kind: constant, value: 10, min: 200, max: 100}", ">= lengths.min"),
-        ("balancer.slots=4", "only the other kind"),
+        ("balancer.slots=4", "only kind=moe_inference reads it"),
         ("variance={enabled: true, enabled: false}", "each key once"),
         ("a=" + "[" * 40 + "]" * 40, "nesting"),
         ("topology_params={nodes: 131072, gpus_per_node: 1024}", "GPUs in the topology"),
-        ("topology_params={network: {spines: 1000000000}}", "spine"),
-        ("topology_params={nic: {bandwidth: 1e999GB/s}}", "finite"),
+        ("topology_params={levels: {2: {count: 1000000000}}}", "levels[2].count"),
+        ("topology_params={levels: {1: {bandwidth: 1e999GB/s}}}", "finite"),
         ("balancer.block_size=1", "--no-preflight"),
         ("workload.lengths.max=1", "--no-preflight"),
     ],
@@ -107,7 +107,6 @@ def test_bad_scenario_values_are_one_line(
 @pytest.mark.parametrize(
     ("setting", "needle"),
     [
-        ("fidelity=detailed", "fidelity"),
         ("parallelism.pp=4", "parallelism.pp"),
         ("workload.routing.profile_requests=1000000", "profile_requests"),
         ("workload.routing.trace=" + str(ROOT / "README.md"), "trace"),
@@ -272,16 +271,22 @@ def test_safety_net_lines(
     assert "out of memory" in capsys.readouterr().err
 
 
+def check_result(result: dict[str, Any], peak: float, flops: float) -> None:
+    """What the training kind's simulate applies to its result (libra_des.kinds.training)."""
+    check_numbers(result)
+    check_training(result, flops, peak)
+
+
 def test_plausibility_checks() -> None:
     good: dict[str, Any] = {"kind": "training", "gpus": 8, "mfu": 0.4,
                             "bubble_fraction": 0.1, "step_time_s": {"mean": 1.0}}
-    check_result(good, None, 1e15, 1e15)
+    check_result(good, 1e15, 1e15)
     for bad in ({"mfu": 1.5}, {"bubble_fraction": float("nan")}, {"bubble_fraction": -0.2},
                 {"step_time_s": {"mean": 0.1}}):
         with pytest.raises(CheckError):
-            check_result(good | bad, None, 1e15, 1e15)
+            check_result(good | bad, 1e15, 1e15)
     with pytest.raises(CheckError):  # executed faster than the compute roofline of the work
-        check_result(good, None, 1e15, 1e17)
+        check_result(good, 1e15, 1e17)
 
 
 # ----------------------------------------------------------------------------- commands

@@ -156,12 +156,13 @@ def test_rail_optimised_routes_and_ecmp_across_spines() -> None:
 
 def test_oversubscription_halves_the_leaf_uplinks() -> None:
     one = load_topology("h200-roce-railopt", {"nodes": 64})
-    two = load_topology("h200-roce-railopt", {"nodes": 64, "network.oversubscription": 2})
+    two = load_topology("h200-roce-railopt", {"nodes": 64, "levels.1.oversubscription": 2})
     up_one = one.link(("leaf0.0", "spine0")).bandwidth
     up_two = two.link(("leaf0.0", "spine0")).bandwidth
     assert up_one == pytest.approx(32 * 50e9 / 8) and up_two == pytest.approx(up_one / 2)
-    nested = load_topology("h200-roce-railopt", {"network": {"oversubscription": 2}})
-    assert nested.spec.network.spines == 8, "nested params merge into the file's section"
+    nested = load_topology("h200-roce-railopt", {"levels": {"1": {"oversubscription": 2}}})
+    assert nested.spec.levels[1].oversubscription == 2
+    assert nested.spec.levels[1].fan_out == 32, "nested params merge into the file's level"
 
 
 def test_one_nic_per_node_is_shared_by_all_gpus() -> None:

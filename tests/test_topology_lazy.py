@@ -12,8 +12,9 @@ from libra_des.hardware.topology import Link, load_topology, shipped_topologies
 @pytest.mark.parametrize("name", shipped_topologies())
 @pytest.mark.parametrize("nodes", [1, 3, 9])
 def test_link_lookup_equals_graph_edge_data(name: str, nodes: int) -> None:
-    topo = load_topology(name, {"nodes": nodes, "network.nodes_per_leaf": 2})
-    small = nodes <= 3  # up to nodes_per_leaf + 1 nodes the check itself grows the graph
+    topo = load_topology(name, {"nodes": nodes, "levels.1.fan_out": 2})
+    # Up to (nodes of the largest bounded unit) + 1 nodes the check itself grows the graph.
+    small = nodes <= 1 + max((t.span for t in topo.tiers if t.spec.fan_out), default=nodes)
     assert small or "graph" not in vars(topo)  # routes and fabric numbers need no graph
     topo.fabric()
     assert small or "graph" not in vars(topo)
@@ -25,7 +26,7 @@ def test_link_lookup_equals_graph_edge_data(name: str, nodes: int) -> None:
 @pytest.mark.parametrize("spines", [0, 1])
 @pytest.mark.parametrize("nodes", [1, 2, 3, 5])
 def test_reduced_connectivity_check_agrees_with_full_graph(spines: int, nodes: int) -> None:
-    params = {"nodes": nodes, "network.nodes_per_leaf": 2, "network.spines": spines}
+    params = {"nodes": nodes, "levels.1.fan_out": 2, "levels.2.count": spines}
     try:
         topo = load_topology("h200-roce-railopt", params)
     except InputError:

@@ -29,6 +29,13 @@ from libra_des.validation import MAX_GPUS, MAX_TOKENS
 
 OPS = (*COLLECTIVE_OPS, "attention", "gemm")
 
+#: The cost model's argument names -> this command's flags (errors name what the user typed).
+FLAG_NAMES = {
+    "op": "--op", "algorithm": "--algorithm", "group": "--group", "nbytes": "--bytes",
+    "gpus_per_node": "--gpus-per-node", "doc_lengths": "--doc-lengths", "heads_q": "--heads",
+    "heads_kv": "--kv-heads", "head_dim": "--head-dim", "m": "--m", "n": "--n", "k": "--k",
+}
+
 
 def register(subs: argparse._SubParsersAction) -> None:
     p = subs.add_parser("cost", help="time one collective, attention call or GEMM")
@@ -53,7 +60,7 @@ def register(subs: argparse._SubParsersAction) -> None:
     p.add_argument("--k", type=int, default=None, help="gemm: inner dimension")
     p.add_argument("--dtype", default="bf16", help=" | ".join(DTYPE_BYTES))
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(handler=handle)
+    p.set_defaults(handler=handle, flag_names=FLAG_NAMES)
 
 
 def require(args: argparse.Namespace, *names: str) -> None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,13 +39,13 @@ from libra_des.config import (
     load_scenario,
     load_workload,
     read_yaml,
+    require_training,
     resolve_path,
     validate,
 )
 from libra_des.errors import InputError
 from libra_des.plan.baselines import wlb_cost_coefficients, wlb_llm_pack
-from libra_des.plan.grouping import POLICIES as GROUPINGS
-from libra_des.plan.grouping import Grouping, group, lln_estimate
+from libra_des.plan.grouping import GROUPINGS, Grouping, group, lln_estimate
 from libra_des.plan.tap import plan_pool
 from libra_des.preflight import check_plan_sizes
 from libra_des.workload.packing import PackedBatch, make_stream
@@ -53,7 +53,8 @@ from libra_des.workload.packing import PackedBatch, make_stream
 if TYPE_CHECKING:
     from rich.table import Table
 
-POLICIES = (*GROUPINGS, "wlb_llm")
+#: What `--policy` takes: the groupings, plus WLB-LLM's packing (which groups as it packs).
+PLAN_POLICIES = (*GROUPINGS, "wlb_llm")
 DEFAULT_WORKLOAD = "longctx-1m"
 DEFAULT_MODEL = "qwen3-30b-a3b"
 
@@ -94,7 +95,7 @@ def register(subs: argparse._SubParsersAction) -> None:
     p.add_argument("--heads-split", default=None, help="H, comma-separated list (1)")
     p.add_argument("--block-size", default=None, help="B tokens, comma-separated list (16384)")
     p.add_argument("--policy", default=None,
-                   help=f"comma-separated from {', '.join(POLICIES)} (vrsp)")
+                   help=f"comma-separated from {', '.join(PLAN_POLICIES)} (vrsp)")
     p.add_argument("--windows", type=str, default="20", help="GBS windows to replay (20)")
     p.add_argument("--seed", type=str, default=None, help="seed of the corpus stream (0)")
     p.add_argument("--cp", type=str, default=None,
@@ -137,8 +138,8 @@ def one_int(flag: str, text: str | None, default: int, minimum: int = 1) -> int:
 def policy_list(text: str) -> tuple[str, ...]:
     names = parse_list("--policy", text, str)
     for name in names:
-        if name not in POLICIES:
-            raise InputError("--policy", name, " | ".join(POLICIES))
+        if name not in PLAN_POLICIES:
+            raise InputError("--policy", name, " | ".join(PLAN_POLICIES))
     return tuple(dict.fromkeys(names))
 
 
@@ -150,9 +151,8 @@ def settings_from_args(args: argparse.Namespace) -> PlanSettings:
         "gbs": 128, "cp": None, "pool": 8, "heads": 1, "block": 16_384, "seed": 0, "slack": 0.03,
     }
     if args.scenario:
-        sc = load_scenario(args.scenario, args.set)
-        if sc.kind != "training":
-            raise InputError("kind", sc.kind, "training (plan replays training planners)")
+        sc = require_training(load_scenario(args.scenario, args.set),
+                              "plan replays training planners")
         workload, model = sc.workload, sc.model
         bal, par = sc.balancer, sc.parallelism
         # ``auto`` knobs are chosen per run (see --tap); the table then shows H 1, B 16K.
@@ -235,12 +235,19 @@ def wlb_window(s: PlanSettings, batch: PackedBatch, pool_size: int) -> GroupedWi
     return GroupedWindow(packed, grouping, time.perf_counter() - began)
 
 
+#: ``--policy`` names that re-pack the window before grouping it (a balancer's own packer).
+REPACKERS: Mapping[str, Callable[[PlanSettings, PackedBatch, int], GroupedWindow]] = {
+    "wlb_llm": wlb_window,
+}
+
+
 def group_windows(
     s: PlanSettings, windows: Sequence[PackedBatch], policy: str, pool_size: int
 ) -> list[GroupedWindow]:
     """Group every window; the grouping RNG restarts from the seed for each (policy, P)."""
-    if policy == "wlb_llm":
-        return [wlb_window(s, b, pool_size) for b in windows]
+    repack = REPACKERS.get(policy)
+    if repack is not None:
+        return [repack(s, b, pool_size) for b in windows]
     rng = np.random.default_rng(np.random.SeedSequence(s.seed).spawn(2)[1])
     out = []
     for batch in windows:

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from libra_des import training_balancers
 from libra_des.commands.common import dumps
-from libra_des.config import load_scenario
+from libra_des.config import load_scenario, require_training
 from libra_des.errors import InputError
 from libra_des.plan.tap_autotune import Ranking
 
@@ -29,10 +29,9 @@ def tap_ranking(path: str, overrides: list[str]) -> tuple[str, Ranking | None]:
     """(scenario name, ranking) for a training scenario with both knobs set to auto."""
     from libra_des.sim.training.simulator import choose_tap_knobs, elaborate_cluster, first_window
 
-    sc = load_scenario(path, [*overrides, "balancer.heads_split=auto",
-                              "balancer.block_size=auto"])
-    if sc.kind != "training":
-        raise InputError("kind", sc.kind, "training (TAP knobs belong to training runs)")
+    sc = require_training(load_scenario(path, [*overrides, "balancer.heads_split=auto",
+                                               "balancer.block_size=auto"]),
+                          "TAP knobs belong to training runs")
     if not training_balancers.get(sc.balancer.policy).runs_tap:
         tap = " | ".join(training_balancers.tap_users())
         raise InputError("balancer.policy", sc.balancer.policy, f"{tap} (they run TAP)")

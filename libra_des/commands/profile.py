@@ -33,9 +33,13 @@ from libra_des.hardware.profile import (
 )
 from libra_des.validation import check_output_file
 
+#: The profile layer's argument names -> this command's flags.
+FLAG_NAMES = {"format": "--format", "path": "--out", "device": "--device"}
+
 
 def register(subs: argparse._SubParsersAction) -> None:
     p = subs.add_parser("profile", help="import, fit, show and compare calibration profiles")
+    p.set_defaults(flag_names=FLAG_NAMES)
     acts = p.add_subparsers(dest="action", required=True, parser_class=type(p))
     imp = acts.add_parser("import", help="import measurements into a profile and fit it")
     imp.add_argument("--format", required=True, help=" | ".join(FORMATS))

@@ -14,8 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from libra_des.commands.run import simulate, summary_rows
-from libra_des.config import ROOT, load_scenario
-from libra_des.errors import InputError
+from libra_des.config import ROOT, load_scenario, require_training
 from libra_des.preflight import check_feasible
 from libra_des.storage import dumps, write_atomic
 from libra_des.validation import check_output_dir
@@ -38,11 +37,11 @@ def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def handle(args: argparse.Namespace) -> int:
     console = Console()
     results: dict[str, dict[str, Any]] = {}
-    scenarios = {p: load_scenario(args.scenario, [*args.set, f"balancer.policy={p}"])
+    scenarios = {p: require_training(load_scenario(args.scenario, [*args.set,
+                                                                   f"balancer.policy={p}"]),
+                                     "quickstart compares policies")
                  for p in ("libra", "ulysses")}  # both validated before any work
     for scenario in scenarios.values():
-        if scenario.kind != "training":
-            raise InputError("kind", scenario.kind, "training (quickstart compares policies)")
         if not args.no_preflight:
             check_feasible(scenario)
     if args.out:  # every output path checked before the first simulation

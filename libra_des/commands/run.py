@@ -11,6 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from libra_des import kinds
 from libra_des.commands.common import dumps, int_list, write_atomic
 from libra_des.config import load_scenario
 from libra_des.outputs import claim, default_folder, remove_stale
@@ -46,48 +47,8 @@ def summary_table(result: dict[str, Any], title: str) -> Table:
 
 
 def summary_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
-    if r.get("kind") != "training":
-        keys = ("moe_layer_s", "prefill_tokens_per_s", "replica_waste_fraction", "events")
-        rows = [(k, f"{r[k]:.6g}") for k in keys if isinstance(r.get(k), int | float)]
-        if isinstance(r.get("imbalance_ratio"), dict):
-            rows.append(("imbalance_ratio.mean", f"{r['imbalance_ratio']['mean']:.4f}"))
-        return rows
-    return [
-        ("policy", str(r["policy"])),
-        ("GPUs", str(r["gpus"])),
-        ("step time (s, mean)", f"{r['step_time_s']['mean']:.4f}"),
-        ("tokens/s", f"{r['tokens_per_s']:.4g}"),
-        ("MFU", f"{r['mfu']:.3f}"),
-        ("bubble fraction", f"{r['bubble_fraction']:.4f}"),
-        ("DP straggler fraction", f"{r['dp_straggler_fraction']:.4f}"),
-        ("pool wait fraction", f"{r['pool_wait_fraction']:.4f}"),
-        ("comm exposed / hidden", f"{r['comm_exposed_fraction']:.4f} / "
-                                  f"{r['comm_hidden_fraction']:.4f}"),
-        ("attention imbalance inter / intra", f"{r['attention_imbalance']['inter_pool']:.4f} / "
-                                              f"{r['attention_imbalance']['intra_pool']:.4f}"),
-        ("attention straggler (s, mean / max)", f"{r['attention_straggler_s']['mean']:.4g} / "
-                                                f"{r['attention_straggler_s']['max']:.4g}"),
-        ("peak memory (GiB per stage)", memory_text(r)),
-        ("TAP (H, B)", tap_text(r)),
-        ("events", str(r["events"])),
-        ("wall (s)", f"{r['wall_s']:.2f}"),
-    ]
-
-
-def memory_text(r: dict[str, Any]) -> str:
-    peaks = r.get("peak_memory_gib") or []
-    text = " / ".join(f"{x:.1f}" for x in peaks)
-    return f"{text} (OOM)" if r.get("oom") else text
-
-
-def tap_text(r: dict[str, Any]) -> str:
-    tuned = r.get("tap_autotune")
-    if tuned:
-        return f"{tuned['heads_split']}, {tuned['block_size']} (auto)"
-    if r.get("policy") not in ("libra", "distca"):
-        return "unused (no TAP)"
-    bal = r.get("scenario", {}).get("balancer", {})
-    return f"{bal.get('heads_split')}, {bal.get('block_size')}"
+    """The headline rows of the result's kind (:mod:`libra_des.kinds`)."""
+    return kinds.of_result(r).summary(r)
 
 
 def handle(args: argparse.Namespace) -> int:

@@ -162,12 +162,8 @@ class Study:
 
     @property
     def fidelity(self) -> str:
-        scenario = self.first()["scenario"]
-        return (
-            str(scenario.get("fidelity", "n/a"))
-            if scenario.get("kind") == "training"
-            else "moe prefill"
-        )
+        # An MoE prefill scenario has no ``fidelity`` knob (one network model only).
+        return str(self.first()["scenario"].get("fidelity", "moe prefill"))
 
 
 def sweep(

@@ -13,7 +13,7 @@ from libra_des.figures import common
 
 NAME = "pool_imbalance"
 TITLE = "Inter-pool imbalance per grouping policy"
-POLICIES = {
+GROUPING_STYLES = {
     "random": ("#7f7f7f", "Random"),
     "zigzag_swap": ("#ff7f0e", "Zigzag + Swap"),
     "vrsp": ("#1f77b4", "VRSP"),
@@ -41,11 +41,11 @@ def make(opts: common.FigOptions) -> common.Drawn:
                 "--pool-size",
                 ",".join(map(str, pools)),
                 "--policy",
-                ",".join(POLICIES),
+                ",".join(GROUPING_STYLES),
             ],
         )
         by = {(r["policy"], r["pool_size"]): r for r in out["results"]}
-        for policy, (color, words) in POLICIES.items():
+        for policy, (color, words) in GROUPING_STYLES.items():
             mean = np.array([by[(policy, p)]["inter_pool_imbalance"] for p in pools])
             worst = np.array([by[(policy, p)]["inter_pool_imbalance_max"] for p in pools])
             ax.errorbar(

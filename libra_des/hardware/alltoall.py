@@ -24,7 +24,9 @@ traffic matrix ``M[src, dst]`` (bytes; the diagonal stays local):
   that stays on one leaf (same leaf group, and on a rail-optimised fabric the same rail, as the
   topology routes it) moves at the NIC's line rate; one that crosses the spine gets the line
   rate over the oversubscription ratio (``nic_bw``): on ``h200-roce-railopt-2to1`` the
-  cross-rail messages (7 of 8 peers per node) get half a NIC.
+  cross-rail messages (7 of 8 peers per node) get half a NIC. With more switch levels
+  (``fabric.tiers``) each message moves at the rate of the lowest level whose unit holds
+  both ends: the line rate over the oversubscription of the levels it climbs through.
 
 Intra-node traffic runs over NVLink (or PCIe) beside it; the collective ends when the slowest
 of these resources is done. Assumptions: messages of one rank do not overlap their latencies
@@ -34,6 +36,7 @@ beyond the oversubscription ratio (ECMP hash collisions are not modelled).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,6 +59,7 @@ class LeafMap:
     leaf_nodes: int
     rail_optimized: bool
     gain: float
+    tiers: tuple[tuple[int, float], ...] = ()
 
     @classmethod
     def of(cls, fabric: Fabric, gpn: int) -> LeafMap:
@@ -66,7 +70,19 @@ class LeafMap:
             fabric.leaf_nodes,
             fabric.rail_optimized,
             fabric.oversubscription,
+            fabric.tiers,
         )
+
+    def upper(self, n: int) -> list[tuple[np.ndarray, float]]:
+        """Above the leaf (fabrics of more than two switch levels): per level below the top,
+        [n, n] True where both ranks' nodes share one of its units, and the rate gain there
+        over the top level's (the oversubscription of the levels not crossed)."""
+        node = np.arange(n) // self.gpn
+        out = []
+        for i, (span, _) in enumerate(self.tiers[1:], start=1):
+            group = node // span if span > 0 else np.zeros_like(node)
+            out.append((group[:, None] == group[None, :], math.prod(o for _, o in self.tiers[i:])))
+        return out
 
     def local(self, n: int) -> np.ndarray:
         """[n, n] True where a message between ranks stays on one leaf."""
@@ -121,7 +137,14 @@ class InterNodeA2A:
         """(mask, rate multiplier): spine-crossing messages at 1, leaf-local at the gain."""
         if local is None:
             return [(nz, 1.0)]
-        return [(nz & ~local, 1.0), (nz & local, self.leaves.gain)]
+        if len(self.leaves.tiers) <= 1:
+            return [(nz & ~local, 1.0), (nz & local, self.leaves.gain)]
+        # More levels: each message at the rate of the lowest level whose unit holds both ends.
+        out, rest = [(nz & local, self.leaves.gain)], nz & ~local
+        for same, gain in self.leaves.upper(nz.shape[0]):
+            out.append((rest & same, gain))
+            rest = rest & ~same
+        return [*out, (rest, 1.0)]
 
     def message_parts(self, inter: np.ndarray, nz: np.ndarray, local: np.ndarray | None) -> Parts:
         """Per rank (send, receive) and per rank towards its node (out, in) seconds."""

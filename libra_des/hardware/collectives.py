@@ -21,32 +21,32 @@ Per-algorithm volumes and steps for ``n`` ranks and size ``S`` (assumptions stat
   reduce_scatter then all_gather; broadcast makes the root send (n-1) S; send_recv sends S.
 - nvls (NVLink SHARP, in-switch reduction and multicast): all_reduce sends S and receives S
   per rank in 2 steps, all_gather / reduce_scatter (n-1)/n S in 1 step.
-- hierarchical is composed from these phases by the cost model (intra, inter, intra).
+- hierarchical is composed from these phases by the cost model (intra, inter, intra);
+  multilevel likewise over every switch level (hierarchy.py).
+
+The shapes are defined, beside each algorithm's transfer DAG, in
+:mod:`libra_des.hardware.collective_catalogue`; their names stay importable from here.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from libra_des.errors import InputError
+from libra_des.hardware.collective_catalogue import (  # re-exported: defined with their DAGs
+    DEFAULT_ALGORITHM as DEFAULT_ALGORITHM,
+)
+from libra_des.hardware.collective_catalogue import FLAT_ALGORITHMS as FLAT_ALGORITHMS
+from libra_des.hardware.collective_catalogue import SHAPES as SHAPES
+from libra_des.hardware.collective_catalogue import log2_steps as log2_steps
+from libra_des.hardware.collective_catalogue import part as part
 from libra_des.hardware.fabric import Fabric
 from libra_des.hardware.profile import COLLECTIVE_OPS, Piece
 
-ALGORITHMS = ("ring", "tree", "direct", "hierarchical", "nvls")
-
-#: Flat (single-level) algorithms each op supports; ``hierarchical`` is added across nodes.
-FLAT_ALGORITHMS: dict[str, tuple[str, ...]] = {
-    "all_reduce": ("ring", "tree", "direct", "nvls"),
-    "all_gather": ("ring", "direct", "nvls"),
-    "reduce_scatter": ("ring", "direct", "nvls"),
-    "broadcast": ("ring", "tree", "direct"),
-    "send_recv": ("direct",),
-    "all_to_all": ("direct",),
-}
+ALGORITHMS = ("ring", "tree", "direct", "hierarchical", "nvls", "multilevel")
 
 #: Share of a NIC's line rate NCCL moves between nodes with large messages, used where a
 #: profile has no inter-node measurement (datasheet tier). Public evidence (numbers and links in
@@ -65,42 +65,10 @@ NIC_EFFICIENCY = 0.96
 #: latencies (a few us) describe the wire, not the software path.
 NET_P2P_LATENCY = 24e-6
 
-#: Algorithm a measurement is attributed to when its log does not say (NCCL's usual choice).
-DEFAULT_ALGORITHM = {op: algs[0] for op, algs in FLAT_ALGORITHMS.items()}
-
-
 def check_op(op: str) -> str:
     if op not in COLLECTIVE_OPS:
-        raise InputError("--op", op, " | ".join(COLLECTIVE_OPS))
+        raise InputError("op", op, " | ".join(COLLECTIVE_OPS))
     return op
-
-
-def log2_steps(n: int) -> int:
-    return max(1, math.ceil(math.log2(n))) if n > 1 else 0
-
-
-def part(n: int) -> float:
-    return (n - 1) / n
-
-
-#: (op, algorithm) -> n -> (volume per rank per byte of size, latency steps).
-SHAPES: dict[tuple[str, str], Callable[[int], tuple[float, int]]] = {
-    ("all_reduce", "ring"): lambda n: (2 * part(n), 2 * (n - 1)),
-    ("all_reduce", "tree"): lambda n: (2.0, 2 * log2_steps(n)),
-    ("all_reduce", "direct"): lambda n: (2 * part(n), 2),
-    ("all_reduce", "nvls"): lambda n: (1.0, 2),
-    ("all_gather", "ring"): lambda n: (part(n), n - 1),
-    ("all_gather", "direct"): lambda n: (part(n), 1),
-    ("all_gather", "nvls"): lambda n: (part(n), 1),
-    ("reduce_scatter", "ring"): lambda n: (part(n), n - 1),
-    ("reduce_scatter", "direct"): lambda n: (part(n), 1),
-    ("reduce_scatter", "nvls"): lambda n: (part(n), 1),
-    ("broadcast", "ring"): lambda n: (1.0, n - 1),
-    ("broadcast", "tree"): lambda n: (2.0, log2_steps(n)),
-    ("broadcast", "direct"): lambda n: (float(n - 1), 1),
-    ("send_recv", "direct"): lambda n: (1.0, 1),
-    ("all_to_all", "direct"): lambda n: (part(n), 1),
-}
 
 
 def phase_shape(op: str, algorithm: str, n: int, size: np.ndarray) -> tuple[np.ndarray, int]:
@@ -108,7 +76,7 @@ def phase_shape(op: str, algorithm: str, n: int, size: np.ndarray) -> tuple[np.n
     s = np.asarray(size, dtype=np.float64)
     if (op, algorithm) not in SHAPES:
         allowed = " | ".join(FLAT_ALGORITHMS.get(op, ()))
-        raise InputError("--algorithm", algorithm, f"{allowed} (for {op})")
+        raise InputError("algorithm", algorithm, f"{allowed} (for {op})")
     if n <= 1:
         return np.zeros_like(s), 0
     factor, steps = SHAPES[(op, algorithm)](n)

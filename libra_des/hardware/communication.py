@@ -53,6 +53,7 @@ from libra_des.hardware.collectives import (
     phase_shape,
 )
 from libra_des.hardware.fabric import Fabric
+from libra_des.hardware.hierarchy import Step, decompose, level_ranks
 from libra_des.hardware.profile import Fit, Piece, Profile
 
 #: Ops whose curves another op may borrow (tier 2/3), most similar first.
@@ -224,12 +225,12 @@ class Communication:
     def layout(self, group: int, gpus_per_node: int | None) -> int:
         f = self.fabric
         if not isinstance(group, int | np.integer) or group < 1:
-            raise InputError("--group", group, "a positive number of GPUs")
+            raise InputError("group", group, "a positive number of GPUs")
         gpn = min(group, f.gpus_per_node) if gpus_per_node is None else gpus_per_node
         if not 1 <= gpn <= f.gpus_per_node:
-            raise InputError("--gpus-per-node", gpn, f"1..{f.gpus_per_node} (the topology's)")
+            raise InputError("gpus_per_node", gpn, f"1..{f.gpus_per_node} (the topology's)")
         if math.ceil(group / gpn) > f.nodes:
-            raise InputError("--group", group, f"<= {gpn * f.nodes} GPUs at {gpn} per node")
+            raise InputError("group", group, f"<= {gpn * f.nodes} GPUs at {gpn} per node")
         return int(min(gpn, group))
 
     def algorithms(self, op: str, group: int, gpn: int) -> list[str]:
@@ -255,7 +256,7 @@ class Communication:
         check_op(op)
         size = float(nbytes)
         if not math.isfinite(size) or size < 0:
-            raise InputError("--bytes", nbytes, "a finite number of bytes >= 0")
+            raise InputError("nbytes", nbytes, "a finite number of bytes >= 0")
         gpn = self.layout(group, gpus_per_node)
         if group == 1 or size == 0:
             return CollectiveCost(0.0, algorithm or "none", 0.0)
@@ -271,9 +272,12 @@ class Communication:
     ) -> CollectiveCost:
         """Time every candidate algorithm; keep the fastest of the lowest curve tier."""
         avail = self.algorithms(op, group, gpn)
-        if algorithm is not None and algorithm not in avail:
-            allowed = " | ".join(avail)
-            raise InputError("--algorithm", algorithm, f"{allowed} (for {op} on this layout)")
+        # ``multilevel`` (every switch level, hierarchy.py) only when asked for: NCCL's own
+        # hierarchy is node / network, so the automatic choice never takes it.
+        asked = [*avail, "multilevel"] if "hierarchical" in avail else avail
+        if algorithm is not None and algorithm not in asked:
+            allowed = " | ".join(asked)
+            raise InputError("algorithm", algorithm, f"{allowed} (for {op} on this layout)")
         chosen = [algorithm] if algorithm else avail
         phases = {a: self.phase(op, a, group, gpn, np.array([size])) for a in chosen}
         best_tier = min(p.tier for p in phases.values())
@@ -297,7 +301,7 @@ class Communication:
         """One message between two GPUs (send_recv curve, one hop)."""
         size = float(nbytes)
         if not math.isfinite(size) or size < 0:
-            raise InputError("--bytes", nbytes, "a finite number of bytes >= 0")
+            raise InputError("nbytes", nbytes, "a finite number of bytes >= 0")
         if size == 0:
             return 0.0
         scope = "intra" if same_node else "inter"
@@ -373,8 +377,8 @@ class Communication:
 
     def phase(self, op: str, alg: str, n: int, gpn: int, size: np.ndarray) -> Phase:
         """Seconds (and curve tier) of one algorithm for group ``n`` at ``gpn`` per node."""
-        if alg == "hierarchical":
-            return self.hierarchical(op, n, gpn, size)
+        if alg in ("hierarchical", "multilevel"):
+            return self.hierarchical(op, n, gpn, size, alg == "multilevel")
         if op == "all_to_all":
             return self.uniform_a2a(n, gpn, size)
         scope = "intra" if n <= gpn else "inter"
@@ -424,42 +428,41 @@ class Communication:
         secs = np.min([p.seconds for p in phases if p.tier == tier], axis=0)
         return Phase(secs, tier)
 
-    def hierarchical(self, op: str, n: int, gpn: int, size: np.ndarray) -> Phase:
-        """Intra-node phase, inter-node phase over the rails, intra-node phase (as NCCL)."""
-        parts = [p for _, p in self.hierarchical_parts(op, n, gpn, size)]
+    def hierarchical(
+        self, op: str, n: int, gpn: int, size: np.ndarray, every_level: bool = False
+    ) -> Phase:
+        """Intra-node phase, inter-node phase over the rails, intra-node phase (as NCCL);
+        with ``every_level`` one phase per switch level (:mod:`~libra_des.hardware.hierarchy`)."""
+        parts = [p for _, p in self.hierarchical_parts(op, n, gpn, size, every_level)]
         return Phase(np.sum([p.seconds for p in parts], axis=0), max(p.tier for p in parts))
 
     def hierarchical_parts(
-        self, op: str, n: int, gpn: int, size: np.ndarray
+        self, op: str, n: int, gpn: int, size: np.ndarray, every_level: bool = False
     ) -> list[tuple[str, Phase]]:
-        """Named phases of a hierarchical collective.
-
-        all_reduce: reduce_scatter in the node, all_reduce of S/g across nodes on each rail,
-        all_gather in the node; all_gather / reduce_scatter: the two halves of that;
-        broadcast: across nodes first, then inside each node.
-        """
-        nodes = math.ceil(n / gpn)
+        """Named phases of a hierarchical collective (:func:`~libra_des.hardware.hierarchy.
+        decompose`): at two levels, all_reduce is reduce_scatter in the node, all_reduce of
+        S/g across nodes on each rail, all_gather in the node; all_gather / reduce_scatter the
+        two halves of that; broadcast across nodes first, then inside each node."""
         s = np.asarray(size, dtype=np.float64)
-        inter = InterView(self, gpn)
-        if op == "all_reduce":
-            return [
-                ("intra reduce_scatter + all_gather", self.intra_all_reduce(gpn, s)),
-                ("inter all_reduce", inter.best("all_reduce", nodes, s / gpn)),
-            ]
-        if op == "all_gather":
-            return [
-                ("inter all_gather", inter.best("all_gather", nodes, s / gpn)),
-                ("intra all_gather", self.best("all_gather", gpn, gpn, s)),
-            ]
-        if op == "reduce_scatter":
-            return [
-                ("intra reduce_scatter", self.best("reduce_scatter", gpn, gpn, s)),
-                ("inter reduce_scatter", inter.best("reduce_scatter", nodes, s / gpn)),
-            ]
-        return [
-            (f"inter {op}", inter.best(op, nodes, s)),
-            (f"intra {op}", self.best(op, gpn, gpn, s)),
-        ]
+        steps = decompose(op, level_ranks(self.fabric, n, gpn, every_level))
+        return [(self.step_name(st, every_level), self.step_phase(st, gpn, s)) for st in steps]
+
+    @staticmethod
+    def step_name(step: Step, every_level: bool) -> str:
+        if step.level == 0:
+            halves = step.op == "all_reduce"
+            return "intra reduce_scatter + all_gather" if halves else f"intra {step.op}"
+        return f"inter level {step.level} {step.op}" if every_level else f"inter {step.op}"
+
+    def step_phase(self, step: Step, gpn: int, s: np.ndarray) -> Phase:
+        """A step's seconds: inside the node by the intra-node curves, across nodes on each
+        rail at the rate of the lowest level whose unit holds ``step.span`` nodes."""
+        share = s / step.divisor
+        if step.level == 0:
+            if step.op == "all_reduce":
+                return self.intra_all_reduce(gpn, share)
+            return self.best(step.op, gpn, gpn, share)
+        return InterView(self, gpn, step.span).best(step.op, step.ranks, share)
 
     def explain(
         self,
@@ -474,17 +477,19 @@ class Communication:
         res = self.collective(op, nbytes, group, gpus_per_node, algorithm)
         gpn = self.layout(group, gpus_per_node)
         out: dict[str, object] = {"tier": res.tier, "inter_paths": self.book.inter_paths}
-        if res.algorithm != "hierarchical" or nbytes <= 0:
+        if res.algorithm not in ("hierarchical", "multilevel") or nbytes <= 0:
             return out
         nodes = math.ceil(group / gpn)
         phases = []
-        for name, ph in self.hierarchical_parts(op, group, gpn, np.array([float(nbytes)])):
+        every = res.algorithm == "multilevel"
+        sizes = np.array([float(nbytes)])
+        for name, ph in self.hierarchical_parts(op, group, gpn, sizes, every):
             row: dict[str, object] = {
                 "phase": name,
                 "seconds": float(ph.seconds[0]),
                 "tier": tier_name(ph.tier),
             }
-            if name.startswith("inter") and ph.seconds[0] > 0:
+            if name.startswith("inter ") and not every and ph.seconds[0] > 0:
                 per_rail = nbytes / gpn if op != "broadcast" else nbytes
                 vol = float(phase_shape(op, "ring", nodes, np.array([per_rail]))[0][0])
                 row["node_gbs"] = vol * gpn / float(ph.seconds[0]) / 1e9
@@ -505,10 +510,12 @@ class Communication:
 @dataclass(frozen=True)
 class InterView:
     """The inter-node phase of a hierarchical collective: one rank per node on each rail,
-    ``g`` rails in parallel sharing the node's NICs."""
+    ``g`` rails in parallel sharing the node's NICs; ``span``: the nodes whose unit's links
+    carry it (default: the phase's own nodes)."""
 
     comm: Communication
     gpn: int
+    span: int | None = None
 
     def best(self, op: str, nodes: int, size: np.ndarray) -> Phase:
         if nodes <= 1:
@@ -519,7 +526,7 @@ class InterView:
                 continue
             volume, steps = phase_shape(op, alg, nodes, size)
             curve, tier = self.comm.book.lookup(op, alg, "inter", nodes, 1)
-            rate = self.comm.node_bw(self.gpn, tier, nodes) / self.gpn
+            rate = self.comm.node_bw(self.gpn, tier, self.span or nodes) / self.gpn
             phases.append(Phase(curve.seconds(volume, rate, steps), tier))
         tier = min(p.tier for p in phases)
         return Phase(np.min([p.seconds for p in phases if p.tier == tier], axis=0), tier)

@@ -113,7 +113,7 @@ class CostModel(Communication):
         if not isinstance(cp, int | np.integer) or cp < 1:
             raise InputError("cp", cp, "a positive integer")
         if np.any(lens < 0) or not np.all(np.isfinite(lens)):
-            raise InputError("--doc-lengths", "negative or non-finite", "token counts >= 0")
+            raise InputError("doc_lengths", "negative or non-finite", "token counts >= 0")
         lens = lens[lens > 0]
         if lens.size == 0:
             return 0.0
@@ -173,16 +173,16 @@ class CostModel(Communication):
 
 def check_heads(heads_q: np.ndarray, heads_kv: Any, head_dim: int) -> None:
     if np.any(heads_q <= 0):
-        raise InputError("--heads", "non-positive", "query heads > 0")
+        raise InputError("heads_q", "non-positive", "query heads > 0")
     if np.any(np.asarray(heads_kv) <= 0):
-        raise InputError("--kv-heads", heads_kv, "KV heads > 0")
+        raise InputError("heads_kv", heads_kv, "KV heads > 0")
     if not head_dim or head_dim <= 0 or not math.isfinite(head_dim):
-        raise InputError("--head-dim", head_dim, "a positive head dimension")
+        raise InputError("head_dim", head_dim, "a positive head dimension")
 
 
 def check_dims(m: np.ndarray, n: int, k: int) -> None:
     if np.any(m < 0) or not np.all(np.isfinite(m)):
-        raise InputError("--m", "negative or non-finite", "rows >= 0")
-    for name, value in (("--n", n), ("--k", k)):
+        raise InputError("m", "negative or non-finite", "rows >= 0")
+    for name, value in (("n", n), ("k", k)):
         if not value or value <= 0:
             raise InputError(name, value, "a positive dimension")

@@ -7,6 +7,7 @@ graph is used only by the flow-level network of the detailed mode.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -28,6 +29,11 @@ class Fabric:
     otherwise all NICs of a node share the group's leaf. Traffic that stays on one leaf moves
     at the NIC's line rate (:attr:`nic_line_bw`); only traffic crossing the spine is limited to
     ``inter_bw`` (the line rate over the oversubscription ratio).
+
+    More than two levels (:mod:`libra_des.hardware.levels`): ``tiers`` holds, for each switch
+    level below the top, the nodes one of its units joins (0: all) and its oversubscription;
+    ``oversubscription`` is their product and ``inter_bw`` the rate across the top level.
+    Empty ``tiers`` means the two-level reading above: one leaf level of ``leaf_nodes`` nodes.
     """
 
     gpus_per_node: int
@@ -44,6 +50,7 @@ class Fabric:
     pcie_switches: int = 1
     leaf_nodes: int = 0
     rail_optimized: bool = True
+    tiers: tuple[tuple[int, float], ...] = ()
 
     @property
     def num_gpus(self) -> int:
@@ -57,6 +64,12 @@ class Fabric:
     def rail_bw(self, nodes: int) -> float:
         """Per-NIC rate of rail-aligned traffic (same NIC index on every node, as the rings
         and rail phases of NCCL collectives use) among ``nodes`` consecutive nodes that start
-        a leaf group: line rate when they share the rails' leaves, else the spine's share."""
-        local = self.leaf_nodes <= 0 or nodes <= self.leaf_nodes
-        return self.nic_line_bw if local else self.inter_bw
+        a leaf group: line rate when they share the rails' leaves, else the share of the
+        lowest level whose unit holds them all (the spine's share on two levels)."""
+        levels = self.tiers or ((self.leaf_nodes, self.oversubscription),)
+        for i, (span, _) in enumerate(levels):
+            if span <= 0 or nodes <= span:
+                # Below this level's unit traffic still crosses the uplinks of levels i..:
+                # the top rate times the oversubscription of the levels it does not cross.
+                return self.inter_bw * math.prod(o for _, o in levels[i:])
+        return self.inter_bw

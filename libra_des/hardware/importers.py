@@ -60,7 +60,7 @@ def import_files(fmt: str, paths: list[Path]) -> Imported:
         "grouped-gemm-csv": import_grouped_gemm_csv,
     }
     if fmt not in readers:
-        raise InputError("--format", fmt, " | ".join(FORMATS))
+        raise InputError("format", fmt, " | ".join(FORMATS))
     parts = [readers[fmt](p) for p in paths]
     device = next((p.device for p in parts if p.device), None)
     skipped = sum(p.skipped for p in parts)

@@ -347,7 +347,7 @@ def save_profile(profile: Profile, path: str | Path) -> Path:
         write_atomic(out, text)
     except OSError as exc:
         kind = exc.__class__.__name__
-        raise InputError("--out", str(path), f"a writable path ({kind})") from None
+        raise InputError("path", str(path), f"a writable path ({kind})") from None
     return out
 
 
@@ -358,4 +358,4 @@ def datasheet_for(device: str) -> Profile:
         if name.split("-")[0] in low:
             return load_profile(name)
     names = ", ".join(shipped_profiles())
-    raise InputError("--device", device, f"a device with a shipped datasheet profile ({names})")
+    raise InputError("device", device, f"a device with a shipped datasheet profile ({names})")

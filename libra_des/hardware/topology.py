@@ -1,145 +1,133 @@
 """Cluster topologies: a validated YAML description grown into a networkx graph with routes.
 
-A topology file describes one *node* (GPUs on an NVSwitch and/or a PCIe switch tree under a
-host bridge, NICs on the PCIe switches) and how ``nodes`` copies of it are wired into a
-two-tier leaf/spine fabric. The graph is grown from that template, so ``nodes: 512`` needs no
-hand-written lists.
+A topology file describes one *node* (level 0: GPUs on an NVSwitch and/or a PCIe switch tree
+under a host bridge, NICs on the PCIe switches) and the switch levels above it (level 1: the
+leaves the NICs plug into; level 2 and up: spine, core), see :mod:`libra_des.hardware.levels`.
+``nodes`` copies of the node are wired into those levels, so ``nodes: 512`` needs no
+hand-written lists. The two-level form of older files (``nvlink``/``pcie``/``nic``/``network``
+sections) is still read and converted to levels (:mod:`libra_des.hardware.two_level`).
 
 Model assumptions (each is a simplification named on purpose):
 - One logical NVSwitch per node: each GPU reaches it over one NVLink edge whose bandwidth is
   the GPU's full NVLink bandwidth per direction (the several physical NVSwitch chips of an HGX
-  board act as one non-blocking crossbar).
+  board, or the NVLink switch trays of an NVL72 rack, act as one non-blocking crossbar).
 - Edges are full duplex: ``bandwidth`` is bytes/s in *each* direction, so a directed link id
   ``(u, v)`` has its own capacity.
 - GPU ``i`` of a node uses NIC ``i * nics // gpus_per_node`` (NCCL's affinity: the NIC on the
   GPU's own PCIe switch). No PXN relaying through another GPU: GPUs and NICs never forward.
-- Rail-optimised fabric: NIC ``k`` of every node connects to the leaf of rail ``k`` in its leaf
-  group (``nodes_per_leaf`` nodes per group); otherwise all NICs of a node share one leaf.
-  Every leaf connects to every spine. Unless given, a leaf-spine link carries
-  ``downlink / (oversubscription * spines)`` where ``downlink`` is the leaf's nominal host-side
-  bandwidth (``nodes_per_leaf`` ports), so a 2:1 fabric has half the uplink of a 1:1 one.
+- Rail-optimised leaves (``rail_leaf``): NIC ``k`` of every node connects to the leaf of rail
+  ``k`` in its leaf group (``fan_out`` nodes per group); a ``leaf`` level puts all NICs of a
+  node on one leaf. Every switch connects to every switch of the level above in its unit.
+  Unless given, an upward link carries the lower switch's downlink capacity divided by
+  ``oversubscription * count`` (count: switches above), so a 2:1 leaf has half the uplink
+  of a 1:1 one.
 - Routes: inside a node, the weighted shortest path where a link costs
   ``latency + 1 MiB / bandwidth`` (prefers NVLink over PCIe); between nodes, GPU -> its NIC ->
-  leaf [-> spine -> leaf] -> NIC -> GPU, with the spine picked by a deterministic hash of
-  (src, dst) (ECMP).
+  leaf, then up through every level until the lowest one whose unit holds both ends, and down
+  again -> leaf -> NIC -> GPU; the switch taken at each level is a deterministic hash of
+  (src, dst) (ECMP), the same index going up and coming down.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import pairwise
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any
 
 import networkx as nx
-from pydantic import BeforeValidator, Field
+from pydantic import Field, model_validator
 
 from libra_des.config import ROOT, Frozen, read_yaml, resolve_path, validate
 from libra_des.errors import InputError
 from libra_des.hardware.fabric import Fabric
+from libra_des.hardware.levels import (
+    LEVEL_TYPES,
+    Domain,
+    LeafLevel,
+    LevelSpec,
+    Network,
+    NVSwitchLevel,
+    PcieLevel,
+    Tier,
+    grow_tiers,
+    leaf_name,
+    level_order_error,
+    network_spans,
+)
+from libra_des.hardware.links import (
+    Bandwidth,
+    Latency,
+    LinkSpec,
+    LinkType,
+    PcieSpec,
+    link_attrs,
+    parse_bandwidth,
+    parse_latency,
+)
+from libra_des.hardware.two_level import TwoLevelTopologySpec, to_levels
+
+__all__ = [
+    "Bandwidth",
+    "Latency",
+    "LinkSpec",
+    "LinkType",
+    "PcieSpec",
+    "Topology",
+    "TopologySpec",
+    "load_topology",
+    "parse_bandwidth",
+    "parse_latency",
+    "shipped_topologies",
+]
 
 #: A directed link: (from graph node, to graph node).
 LinkId = tuple[str, str]
-LinkType = Literal["nvlink", "pcie", "ethernet", "roce", "infiniband"]
 
 #: Message size used to weigh links when choosing intra-node routes (bandwidth matters more
 #: than latency for anything a collective moves).
 ROUTE_REF_BYTES = 1 << 20
 
 SUFFIXES = (".yaml", ".yml")
-_BW_UNITS = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
-_LAT_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
-_QUANTITY = re.compile(r"^\s*([-+0-9.eE]+)\s*([a-zA-Zµ/]*)\s*$")
-
-
-def parse_bandwidth(value: Any) -> Any:
-    """``400Gb/s`` -> 5e10, ``450 GB/s`` -> 4.5e11 (bytes/s); numbers pass through."""
-    if not isinstance(value, str):
-        return value
-    match = _QUANTITY.match(value)
-    unit = match.group(2).removesuffix("/s") if match else "?"
-    if not match or unit[-1:] not in ("B", "b") or unit[:-1].lower() not in _BW_UNITS:
-        raise ValueError("bytes/s as a number or a string like '400Gb/s' or '450GB/s'")
-    per_bit = 1 / 8 if unit.endswith("b") else 1.0
-    return float(match.group(1)) * _BW_UNITS[unit[:-1].lower()] * per_bit
-
-
-def parse_latency(value: Any) -> Any:
-    """``1.5us`` -> 1.5e-6 (seconds); numbers pass through."""
-    if not isinstance(value, str):
-        return value
-    match = _QUANTITY.match(value)
-    if not match or match.group(2) not in _LAT_UNITS:
-        raise ValueError("seconds as a number or a string like '2us', '500ns'")
-    return float(match.group(1)) * _LAT_UNITS[match.group(2)]
-
-
-Bandwidth = Annotated[float, BeforeValidator(parse_bandwidth), Field(gt=0)]
-Latency = Annotated[float, BeforeValidator(parse_latency), Field(ge=0)]
-
-
-class LinkSpec(Frozen):
-    """One kind of edge: bytes/s per direction, one-way latency (s), link technology."""
-
-    type: LinkType
-    bandwidth: Bandwidth
-    latency: Latency = 0.0
-
-
-class NVLinkSpec(LinkSpec):
-    """Each GPU's link to the node's (logical) NVSwitch; ``nvls``: in-switch reductions."""
-
-    type: LinkType = "nvlink"
-    nvls: bool = False
-
-
-class PcieSpec(Frozen):
-    """PCIe tree: ``switches`` switches per node, each under the host bridge (CPU root)."""
-
-    switches: int = Field(default=1, gt=0)
-    link: LinkSpec
-    uplink: LinkSpec | None = None
-
-    @property
-    def up(self) -> LinkSpec:
-        return self.uplink or self.link
-
-
-class NicSpec(LinkSpec):
-    """``count`` NICs per node; bandwidth/latency/type describe the NIC-to-leaf port."""
-
-    type: LinkType = "roce"
-    count: int = Field(default=1, gt=0)
-    attach: Literal["pcie_switch", "host"] = "pcie_switch"
-
-
-class NetworkSpec(Frozen):
-    """Two-tier leaf/spine fabric between nodes."""
-
-    type: LinkType = "roce"
-    rail_optimized: bool = True
-    nodes_per_leaf: int = Field(default=32, gt=0)
-    spines: int = Field(default=8, ge=0)
-    oversubscription: float = Field(default=1.0, gt=0)
-    bandwidth: Bandwidth | None = None
-    latency: Latency = 0.0
 
 
 class TopologySpec(Frozen):
-    """The validated content of one topology YAML file."""
+    """The validated content of one topology YAML file: the node (``levels[0]``, with
+    ``gpus_per_node`` GPUs) and the switch levels above it."""
 
     name: str = "topology"
     description: str | None = None
     gpu: str = "gpu"
     nodes: int = Field(default=1, gt=0)
     gpus_per_node: int = Field(gt=0)
-    nvlink: NVLinkSpec | None = None
-    pcie: PcieSpec
-    nic: NicSpec | None = None
-    network: NetworkSpec = NetworkSpec()
+    levels: list[LevelSpec] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _levels_fit(self) -> TopologySpec:
+        bad = level_order_error(self.levels)
+        if bad is not None:
+            raise InputError(f"levels[{bad[0]}].type", self.levels[bad[0]].type, bad[1])
+        top = len(self.levels) - 1
+        ratio = self.network[-1].oversubscription if self.network else 1.0
+        if ratio != 1:
+            raise InputError(f"levels[{top}].oversubscription", ratio, "1 at the top level")
+        if top > 0 and self.domain.nics == 0:
+            raise InputError("levels[0].nics", 0, "> 0 when switch levels follow")
+        return self
+
+    @property
+    def domain(self) -> Domain:
+        level = self.levels[0]
+        assert isinstance(level, NVSwitchLevel | PcieLevel)  # level_order_error checked it
+        return level
+
+    @property
+    def network(self) -> tuple[Network, ...]:
+        return tuple(lv for lv in self.levels[1:] if isinstance(lv, Network))
 
 
 @dataclass(frozen=True)
@@ -151,10 +139,6 @@ class Link:
     kind: str
 
 
-def link_attrs(spec: LinkSpec) -> dict[str, Any]:
-    return {"bandwidth": spec.bandwidth, "latency": spec.latency, "kind": spec.type}
-
-
 def ecmp_hash(src: int, dst: int) -> int:
     """A fixed 64-bit mix of (src, dst) (splitmix64 finaliser): stable across runs/processes."""
     x = (src * 0x9E3779B97F4A7C15 + dst + 1) & 0xFFFFFFFFFFFFFFFF
@@ -164,12 +148,14 @@ def ecmp_hash(src: int, dst: int) -> int:
 
 
 class NodeTemplate:
-    """One node's internal wiring with local names (``gpu3``, ``nvsw``, ``pcie1``, ...)."""
+    """One node's internal wiring with local names (``gpu3``, ``nvsw``, ``pcie1``, ...):
+    the builder of level 0 (``nvswitch`` or ``pcie``, see :mod:`libra_des.hardware.levels`)."""
 
     def __init__(self, spec: TopologySpec) -> None:
         self.spec = spec
+        self.domain = spec.domain
         self.gpus = spec.gpus_per_node
-        self.nics = spec.nic.count if spec.nic else 0
+        self.nics = self.domain.nics
         self.graph = nx.Graph()
         self.graph.add_edges_from(self.edges())
         for name in self.graph.nodes:
@@ -177,15 +163,15 @@ class NodeTemplate:
         self._paths: dict[tuple[str, str], tuple[str, ...]] = {}
 
     def edges(self) -> Iterator[tuple[str, str, dict[str, Any]]]:
-        spec, pcie = self.spec, self.spec.pcie
+        pcie, gpu_link = self.domain.host_tree(), self.domain.gpu_link()
         for i in range(self.gpus):
-            if spec.nvlink is not None:
-                yield f"gpu{i}", "nvsw", link_attrs(spec.nvlink)
+            if gpu_link is not None:
+                yield f"gpu{i}", "nvsw", link_attrs(gpu_link)
             yield f"gpu{i}", f"pcie{i * pcie.switches // self.gpus}", link_attrs(pcie.link)
         for s in range(pcie.switches):
             yield f"pcie{s}", "host", link_attrs(pcie.up)
         for k in range(self.nics):
-            up = "host" if spec.nic and spec.nic.attach == "host" else None
+            up = "host" if self.domain.nic_attach == "host" else None
             parent = up or f"pcie{k * pcie.switches // self.nics}"
             yield f"nic{k}", parent, link_attrs(pcie.up if up else pcie.link)
 
@@ -223,8 +209,9 @@ class Topology:
     """A grown topology: the networkx graph plus routing between global GPU ids.
 
     GPU ``g`` lives on node ``g // gpus_per_node`` with local index ``g % gpus_per_node``.
-    Graph nodes are named ``n{node}/{local}`` inside nodes, ``leaf{group}.{rail}`` and
-    ``spine{s}`` outside; every graph node has a ``kind`` attribute and every edge has
+    Graph nodes are named ``n{node}/{local}`` inside nodes, ``leaf{group}.{rail}`` for level
+    1 and ``{type}{k}`` (one unit) or ``{type}{unit}.{k}`` above (``spine3``, ``core0``,
+    ``spine1.3``); every graph node has a ``kind`` attribute and every edge has
     ``bandwidth`` (bytes/s per direction), ``latency`` (s) and ``kind`` (link type).
     """
 
@@ -235,10 +222,7 @@ class Topology:
         self.gpus_per_node = spec.gpus_per_node
         self.num_gpus = spec.nodes * spec.gpus_per_node
         self.template = NodeTemplate(spec)
-        self.groups = -(-spec.nodes // spec.network.nodes_per_leaf)
-        nics = self.template.nics
-        self.rails = nics if spec.network.rail_optimized else min(1, nics)
-        self.spines = spec.network.spines if self.num_leaves > 1 else 0
+        self.tiers: tuple[Tier, ...] = grow_tiers(spec.network, spec.nodes, self.template.nics)
         self._routes: dict[tuple[int, int], tuple[LinkId, ...]] = {}
         self.check_connected()
 
@@ -248,23 +232,6 @@ class Topology:
         """The whole fabric as a graph, grown on first use: routes and link lookups do not
         need it (at 131,072 GPUs it takes seconds and hundreds of MB)."""
         return self.build_graph()
-
-    @property
-    def num_leaves(self) -> int:
-        return self.groups * self.rails
-
-    def leaf_of(self, node: int, nic: int) -> str:
-        rail = nic if self.spec.network.rail_optimized else 0
-        return f"leaf{node // self.spec.network.nodes_per_leaf}.{rail}"
-
-    def spine_link(self) -> LinkSpec:
-        """Leaf-spine link: as given, else the leaf's nominal downlink / (ratio * spines)."""
-        net, nic = self.spec.network, self.spec.nic
-        uplink = net.bandwidth
-        if uplink is None and nic is not None:
-            ports = net.nodes_per_leaf * (1 if net.rail_optimized else nic.count)
-            uplink = ports * nic.bandwidth / (net.oversubscription * self.spines)
-        return LinkSpec(type=net.type, bandwidth=uplink or 0.0, latency=net.latency)
 
     def build_graph(self) -> nx.Graph:
         graph = nx.Graph()
@@ -277,33 +244,25 @@ class Topology:
             for a in range(self.nodes)
             for u, v, d in tmpl.graph.edges(data=True)
         )
-        graph.add_nodes_from(
-            ((self.leaf_of(g * self.spec.network.nodes_per_leaf, r), {"kind": "leaf"})
-             for g in range(self.groups) for r in range(self.rails)),
-        )
-        if self.spec.nic is not None:
-            nic = link_attrs(self.spec.nic)
-            graph.add_edges_from(
-                (f"n{a}/nic{k}", self.leaf_of(a, k), nic)
-                for a in range(self.nodes)
-                for k in range(tmpl.nics)
-            )
-        if not self.spines:
-            return graph
-        graph.add_nodes_from((f"spine{s}", {"kind": "spine"}) for s in range(self.spines))
-        up = link_attrs(self.spine_link())
-        leaves = [n for n, k in graph.nodes(data="kind") if k == "leaf"]
-        graph.add_edges_from((leaf, f"spine{s}", up) for leaf in leaves for s in range(self.spines))
+        for i, tier in enumerate(self.tiers):
+            graph.add_nodes_from((name, {"kind": tier.kind}) for name in tier.switches())
+            builder = LEVEL_TYPES[tier.spec.type].builder
+            assert builder is not None  # every switch level type registers one
+            args = (self.nodes, tmpl.nics) if i == 0 else (self.tiers[i - 1],)
+            graph.add_edges_from(builder(tier, *args))
         return graph
 
     def check_connected(self) -> None:
-        """Connectivity, checked on a copy of at most ``nodes_per_leaf + 1`` nodes.
+        """Connectivity, checked on a copy just large enough to hold two units of the
+        second-highest level (at most that many nodes plus one).
 
-        Every node is the same template wired the same way, so a fabric of two leaf groups
+        Every node is the same template wired the same way, so a fabric of two such units
         (where it has two or more) is connected exactly when the full one is: it has the
-        same rails, the same spines, and each node joins its leaves as in the full graph.
+        same rails and switches per unit, and each node joins its switches as in the full
+        graph.
         """
-        small = min(self.nodes, self.spec.network.nodes_per_leaf + 1)
+        spans = [t.span for t in self.tiers if t.spec.fan_out] or [self.nodes]
+        small = min(self.nodes, max(spans) + 1)
         if small == self.nodes:
             graph = self.graph
         else:
@@ -340,16 +299,33 @@ class Topology:
         tmpl = self.template
         if a == b:
             return [f"n{a}/{n}" for n in tmpl.path(f"gpu{i}", f"gpu{j}")] if i != j else []
-        if tmpl.nics == 0:
+        if tmpl.nics == 0 or not self.tiers:
             raise InputError("topology", self.name, f"NICs for inter-node routes ({src}->{dst})")
         k, m = tmpl.nic_of(i), tmpl.nic_of(j)
         hops = [f"n{a}/{n}" for n in tmpl.path(f"gpu{i}", f"nic{k}")]
-        leaf_a, leaf_b = self.leaf_of(a, k), self.leaf_of(b, m)
-        hops.append(leaf_a)
-        if leaf_a != leaf_b:
-            hops += [f"spine{ecmp_hash(src, dst) % self.spines}", leaf_b]
+        hops += self.switch_path(src, dst, (a, k), (b, m))
         hops += [f"n{b}/{n}" for n in tmpl.path(f"nic{m}", f"gpu{j}")]
         return hops
+
+    def switch_path(
+        self, src: int, dst: int, a: tuple[int, int], b: tuple[int, int]
+    ) -> list[str]:
+        """Leaf of ``a`` (node, NIC), up through the levels to the lowest one whose unit holds
+        both ends, down to the leaf of ``b`` (module docstring; ECMP by hashing src, dst)."""
+        leaf = self.tiers[0]
+        leaf_a, leaf_b = leaf_name(leaf, *a), leaf_name(leaf, *b)
+        if leaf_a == leaf_b:
+            return [leaf_a]
+        up, down = [leaf_a], [leaf_b]
+        for tier in self.tiers[1:]:
+            if tier.width == 0:
+                break
+            k = ecmp_hash(src, dst) % tier.width
+            up.append(tier.name(tier.unit_of(a[0]), k))
+            down.append(tier.name(tier.unit_of(b[0]), k))
+            if up[-1] == down[-1]:
+                return up + down[-2::-1]
+        raise InputError("topology", self.name, f"a level joining nodes {a[0]} and {b[0]}")
 
     def link(self, link_id: LinkId) -> Link:
         """A link's numbers from the spec (the same as the graph's edge data, without it)."""
@@ -357,18 +333,24 @@ class Topology:
         return Link(float(data["bandwidth"]), float(data["latency"]), str(data["kind"]))
 
     def link_attrs(self, u: str, v: str) -> Mapping[str, Any]:
-        """Edge data of (u, v): node-internal edges from the template, NIC-leaf edges from
-        the NIC spec, leaf-spine edges from :meth:`spine_link` (see :meth:`build_graph`)."""
+        """Edge data of (u, v): node-internal edges from the template, edges between levels
+        from the upper level's link (see :meth:`build_graph`)."""
         (a, _, x), (b, _, y) = u.partition("/"), v.partition("/")
         if x and y:
             if a != b:
                 raise KeyError((u, v))
             return dict(self.template.graph.edges[x, y])
-        if u.startswith("spine") or v.startswith("spine"):
-            return link_attrs(self.spine_link())
-        if self.spec.nic is None:
-            raise KeyError((u, v))
-        return link_attrs(self.spec.nic)
+        return link_attrs(self.tiers[max(self.tier_of(u), self.tier_of(v))].link)
+
+    def tier_of(self, name: str) -> int:
+        """Index into :attr:`tiers` of a switch's level (-1 inside a node)."""
+        if "/" in name:
+            return -1
+        kind = re.sub(r"[0-9.]+$", "", name)
+        for i, tier in enumerate(self.tiers):
+            if tier.kind == kind:
+                return i
+        raise KeyError(name)
 
     @cached_property
     def links(self) -> dict[LinkId, Link]:
@@ -391,38 +373,46 @@ class Topology:
 
         ``intra_latency``: GPU 0 -> GPU 1 of a node. ``inter_latency``: GPU 0 of one node to
         GPU 0 of a neighbouring node (same rail and leaf when the fabric allows it);
-        ``inter_bw``: one NIC port divided by the oversubscription ratio.
+        ``inter_bw``: one NIC port divided by the oversubscription of every level below the
+        top (what crosses the top level gets); ``tiers``: per level below the top, the nodes
+        one of its units holds and its oversubscription.
         """
-        spec, nic = self.spec, self.spec.nic
-        intra = spec.nvlink or spec.pcie.link
+        spec, domain = self.spec, self.spec.domain
+        network = spec.network
+        intra = domain.gpu_link() or domain.host_tree().link
         intra_lat = self.latency(self.route(0, 1)) if self.gpus_per_node > 1 else intra.latency
+        spans = network_spans(network)
+        tiers = tuple(zip(spans[:-1], (lv.oversubscription for lv in network[:-1]), strict=True))
+        ratio = math.prod(o for _, o in tiers) if tiers else 1.0
+        leaf = network[0] if network else None
         return Fabric(
             gpus_per_node=self.gpus_per_node,
             nodes=self.nodes,
-            intra_kind="nvswitch" if spec.nvlink else "pcie",
+            intra_kind="nvswitch" if domain.gpu_link() else "pcie",
             intra_bw=intra.bandwidth,
             intra_latency=intra_lat,
-            inter_bw=nic.bandwidth / spec.network.oversubscription if nic else 0.0,
+            inter_bw=leaf.bandwidth / ratio if isinstance(leaf, LeafLevel) else 0.0,
             inter_latency=self.inter_latency(),
             nics_per_node=self.template.nics,
-            pcie_bridge_bw=spec.pcie.up.bandwidth,
-            pcie_switches=spec.pcie.switches,
-            oversubscription=spec.network.oversubscription,
-            nvls=bool(spec.nvlink and spec.nvlink.nvls),
-            leaf_nodes=spec.network.nodes_per_leaf,
-            rail_optimized=spec.network.rail_optimized,
+            pcie_bridge_bw=domain.host_tree().up.bandwidth,
+            pcie_switches=domain.host_tree().switches,
+            oversubscription=ratio,
+            nvls=bool(getattr(domain, "nvls", False)),
+            leaf_nodes=spans[0] if spans else 32,
+            rail_optimized=leaf is None or leaf.type == "rail_leaf",
+            tiers=tiers,
         )
 
     def inter_latency(self) -> float:
         """Latency between neighbouring nodes; with one node, what a second node would see."""
-        if self.spec.nic is None:
+        if not self.tiers:
             return 0.0
         if self.nodes > 1:
             return self.latency(self.route(0, self.gpus_per_node))
         tmpl = self.template
         local = tmpl.path("gpu0", f"nic{tmpl.nic_of(0)}")
         hops = sum(tmpl.graph.edges[u, v]["latency"] for u, v in pairwise(local))
-        return 2.0 * (float(hops) + self.spec.nic.latency)
+        return 2.0 * (float(hops) + self.tiers[0].link.latency)
 
 
 # ----------------------------------------------------------------------------- loading
@@ -433,16 +423,34 @@ def shipped_topologies() -> list[str]:
 
 
 def merge_params(data: dict[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
-    """Overlay ``params`` (nested mappings or dotted keys) on a raw topology mapping."""
+    """Overlay ``params`` (nested mappings or dotted keys) on a raw topology mapping; a
+    number in a dotted key indexes a list (``levels.1.oversubscription``)."""
     out = dict(data)
     for key, value in params.items():
         head, _, rest = str(key).partition(".")
         if rest:
             value = {rest: value}
         old = out.get(head)
-        if isinstance(value, Mapping) and isinstance(old, Mapping):
+        if isinstance(value, Mapping) and isinstance(old, list):
+            value = merge_list(old, value, head)
+        elif isinstance(value, Mapping) and isinstance(old, Mapping):
             value = merge_params(dict(old), value)
         out[head] = value
+    return out
+
+
+def merge_list(old: list[Any], params: Mapping[str, Any], where: str) -> list[Any]:
+    out = list(old)
+    for key, value in params.items():
+        head, _, rest = str(key).partition(".")
+        if not head.isdigit() or int(head) >= len(out):
+            raise InputError(f"topology_params.{where}.{head}", key, f"0..{len(out) - 1}")
+        index = int(head)
+        item = {rest: value} if rest else value
+        old_item = out[index]
+        if isinstance(item, Mapping) and isinstance(old_item, Mapping):
+            item = merge_params(dict(old_item), item)
+        out[index] = item
     return out
 
 
@@ -458,11 +466,27 @@ def read_spec(spec: str | Path) -> dict[str, Any]:
     return dict(raw)
 
 
+def parse_spec(data: Mapping[str, Any]) -> TopologySpec:
+    """Validate a level list, or a two-level file converted to one (module docstring).
+
+    Errors name the field as written: ``topology.levels[1].bandwidth`` (list positions in
+    brackets), ``topology.nic.bandwidth`` for a two-level file."""
+    if "levels" not in data and isinstance(data, Mapping):
+        legacy: TwoLevelTopologySpec = validate(TwoLevelTopologySpec, data, "topology.")
+        data = to_levels(legacy)
+    try:
+        parsed: TopologySpec = validate(TopologySpec, data, "topology.")
+    except InputError as exc:
+        field = re.sub(r"\.(\d+)(?=\.|$)", r"[\1]", exc.field)
+        field = re.sub(r"\[(\d+)\]\.(nvswitch|pcie|rail_leaf|leaf|spine|core)\b", r"[\1]", field)
+        raise InputError(field, exc.value, exc.allowed) from None
+    return parsed
+
+
 def load_topology(
     spec: str | Path | Mapping[str, Any], params: Mapping[str, Any] | None = None
 ) -> Topology:
     """Read (a shipped name, a path or a mapping), apply ``params``, validate and grow it."""
     raw = dict(spec) if isinstance(spec, Mapping) else read_spec(spec)
     data = merge_params(raw, params or {})
-    parsed: TopologySpec = validate(TopologySpec, data, "topology.")
-    return Topology(parsed)
+    return Topology(parse_spec(data))

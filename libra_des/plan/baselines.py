@@ -56,6 +56,7 @@ def ulysses_plan(
         return_bytes=off_diag * per_rank * width * model.heads_q,
         chunks=1,
         tiles=0,
+        swaps_qkv=True,
     )
 
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from libra_des.errors import InputError
 
-POLICIES = ("random", "zigzag", "zigzag_swap", "vrsp")
+GROUPINGS = ("random", "zigzag", "zigzag_swap", "vrsp")
 
 
 @dataclass(frozen=True)
@@ -198,7 +198,7 @@ def group(policy: str, weights: np.ndarray, pool_size: int, rng: np.random.Gener
     """Dispatch to the grouping named ``policy``."""
     fn = GROUPERS.get(policy)
     if fn is None:
-        raise InputError("policy", policy, " | ".join(POLICIES))
+        raise InputError("policy", policy, " | ".join(GROUPINGS))
     return fn(weights, pool_size, rng)
 
 

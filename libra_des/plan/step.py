@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from libra_des import training_balancers
-from libra_des.config import Scenario
+from libra_des.config import TrainingScenario as Scenario
 from libra_des.plan.attention import causal_pairs
 from libra_des.plan.grouping import vrsp
 from libra_des.plan.types import AttentionPlan

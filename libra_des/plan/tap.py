@@ -575,7 +575,7 @@ def pipelined_time(
 # ----------------------------------------------------------------------------- pool plan
 
 
-def attention_plan(
+def fold_attention_plan(
     tiles: TileSet, placement: Placement, exchange: ExchangePlan, policy: str, chunks: int
 ) -> AttentionPlan:
     """Fold the placement and exchange into the simulator's per-worker record."""
@@ -630,7 +630,7 @@ def plan_pool(
     use_kernel = len(tiles) >= COMPILED_MIN_TILES if compiled is None else compiled
     placement = place_with(tiles, tiles.workers, slack, compiled=use_kernel)
     exchange = exchange_plan(tiles, placement, compiled=use_kernel)
-    attention = attention_plan(tiles, placement, exchange, policy, chunks)
+    attention = fold_attention_plan(tiles, placement, exchange, policy, chunks)
     return PoolPlan(
         tile_set=tiles,
         placement=placement,

@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from libra_des.config import ModelSpec, Scenario
+from libra_des.config import ModelSpec
+from libra_des.config import TrainingScenario as Scenario
 from libra_des.hardware.costs import CostModel
 from libra_des.plan.step import (
     balancer_of,

@@ -24,6 +24,9 @@ class AttentionPlan:
     ``dispatch_bytes[s, d]``: bytes worker ``s`` sends to ``d`` before compute (K/V, Q).
     ``return_bytes[s, d]``: bytes ``s`` sends to ``d`` after compute (outputs O).
     ``chunks``: Pipeliner chunk count M (1 means no overlap).
+    ``swaps_qkv``: each worker swaps its own token-split Q, K, V for the head-split copy it
+    receives (Ulysses' all-to-all), so what it received is no extra memory; a plan that
+    keeps its own Q, K, V beside the remote ones (TAP) leaves it False.
     """
 
     policy: str
@@ -34,6 +37,7 @@ class AttentionPlan:
     return_bytes: np.ndarray
     chunks: int = 1
     tiles: int = 0
+    swaps_qkv: bool = False
 
     @property
     def workers(self) -> int:
@@ -65,5 +69,5 @@ class AttentionPlan:
         computed_for_others = self.return_bytes.sum(axis=1)
         if computed_for_others.size == 0:
             return 0.0
-        received = 0.0 if self.policy == "ulysses" else self.dispatch_bytes.sum(axis=0)
+        received = 0.0 if self.swaps_qkv else self.dispatch_bytes.sum(axis=0)
         return float((received + computed_for_others).max())

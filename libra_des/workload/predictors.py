@@ -18,6 +18,7 @@ Accuracy is top-k agreement: ``|predicted ∩ routed| / k``, averaged over token
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -233,6 +234,59 @@ def layer_accuracy(model_name: str, layers: int, accuracy: float | None) -> np.n
     return np.asarray(lo + (hi - lo) * draw)
 
 
+def build_oracle(_model: str, _layers: int, _accuracy: float | None, _bias: str,
+                 _profile: RoutingTrace | None) -> Predictor:
+    return Oracle()
+
+
+def build_lookahead(model: str, layers: int, accuracy: float | None, bias: str,
+                    _profile: RoutingTrace | None) -> Predictor:
+    return NoisyPredictor("lookahead", layer_accuracy(model, layers, accuracy), bias)
+
+
+def build_injected(_model: str, layers: int, accuracy: float | None, bias: str,
+                   _profile: RoutingTrace | None) -> Predictor:
+    if accuracy is None:
+        raise InputError("balancer.accuracy", None, "1 - error rate in [0, 1] for injected")
+    return NoisyPredictor("injected", np.full(layers, accuracy), bias)
+
+
+def build_path_table(_model: str, _layers: int, _accuracy: float | None, _bias: str,
+                     profile: RoutingTrace | None) -> Predictor:
+    if profile is None:
+        raise InputError("balancer.predictor", "lina", "lina needs a profiling trace")
+    return PathTable.build(profile)
+
+
+@dataclass(frozen=True)
+class PredictorKind:
+    """How a ``balancer.predictor`` is built and where it runs.
+
+    ``on_cpu``: a host-side lookup off the GPU stream (Lina's path table) rather than a
+    prediction kernel on the GPU; ``needs_profile``: it learns from a profiling trace.
+    """
+
+    build: Callable[[str, int, float | None, str, RoutingTrace | None], Predictor]
+    on_cpu: bool = False
+    needs_profile: bool = False
+
+
+#: The predictors a scenario may name, by ``balancer.predictor`` value.
+PREDICTORS: Mapping[str, PredictorKind] = {
+    "oracle": PredictorKind(build_oracle),
+    "lookahead": PredictorKind(build_lookahead),
+    "lina": PredictorKind(build_path_table, on_cpu=True, needs_profile=True),
+    "injected": PredictorKind(build_injected),
+}
+
+
+def predictor_kind(name: str) -> PredictorKind:
+    """The predictor called ``name``; an unknown name is bad input."""
+    if name not in PREDICTORS:
+        raise InputError("balancer.predictor", name, " | ".join(PREDICTORS))
+    return PREDICTORS[name]
+
+
 def make_predictor(
     kind: str,
     model_name: str,
@@ -242,17 +296,4 @@ def make_predictor(
     profile: RoutingTrace | None = None,
 ) -> Predictor:
     """Build a predictor by name (``balancer.predictor``)."""
-    if kind == "oracle":
-        return Oracle()
-    if kind == "lookahead":
-        return NoisyPredictor("lookahead", layer_accuracy(model_name, layers, accuracy),
-                              error_bias)
-    if kind == "injected":
-        if accuracy is None:
-            raise InputError("balancer.accuracy", None, "1 - error rate in [0, 1] for injected")
-        return NoisyPredictor("injected", np.full(layers, accuracy), error_bias)
-    if kind == "lina":
-        if profile is None:
-            raise InputError("balancer.predictor", kind, "lina needs a profiling trace")
-        return PathTable.build(profile)
-    raise InputError("balancer.predictor", kind, "oracle | lookahead | lina | injected")
+    return predictor_kind(kind).build(model_name, layers, accuracy, error_bias, profile)

@@ -1,7 +1,8 @@
 """The shipped training balancers, one module each.
 
 Each module declares a :class:`~libra_des.training_balancers.TrainingBalancer` (its pool rule,
-grouping, Pipeliner use, linear-work tokens and attention planner). The registry registers
+grouping, Pipeliner use, linear-work tokens, attention planner and, when it reads knobs of its
+own, its ``balancer:`` config model). The registry registers
 ``SHIPPED`` on its first look-up, in this order (the order the CLI lists them in).
 """
 

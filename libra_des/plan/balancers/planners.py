@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from libra_des.config import Scenario
+from libra_des.config import TrainingScenario as Scenario
 from libra_des.plan.baselines import ulysses_plan
 from libra_des.plan.step import pipeliner_chunks
 from libra_des.plan.tap import plan_pool

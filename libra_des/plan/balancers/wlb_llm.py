@@ -1,15 +1,26 @@
 """WLB-LLM: its own variable-length packing of whole samples (outliers may be deferred), then
-Ulysses per replica on the real tokens; linear layers run on the real tokens too."""
+Ulysses per replica on the real tokens; linear layers run on the real tokens too.
+
+Its ``balancer:`` section adds one knob to the shared ones, ``wlb_defer_outliers`` (no other
+balancer reads it, so naming it under another policy is bad input)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from libra_des.config import Scenario
+from libra_des.config import TrainingBalancerSpec
+from libra_des.config import TrainingScenario as Scenario
 from libra_des.plan.balancers.planners import ulysses_real
 from libra_des.plan.baselines import wlb_cost_coefficients, wlb_llm_pack
 from libra_des.training_balancers import TrainingBalancer
 from libra_des.workload.packing import PackedBatch
+
+
+class WlbLlmBalancerSpec(TrainingBalancerSpec):
+    """WLB-LLM's section: ``wlb_defer_outliers`` holds samples longer than the outlier
+    threshold back to a later step, as WLB-LLM's outlier queue does (docs/model.md A)."""
+
+    wlb_defer_outliers: bool = False
 
 
 def repack(
@@ -22,7 +33,7 @@ def repack(
         raw,
         window.packed_length,
         scenario.parallelism.gbs,
-        defer_outliers=scenario.balancer.wlb_defer_outliers,
+        defer_outliers=defers_outliers(scenario.balancer),
         queue=queue if queue.size else None,
         coefficients=wlb_cost_coefficients(scenario.model),
     )
@@ -30,7 +41,12 @@ def repack(
     return result.batch, changed, np.asarray(result.deferred, dtype=np.int64)
 
 
+def defers_outliers(bal: TrainingBalancerSpec) -> bool:
+    """The knob of a section validated by :class:`WlbLlmBalancerSpec` (off otherwise)."""
+    return isinstance(bal, WlbLlmBalancerSpec) and bal.wlb_defer_outliers
+
+
 BALANCER = TrainingBalancer(
     name="wlb_llm", pool="replica", attention=ulysses_real, real_token_linear=True,
-    packer=repack,
+    packer=repack, config=WlbLlmBalancerSpec,
 )

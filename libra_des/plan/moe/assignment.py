@@ -54,11 +54,16 @@ class MoeLayerPlan:
         return np.asarray(self.load.sum(axis=1))
 
     @property
-    def imbalance(self) -> float:
-        """max GPU load / mean GPU load (1.0 is perfect)."""
+    def load_ratio(self) -> float:
+        """R = max GPU load / mean GPU load (1.0 is perfect; the MoE paper quotes R)."""
         loads = self.gpu_load
         mean = float(loads.mean())
         return float(loads.max()) / mean if mean > 0 else 1.0
+
+    @property
+    def imbalance(self) -> float:
+        """R - 1, the project-wide imbalance (0.0 is perfect)."""
+        return self.load_ratio - 1.0
 
     @property
     def replica_count(self) -> int:

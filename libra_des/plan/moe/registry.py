@@ -18,7 +18,6 @@ from typing import Literal
 
 import numpy as np
 
-from libra_des.config import Scenario
 from libra_des.errors import InputError
 from libra_des.plan.moe.assignment import MoeLayerPlan
 from libra_des.plan.moe.systems import MoeSetup, Timer
@@ -137,9 +136,3 @@ def moe_system_names() -> tuple[str, ...]:
     """Every registered system's name, shipped ones first in :data:`BUILTIN` order."""
     return REGISTRY.names()
 
-
-def check_system(scenario: Scenario) -> None:
-    """Bad input when an MoE scenario names no registered system (the config layer, below
-    this one, cannot see the registry; a sweep calls this for every point before any work)."""
-    if scenario.kind == "moe_inference":
-        moe_system(scenario.balancer.policy)

@@ -15,16 +15,23 @@ from typing import Any
 
 import numpy as np
 
-from libra_des.config import ROOT, RoutingSpec, Scenario, resolve_path
+from libra_des.config import ROOT, RoutingSpec, resolve_path
+from libra_des.config import MoeScenario as Scenario
 from libra_des.errors import InputError
 from libra_des.hardware.variance import VarianceModel
 from libra_des.plan.moe import MoeLayerPlan, MoeSetup, rebalance_experts, static_home
 from libra_des.plan.moe.registry import MoeSystem, PlanInputs, moe_system
 from libra_des.sim.moe.costs import BatchShape, LayerCosts
 from libra_des.sim.moe.cpu import LINA_LOOKUP_PER_TOKEN_S
-from libra_des.sim.moe.layer import SharedLink, Stage, critical_exposure, launch, stage_spans
+from libra_des.sim.moe.layer import Stage, critical_exposure, launch, stage_spans
 from libra_des.sim.moe.setup import batch_lengths, expert_bytes
-from libra_des.workload.predictors import Predictor, make_predictor, topk_agreement
+from libra_des.sim.network.model import NetworkModel
+from libra_des.workload.predictors import (
+    Predictor,
+    make_predictor,
+    predictor_kind,
+    topk_agreement,
+)
 from libra_des.workload.routing import (
     RouterModel,
     RoutingTrace,
@@ -63,8 +70,8 @@ class Wiring:
             policy=bal.policy,
             predictor=predictor,
             allgather=dispatch == "allgather",
-            gpu_predict=predictor is not None and predictor != "lina",
-            cpu_predict=predictor == "lina",
+            gpu_predict=predictor is not None and not predictor_kind(predictor).on_cpu,
+            cpu_predict=predictor is not None and predictor_kind(predictor).on_cpu,
             prefetch=caps.prefetch,
             fetch=caps.fetch,
             cpu_plan=caps.cpu_plan,
@@ -122,7 +129,8 @@ class BatchPlanner:
             router = RouterModel.build(m.name, m.experts, moe_layers, m.top_k, spec)
         wiring = Wiring.of(scenario)
         static = moe_system(bal.policy).capabilities.replication == "static"
-        needs_profile = static or wiring.predictor == "lina"
+        needs_profile = static or (wiring.predictor is not None
+                                   and predictor_kind(wiring.predictor).needs_profile)
         profile = profile_trace(scenario, router, source, rng, needs_profile)
         predictor = None
         if wiring.predictor is not None:
@@ -204,7 +212,7 @@ class LayerRecord:
     seconds: float
     exposed: dict[str, float]
     span: dict[str, float]
-    imbalance: float
+    load_ratio: float  # R = max / mean GPU load
     accuracy: float | None
     replicas: int
     wasted: int
@@ -231,7 +239,6 @@ def build_graph(
 ) -> tuple[list[Stage], Stage, list[Stage] | None]:
     """Stages of one layer (and the copies it issues for the next layer)."""
     gpus = range(c.attention.size)
-    every = tuple(gpus)
     att = [Stage("attention", g, c.attention[g]) for g in gpus]
     gate = [Stage("gate", g, c.gate[g], [att[g]]) for g in gpus]
     pred = [Stage("prediction", g, c.predict[g], [gate[g]]) for g in gpus] if wiring.gpu_predict \
@@ -243,8 +250,8 @@ def build_graph(
         meta = Stage("metadata", None, c.metadata, [cpu])
         stages += [cpu, meta]
         plan_ready = [meta]
-    disp = Stage("dispatch", None, c.dispatch,
-                 list(gate) + (plan_ready if wiring.dispatch_after_plan else []), every)
+    disp = Stage("dispatch", None, 0.0,
+                 list(gate) + (plan_ready if wiring.dispatch_after_plan else []), c.dispatch)
     stages.append(disp)
     local, remote = [], []
     for g in gpus:
@@ -260,7 +267,7 @@ def build_graph(
             stages.append(fetch)
             after.append(fetch)
         remote.append(Stage("moe_remote", g, c.moe_remote[g], after))
-    combine = Stage("combine", None, c.combine, list(remote), every)
+    combine = Stage("combine", None, 0.0, list(remote), c.combine)
     stages += local + remote + [combine]
     issued = None
     if nxt is not None:
@@ -274,14 +281,14 @@ def build_graph(
         # they overlap the grouped GEMMs (the paper's schedule) and may contend with combine.
         replan = Stage("replication_cpu", None, nxt.replan, ready)
         stages.append(replan)
-        issued = [Stage("replica_copy", g, nxt.copy[g], [replan, disp], (g,)) for g in gpus]
+        issued = [Stage("replica_copy", g, 0.0, [replan, disp], nxt.copies[g]) for g in gpus]
         stages += issued
     return stages, combine, issued
 
 
 def run_batch(
     env: Any,
-    ports: list[SharedLink],
+    net: NetworkModel,
     wiring: Wiring,
     planner: BatchPlanner,
     trace: RoutingTrace,
@@ -308,9 +315,9 @@ def run_batch(
     lookup_s = LINA_LOOKUP_PER_TOKEN_S * trace.tokens
     prefetched = None
     if wiring.prefetch:  # layer 0's replicas: copied as the batch starts
-        prefetched = [Stage("replica_copy", g, costs[0].copy[g], [], (g,)) for g in gpus]
+        prefetched = [Stage("replica_copy", g, 0.0, [], costs[0].copies[g]) for g in gpus]
         for s in prefetched:
-            launch(env, s, ports)
+            launch(env, s, net)
     layers: list[tuple[list[Stage], float, float, dict[str, float]]] = []
     for layer, c in enumerate(costs):
         nxt = costs[layer + 1] if wiring.prefetch and layer + 1 < len(costs) else None
@@ -320,7 +327,7 @@ def run_batch(
         start = env.now
         for s in stages:
             if s.done is None:
-                launch(env, s, ports)
+                launch(env, s, net)
         env.run(until=last.done)
         layers.append((stages, start, env.now - start, critical_exposure(last, start)))
         prefetched = issued
@@ -340,7 +347,7 @@ def layer_record(
         seconds=seconds,
         exposed=exposed,
         span=stage_spans(stages, start),
-        imbalance=plan.imbalance,
+        load_ratio=plan.load_ratio,
         accuracy=accuracy,
         replicas=plan.replica_count,
         wasted=plan.wasted_replicas,

@@ -14,7 +14,10 @@ Assumptions (stated once):
   experts run on every GPU's own tokens, alongside MoE_local.
 * All2All dispatch sends a token once per remote GPU that needs it; AllGather sends every
   token to every GPU (sized by the largest per-GPU share, as an all-gather-v is). Combine
-  mirrors dispatch: all-to-all-v back, or a reduce-scatter after an all-gather.
+  mirrors dispatch: all-to-all-v back, or a reduce-scatter after an all-gather. Dispatch,
+  combine and replica copies are described as :class:`~libra_des.sim.network.model.Traffic`
+  (what moves), and the run's network model times them as they run (alpha-beta solo times
+  on shared ports at ``fast`` fidelity, flows on the topology at ``detailed``).
 * HarMoEny keeps every expert in pinned host memory: a GPU that takes pairs of an expert it
   does not hold pulls the weights over its own PCIe link (not NVLink, so no contention with
   dispatch) while its resident experts compute; those experts' GEMMs (``moe_remote``) wait.
@@ -35,6 +38,7 @@ from libra_des.hardware.costs import CostModel
 from libra_des.hardware.fabric import Fabric
 from libra_des.plan.moe.assignment import MoeLayerPlan, static_home
 from libra_des.sim.moe.cpu import replication_seconds, sharding_seconds
+from libra_des.sim.network.model import Traffic
 
 #: Host link for routing and metadata: PCIe Gen5 x16 (about 64 GB/s per direction, the
 #: datasheet figure for H100/H200 HGX boards) at an assumed 80% efficiency, plus an assumed
@@ -71,9 +75,10 @@ class LayerCosts:
     predict: np.ndarray
     moe_local: np.ndarray
     moe_remote: np.ndarray
-    dispatch: float
-    combine: float
-    copy: np.ndarray  # this layer's replica copies / weight fetches, received per GPU
+    dispatch: Traffic
+    combine: Traffic
+    copy: np.ndarray  # seconds of this layer's weight fetches from host memory, per GPU
+    copies: tuple[Traffic, ...]  # this layer's replica copies into each GPU
     cpu: float  # routing D2H + planning
     replan: float  # CPU planning of this layer's replicas (runs during the previous layer)
     metadata: float
@@ -180,23 +185,16 @@ class StageCoster:
         res = self.cost.collective(op, nbytes, self.gpus, gpus_per_node=self.per_node)
         return float(res.seconds)
 
-    def all_to_allv(self, send: np.ndarray) -> float:
-        if send.sum() <= 0:
-            return 0.0
-        return float(self.cost.all_to_allv(send, gpus_per_node=self.per_node))
-
     def allgather_bytes(self, shape: BatchShape) -> float:
         """nccl-tests size of an all-gather-v: the largest share times the group size."""
         return float(shape.tokens.max()) * self.gpus * self.token_bytes
 
-    def copies(self, copy_bytes: np.ndarray) -> np.ndarray:
-        """``[G]`` seconds each GPU's copy engine needs to receive its weight copies."""
-        node = np.arange(self.gpus) // self.fabric.gpus_per_node
-        out = np.zeros(self.gpus)
+    def copies(self, copy_bytes: np.ndarray) -> tuple[Traffic, ...]:
+        """Per GPU, the weight copies its copy engine receives (sources in GPU order)."""
+        sources: list[list[tuple[int, float]]] = [[] for _ in range(self.gpus)]
         for src, dst in zip(*np.nonzero(copy_bytes), strict=True):
-            same = bool(node[src] == node[dst])
-            out[dst] += float(self.cost.p2p(float(copy_bytes[src, dst]), same_node=same))
-        return out
+            sources[dst].append((int(src), float(copy_bytes[src, dst])))
+        return tuple(Traffic.receive(g, s) for g, s in enumerate(sources))
 
     def host_fetch(self, copy_bytes: np.ndarray) -> np.ndarray:
         """``[G]`` seconds each GPU needs to pull its fetched experts from host memory over its
@@ -234,15 +232,16 @@ def layer_costs(
         share = plan.local.sum(axis=1) / np.maximum(plan.load.sum(axis=1), 1)
         local, remote = total * share, total * (1.0 - share)
     local = local + coster.shared_experts(shape.tokens)
+    every = tuple(range(g))
     if wiring.allgather:
         nbytes = coster.allgather_bytes(shape)
-        dispatch, combine = (coster.collective("all_gather", nbytes),
-                             coster.collective("reduce_scatter", nbytes))
+        dispatch = Traffic("all_gather", every, nbytes)
+        combine = Traffic("reduce_scatter", every, nbytes)
         moved = nbytes * (g - 1)  # every GPU receives the other g - 1 shares
         d_bytes, c_bytes = moved, moved
     else:
-        dispatch = coster.all_to_allv(plan.dispatch_bytes)
-        combine = coster.all_to_allv(plan.dispatch_bytes.T)
+        dispatch = Traffic("all_to_all", every, send_bytes=plan.dispatch_bytes)
+        combine = Traffic("all_to_all", every, send_bytes=plan.dispatch_bytes.T)
         d_bytes = c_bytes = float(plan.dispatch_bytes.sum())
     # Each GPU sends its row of pair counts to the host and gets the load matrix back.
     routing = float(plan.load.size * 4) if wiring.cpu_plan else 0.0
@@ -260,7 +259,8 @@ def layer_costs(
         moe_remote=remote,
         dispatch=dispatch,
         combine=combine,
-        copy=coster.host_fetch(plan.copy_bytes) if wiring.fetch else coster.copies(plan.copy_bytes),
+        copy=coster.host_fetch(plan.copy_bytes) if wiring.fetch else np.zeros(g),
+        copies=() if wiring.fetch else coster.copies(plan.copy_bytes),
         cpu=cpu,
         replan=replication_seconds(plan.replica_count, g, plan.load.shape[1])
         if wiring.prefetch else 0.0,

@@ -2,12 +2,16 @@
 
 Assumptions:
 
-* Every stage's solo duration is known up front (costed from the plan); the only dynamic
-  interaction is link sharing. Each GPU has one :class:`SharedLink` (its NVLink / PCIe / NIC
-  port): jobs on it share it equally (processor sharing), so replica copies on the copy
-  engine stretch a dispatch or combine they overlap with, and vice versa.
-* A collective (dispatch, combine) puts one job of its solo duration on every member's link
-  and ends when the last finishes.
+* Every compute stage's solo duration is known up front (costed from the plan); the only
+  dynamic interaction is on the network. A communication stage carries its
+  :class:`~libra_des.sim.network.model.Traffic` and the run's network model
+  (:class:`~libra_des.sim.network.model.NetworkModel`) times it. At ``fast`` fidelity that is
+  the alpha-beta model on one :class:`SharedLink` per GPU (its NVLink / PCIe / NIC port): a
+  collective (dispatch, combine) puts one job of its solo duration on every member's link and
+  ends when the last finishes; jobs on a link share it equally (processor sharing), so replica
+  copies on the copy engine stretch a dispatch or combine they overlap with, and vice versa.
+  At ``detailed`` fidelity the traffic runs as flows on the topology
+  (:mod:`libra_des.sim.network.flow_model`).
 * A stage starts when all its dependencies have ended (GPU streams, barriers and data
   dependencies are all expressed as dependencies).
 
@@ -25,6 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import simpy
+
+from libra_des.sim.network.model import NetworkModel, Traffic
 
 
 class CountingEnvironment(simpy.Environment):
@@ -95,9 +101,9 @@ class Stage:
 
     name: str
     gpu: int | None
-    work: float  # solo seconds (on the GPU, the CPU, or each link it uses)
+    work: float  # solo seconds on the GPU or the CPU (0 for a communication stage)
     deps: list[Stage] = field(default_factory=list)
-    links: tuple[int, ...] = ()  # GPUs whose link this stage occupies
+    traffic: Traffic | None = None  # what a communication stage moves over the network
     start: float = -1.0
     end: float = -1.0
     done: simpy.Event | None = None
@@ -107,22 +113,23 @@ class Stage:
         return self.end - self.start
 
 
-def launch(env: simpy.Environment, stage: Stage, ports: Sequence[SharedLink]) -> simpy.Event:
+def launch(env: simpy.Environment, stage: Stage, net: NetworkModel | None) -> simpy.Event:
     """Start ``stage`` as a process once its dependencies are done; returns its done event."""
     stage.done = env.event()
-    env.process(execute(env, stage, ports))
+    env.process(execute(env, stage, net))
     return stage.done
 
 
 def execute(
-    env: simpy.Environment, stage: Stage, ports: Sequence[SharedLink]
+    env: simpy.Environment, stage: Stage, net: NetworkModel | None
 ) -> Generator[simpy.Event, Any, None]:
     pending = [d.done for d in stage.deps if d.done is not None and not d.done.processed]
     if pending:
         yield env.all_of(pending)
     stage.start = env.now
-    if stage.links:
-        yield env.all_of([ports[g].transfer(stage.work) for g in stage.links])
+    if stage.traffic is not None:
+        assert net is not None, "a communication stage needs a network model"
+        yield stage.traffic.start(net)
     elif stage.work > 0:
         yield env.timeout(stage.work)
     stage.end = env.now

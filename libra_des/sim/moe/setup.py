@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from libra_des.config import ModelSpec, Scenario
+from libra_des.config import ModelSpec
+from libra_des.config import MoeScenario as Scenario
 from libra_des.errors import InputError
 from libra_des.hardware.memory import device_hbm
 from libra_des.hardware.topology import Topology

@@ -4,7 +4,11 @@
 through every layer of the model on an EP group. Per MoE layer it builds the system's plan
 from the batch's routing (and, where the system predicts, the predicted routing), costs every
 stage, and executes the stage graph in SimPy (``libra_des.sim.moe.layer``), where replica
-copies on the copy engine contend with dispatch and combine for each GPU's link.
+copies on the copy engine contend with dispatch and combine for each GPU's link. The network
+model follows ``fidelity`` (:func:`network_factory`): ``fast`` times dispatch, combine and
+copies with the alpha-beta cost model on one processor-sharing port per GPU; ``detailed``
+runs them as flows on the topology (max-min fair link sharing, the collective algorithm's
+transfer DAG). Compute, CPU planning and host fetches are timed alike in both.
 
 System designs (what runs where, what waits for what):
 
@@ -36,18 +40,19 @@ wall-clock of our own sharding code, so every time field then varies run to run.
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import simpy
 from rich.progress import Progress
 
-from libra_des.config import Scenario
+from libra_des.config import MoeScenario as Scenario
 from libra_des.hardware.communication import tier_keys
 from libra_des.hardware.costs import CostModel
 from libra_des.hardware.profile import load_profile
-from libra_des.hardware.topology import load_topology
+from libra_des.hardware.topology import Topology, load_topology
 from libra_des.hardware.variance import VarianceModel
 from libra_des.plan.moe import MoeLayerPlan
 from libra_des.sim.moe import batch as moe_policy
@@ -62,6 +67,9 @@ from libra_des.sim.moe.costs import (
 from libra_des.sim.moe.cpu import cost_sources
 from libra_des.sim.moe.layer import CountingEnvironment, SharedLink
 from libra_des.sim.moe.setup import check_memory, ep_group
+from libra_des.sim.network.analytic import AnalyticNetwork
+from libra_des.sim.network.flow_model import Network
+from libra_des.sim.network.model import NetworkModel
 from libra_des.workload import routing as routing_module
 from libra_des.workload import sampling, trace_cache
 from libra_des.workload.routing import RoutingTrace
@@ -83,7 +91,7 @@ class RunTotals:
     dense_s: float = 0.0
     exposed: dict[str, float] = field(default_factory=dict)
     span: dict[str, float] = field(default_factory=dict)
-    imbalance: list[list[float]] = field(default_factory=list)  # [batch][layer]
+    load_ratio: list[list[float]] = field(default_factory=list)  # R per [batch][layer]
     accuracy: list[float] = field(default_factory=list)
     replicas: int = 0
     wasted: int = 0
@@ -99,14 +107,14 @@ class RunTotals:
 
     def add(self, rec: LayerRecord) -> None:
         if self.timeline is not None:
-            batch, layer = len(self.imbalance) - 1, len(self.imbalance[-1])
+            batch, layer = len(self.load_ratio) - 1, len(self.load_ratio[-1])
             self.timeline += [(batch, layer, *stage) for stage in rec.stages]
         self.layer_s.append(rec.seconds)
         for name, value in rec.exposed.items():
             self.exposed[name] = self.exposed.get(name, 0.0) + value
         for name, value in rec.span.items():
             self.span[name] = self.span.get(name, 0.0) + value
-        self.imbalance[-1].append(rec.imbalance)
+        self.load_ratio[-1].append(rec.load_ratio)
         if rec.accuracy is not None:
             self.accuracy.append(rec.accuracy)
         self.replicas += rec.replicas
@@ -129,11 +137,12 @@ class MoeRun:
     wiring: Wiring
     variance: VarianceModel
     rngs: tuple[np.random.Generator, np.random.Generator]  # prediction, noise
+    network: Callable[[simpy.Environment], NetworkModel]
     env: CountingEnvironment = field(default_factory=CountingEnvironment)
-    ports: list[SharedLink] = field(default_factory=list)
+    net: NetworkModel | None = None
 
     def __post_init__(self) -> None:
-        self.ports = [SharedLink(self.env) for _ in range(self.coster.gpus)]
+        self.net = self.network(self.env)
 
     def batch(self, b: int, totals: RunTotals) -> None:
         """Dense layers (per-GPU, no communication), then every MoE layer of batch ``b``."""
@@ -150,8 +159,9 @@ class MoeRun:
         def costs_of(plan: MoeLayerPlan) -> LayerCosts:
             return layer_costs(coster, shape, plan, self.wiring, attention, measured)
 
-        totals.imbalance.append([])
-        for rec in run_batch(env, self.ports, self.wiring, self.planner, trace, shape, costs_of,
+        totals.load_ratio.append([])
+        assert self.net is not None
+        for rec in run_batch(env, self.net, self.wiring, self.planner, trace, shape, costs_of,
                              self.variance, self.rngs, b):
             totals.add(rec)
         totals.dense_s += dense
@@ -182,11 +192,12 @@ def simulate_moe(
     trace_rng, pred_rng, noise_rng, var_rng = rng.spawn(4)
     if traces is None:
         traces = shared_traces(scenario, group.gpus, trace_rng)
+    variance = VarianceModel.build(scenario.variance, group.gpus, var_rng)
     run = MoeRun(
         scenario, coster,
         BatchPlanner.build(scenario, group.gpus, trace_rng, traces, group.gpus_per_node),
-        Wiring.of(scenario), VarianceModel.build(scenario.variance, group.gpus, var_rng),
-        (pred_rng, noise_rng),
+        Wiring.of(scenario), variance, (pred_rng, noise_rng),
+        network_factory(scenario.fidelity, topo, cost, group.gpus, variance),
     )
     totals = RunTotals(timeline=timeline)
     with Progress(transient=True, disable=not progress) as bar:
@@ -199,6 +210,21 @@ def simulate_moe(
                                           run.wiring.allgather, run.wiring.fetch,
                                           scenario.balancer.cpu_time == "measured")
     return {**result, **tier_keys(cost.tiers())}
+
+
+def network_factory(
+    fidelity: str, topology: Topology, cost: CostModel, gpus: int, variance: VarianceModel
+) -> Callable[[simpy.Environment], NetworkModel]:
+    """The run's network model (module docstring): flows on ``topology`` at ``detailed``
+    fidelity (degraded links from ``variance``), else the alpha-beta model on one
+    processor-sharing port per GPU of the EP group."""
+
+    def make(env: simpy.Environment) -> NetworkModel:
+        if fidelity == "detailed":
+            return Network(env, topology, variance)
+        return AnalyticNetwork(env, cost, [SharedLink(env) for _ in range(gpus)])
+
+    return make
 
 
 def shared_traces(
@@ -247,7 +273,7 @@ def assemble(scenario: Scenario, wiring: Wiring, t: RunTotals, events: int) -> d
         }
         for name in STAGES
     }
-    imb = np.asarray(t.imbalance, dtype=np.float64)
+    imb = np.asarray(t.load_ratio, dtype=np.float64)
     total_s = float(np.sum(t.batch_s))
     result: dict[str, Any] = {
         "kind": "moe_inference",

@@ -16,12 +16,12 @@ problem: it can never bind (:class:`LinkTable`). The max-min solver (progressive
 the incremental re-solve used after each change) lives in :mod:`libra_des.sim.network.solver`;
 its names are re-exported here.
 
-Collectives decompose into transfers (``nbytes`` follows nccl-tests' ``size``):
-ring all_reduce (2(n-1) steps of ``nbytes/n`` to the next rank), ring all_gather and
-reduce_scatter (n-1 steps), pipelined-chain broadcast (``chunks`` pieces forwarded rank to
-rank), direct all_to_all(v) (every pair at once; ``send_bytes[i, j]`` from rank i to j, the
-diagonal stays local) and send_recv. In a ring, rank r starts step k+1 once its own step-k
-send is done and it has received step k from rank r-1 (the data it forwards).
+Collectives run as the transfer DAG the chosen algorithm gives in the collective catalogue
+(:mod:`libra_des.hardware.collective_catalogue`; ``nbytes`` follows nccl-tests' ``size``): a
+transfer starts once the transfers it waits for have arrived. The algorithm defaults to the
+op's usual one (ring, or direct for all_to_all and send_recv); one without a DAG (tree, nvls)
+is refused. ``hierarchical`` and ``multilevel`` run the steps the cost model prices
+(:mod:`libra_des.hardware.hierarchy`) as flat rings per level, one after another.
 """
 
 from __future__ import annotations
@@ -33,6 +33,20 @@ import numpy as np
 import simpy
 
 from libra_des.errors import InputError
+from libra_des.hardware.collective_catalogue import (
+    COMPOSED,
+    COMPOSED_OPS,
+    DAG_ALGORITHMS,
+    DEFAULT_ALGORITHM,
+    OPS,
+    Dag,
+    chain,
+    composed_dag,
+    direct_pairs,
+    ring,
+    transfer_dag,
+)
+from libra_des.hardware.hierarchy import Step, decompose, level_ranks
 from libra_des.hardware.topology import LinkId, Topology
 from libra_des.hardware.variance import VarianceModel
 from libra_des.sim.network.solver import (
@@ -49,22 +63,12 @@ from libra_des.sim.network.solver import (
     settle,
 )
 
-__all__ = [  # the solver's names stay importable from here (they lived here before)
-    "ALGORITHMS", "CHECK_TOLERANCE", "DONE_TOLERANCE", "MAX_DENSE_LINKS", "MAX_TRIES", "OPS",
-    "TIE_TOLERANCE", "FlowTable", "LinkTable", "Network", "bottleneck_levels",
+__all__ = [  # the solver's and the catalogue's names stay importable from here (they were here)
+    "CHECK_TOLERANCE", "DAG_ALGORITHMS", "DONE_TOLERANCE", "MAX_DENSE_LINKS", "MAX_TRIES",
+    "OPS", "TIE_TOLERANCE", "FlowTable", "LinkTable", "Network", "bottleneck_levels",
     "bottleneck_links", "chain", "direct_pairs", "flow_edges", "max_min_rates", "reassign",
     "refill", "restrict", "ring", "settle",
 ]
-
-OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all", "send_recv")
-ALGORITHMS = {
-    "all_reduce": ("ring",),
-    "all_gather": ("ring",),
-    "reduce_scatter": ("ring",),
-    "broadcast": ("ring",),
-    "all_to_all": ("direct",),
-    "send_recv": ("direct",),
-}
 
 #: A flow is done when fewer bytes than this share of its size are left (float round-off).
 DONE_TOLERANCE = 1e-9
@@ -317,13 +321,14 @@ class Network:
         """Run one collective over ``gpus`` (in ring order; ``gpus[0]`` is the root)."""
         if op not in OPS:
             raise InputError("op", op, " | ".join(OPS))
-        algorithm = algorithm or ALGORITHMS[op][0]
-        if algorithm not in ALGORITHMS[op]:
-            raise InputError("algorithm", algorithm, " | ".join(ALGORITHMS[op]))
+        algorithm = algorithm or DEFAULT_ALGORITHM[op]
+        allowed = DAG_ALGORITHMS[op] + (COMPOSED if op in COMPOSED_OPS else ())
+        if algorithm not in allowed:
+            raise InputError("algorithm", algorithm, " | ".join(allowed))
         ranks = [self.topology.check_gpu(g) for g in gpus]
         if len(set(ranks)) != len(ranks) or not ranks:
             raise InputError("gpus", list(gpus), "a non-empty list of distinct GPU ids")
-        steps = self.steps(op, ranks, nbytes, send_bytes, chunks)
+        steps = self.steps(op, ranks, nbytes, send_bytes, chunks, algorithm)
         return self.run_steps(*steps)
 
     def steps(
@@ -333,19 +338,19 @@ class Network:
         nbytes: float,
         send_bytes: np.ndarray | None,
         chunks: int | None,
-    ) -> tuple[list[tuple[int, int, float]], list[list[int]]]:
-        """The transfers of a collective and, for each, the transfers it waits for."""
-        n = len(ranks)
-        if op == "all_to_all":
-            return direct_pairs(ranks, nbytes, send_bytes)
-        if op == "send_recv":
-            if n != 2:
-                raise InputError("gpus", ranks, "exactly two GPUs [src, dst] for send_recv")
-            return [(ranks[0], ranks[1], nbytes)], [[]]
-        if op == "broadcast":
-            return chain(ranks, nbytes, chunks or n)
-        ring_steps = 2 * (n - 1) if op == "all_reduce" else n - 1
-        return ring(ranks, nbytes / n, ring_steps)
+        algorithm: str | None = None,
+    ) -> Dag:
+        """The transfers of a collective and, for each, the transfers it waits for (the
+        catalogue's DAG of ``algorithm``, the op's default when None)."""
+        if algorithm in COMPOSED:
+            steps, radices = composed_steps(self.topology, op, ranks, algorithm == "multilevel")
+            return composed_dag(ranks, nbytes, steps, radices)
+        return transfer_dag(op, algorithm or DEFAULT_ALGORITHM[op], ranks, nbytes, send_bytes,
+                            chunks, self.topology.gpus_per_node)
+
+    def receive(self, dst: int, sources: Sequence[tuple[int, float]]) -> simpy.Event:
+        """GPU ``dst`` pulls ``bytes`` from each ``(src, bytes)`` at once; fires when all are in."""
+        return self.run_steps([(src, dst, float(b)) for src, b in sources], [[] for _ in sources])
 
     def run_steps(
         self, transfers: list[tuple[int, int, float]], deps: list[list[int]]
@@ -383,51 +388,19 @@ class Network:
         return done
 
 
-def ring(
-    ranks: list[int], chunk: float, steps: int
-) -> tuple[list[tuple[int, int, float]], list[list[int]]]:
-    """``steps`` rounds in which rank r sends ``chunk`` to rank r+1 (index k*n + r)."""
-    n = len(ranks)
-    transfers = [(ranks[r], ranks[(r + 1) % n], chunk) for _ in range(steps) for r in range(n)]
-    deps = [
-        [] if k == 0 else [(k - 1) * n + r, (k - 1) * n + (r - 1) % n]
-        for k in range(steps)
-        for r in range(n)
-    ]
-    return transfers, deps
-
-
-def chain(
-    ranks: list[int], nbytes: float, chunks: int
-) -> tuple[list[tuple[int, int, float]], list[list[int]]]:
-    """Pipelined broadcast along ``ranks``: chunk c crosses hop h after c on h-1, c-1 on h."""
-    hops = len(ranks) - 1
-    transfers = [
-        (ranks[h], ranks[h + 1], nbytes / chunks) for c in range(chunks) for h in range(hops)
-    ]
-    deps: list[list[int]] = []
-    for c in range(chunks):
-        for h in range(hops):
-            i = c * hops + h
-            deps.append(([i - 1] if h > 0 else []) + ([i - hops] if c > 0 else []))
-    return transfers, deps
-
-
-def direct_pairs(
-    ranks: list[int], nbytes: float, send_bytes: np.ndarray | None
-) -> tuple[list[tuple[int, int, float]], list[list[int]]]:
-    """All-to-all(v): every ordered pair at once; uniform ``nbytes / n`` per pair if no matrix."""
-    n = len(ranks)
-    if send_bytes is None:
-        matrix = np.full((n, n), nbytes / n)
-    else:
-        matrix = np.asarray(send_bytes, dtype=float)
-        if matrix.shape != (n, n) or (matrix < 0).any():
-            raise InputError("send_bytes", matrix.shape, f"a non-negative {n}x{n} matrix")
-    transfers = [
-        (ranks[i], ranks[j], float(matrix[i, j]))
-        for i in range(n)
-        for j in range(n)
-        if i != j and matrix[i, j] > 0
-    ]
-    return transfers, [[] for _ in transfers]
+def composed_steps(
+    topology: Topology, op: str, ranks: list[int], every_level: bool
+) -> tuple[list[Step], list[int]]:
+    """The level steps of a hierarchical (``every_level``: multilevel) collective over
+    ``ranks`` and the members per level; the group must hold as many GPUs on every node,
+    node after node."""
+    per = topology.gpus_per_node
+    nodes = [r // per for r in ranks]
+    gpn = nodes.count(nodes[0])
+    packed = len(set(nodes)) * gpn == len(ranks) and all(
+        nodes[i] == nodes[i - i % gpn] for i in range(len(ranks)))
+    if not packed:
+        raise InputError("gpus", list(ranks), "as many GPUs on every node, node by node "
+                         "(a hierarchical collective)")
+    levels = level_ranks(topology.fabric(), len(ranks), gpn, every_level)
+    return decompose(op, levels), [k for k, _ in levels]

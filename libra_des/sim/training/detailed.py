@@ -28,14 +28,15 @@ import numpy as np
 import simpy
 
 from libra_des.plan.step import StepPlan
-from libra_des.sim.network.flow_model import Network
+from libra_des.sim.network.model import NetworkModel
 from libra_des.sim.training.pipeline import PipelineSim, SyncFn
 from libra_des.sim.training.schedules import Schedule
 from libra_des.sim.training.stagetimes import DeviceTimes, Layout
 
 
 class DetailedPipelineSim(PipelineSim):
-    """A :class:`PipelineSim` whose ops and hand-offs run on a :class:`Network`."""
+    """A :class:`PipelineSim` whose ops and hand-offs run on a network model (the flow
+    model at ``detailed`` fidelity)."""
 
     def __init__(
         self,
@@ -43,7 +44,7 @@ class DetailedPipelineSim(PipelineSim):
         times: tuple[DeviceTimes, ...],
         plan: StepPlan,
         layout: Layout,
-        net_factory: Callable[[simpy.Environment], Network],
+        net_factory: Callable[[simpy.Environment], NetworkModel],
         act_bytes: float,
         sync: SyncFn,
         backward: tuple[float, float, float] = (1.0, 0.0, 0.0),

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from libra_des.config import Scenario
+from libra_des.config import TrainingScenario as Scenario
 from libra_des.errors import InputError
 from libra_des.hardware import memory as mem
 from libra_des.plan.step import StepPlan

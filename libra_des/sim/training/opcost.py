@@ -36,7 +36,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from libra_des.config import ModelSpec, RoutingSpec, Scenario
+from libra_des.config import ModelSpec, RoutingSpec
+from libra_des.config import TrainingScenario as Scenario
 from libra_des.hardware.costs import CostModel
 from libra_des.plan.step import StepPlan
 from libra_des.workload.expert_load import expected_loads, rank_loads

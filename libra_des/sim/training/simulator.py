@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import simpy
 
-from libra_des.config import Scenario
+from libra_des.config import TrainingScenario as Scenario
 from libra_des.errors import CheckError, InputError
 from libra_des.hardware.costs import CostModel
 from libra_des.hardware.profile import load_profile
@@ -36,6 +36,7 @@ from libra_des.plan.step import (
 )
 from libra_des.plan.tap_autotune import Ranking, resolve_knobs
 from libra_des.sim.network.flow_model import Network
+from libra_des.sim.network.model import NetworkModel
 from libra_des.sim.training.detailed import DetailedPipelineSim, flow_times
 from libra_des.sim.training.memory import (
     MemoryReport,
@@ -308,10 +309,10 @@ def executed_pair_heads(
 
 def network_factory(
     scenario: Scenario, cluster: Cluster
-) -> Callable[[simpy.Environment], Network]:
+) -> Callable[[simpy.Environment], NetworkModel]:
     """Flow network on the scenario's topology (free of noise when comm is free)."""
 
-    def make(env: simpy.Environment) -> Network:
+    def make(env: simpy.Environment) -> NetworkModel:
         return Network(env, cluster.topology, cluster.variance)
 
     return make

@@ -1,0 +1,117 @@
+"""The scenario-kind registry: what each kind of scenario does, so no caller branches on kind.
+
+A scenario kind (training, MoE prefill) is a validated model of
+:mod:`libra_des.config` (``SCENARIO_KINDS``: each with only its own knobs) plus the behaviour
+the layers above the config need, declared once in a :class:`ScenarioKind`:
+
+* ``elaborate``: the checks that need registries above the config layer (an MoE system's
+  name), run before any work;
+* ``simulate``: the scenario in, its ``result.json`` dict (and the trace asked for) out, the
+  plausibility checks of :mod:`libra_des.plausibility` applied;
+* ``metrics``: the headline keys of a result (sweep index and report columns);
+* ``summary``: the ``libra-des run`` table rows of a result;
+* ``estimate`` and ``trace_ranks``: the preflight of :mod:`libra_des.preflight`.
+
+``simulation.py``, ``sweep.py``, ``preflight.py``, ``api.py``, the run command and the report
+look the kind up (:func:`kind_of`, :func:`get`). The shipped kinds are the modules of
+:data:`BUILTIN`, imported by name on the first look-up, so that importing this registry
+stays cheap and ``simulation``/``preflight`` can import it while the kinds import them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from libra_des.config import SCENARIO_KINDS
+from libra_des.errors import InputError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from libra_des.config import Scenario, ScenarioBase
+    from libra_des.preflight import Estimate
+
+#: The modules that register the shipped kinds.
+BUILTIN = ("libra_des.kinds.training", "libra_des.kinds.moe")
+
+#: (scenario, seeded generator, wall-clock start, progress bar, want a trace, trace ranks)
+#: -> (result.json dict, trace or None).
+Simulate = Callable[
+    [Any, "np.random.Generator", float, bool, bool, "list[int] | None"],
+    "tuple[dict[str, Any], dict[str, Any] | None]",
+]
+#: (scenario, --trace given, --trace-ranks text, its integers) -> ranks to trace or None.
+TraceRanks = Callable[[Any, bool, "str | None", "list[int] | None"], "list[int] | None"]
+
+
+def no_checks(_scenario: Any) -> None:
+    """A kind whose every rule the config layer already checks."""
+
+
+@dataclass(frozen=True)
+class ScenarioKind:
+    """What one scenario kind declares (see the module docstring for each part)."""
+
+    name: str
+    model: type[ScenarioBase]
+    simulate: Simulate = field(compare=False)
+    metrics: tuple[str, ...]
+    summary: Callable[[Mapping[str, Any]], list[tuple[str, str]]] = field(compare=False)
+    estimate: Callable[[Any], Estimate] = field(compare=False)
+    trace_ranks: TraceRanks = field(compare=False)
+    elaborate: Callable[[Any], None] = field(default=no_checks, compare=False)
+
+
+class Registry:
+    """Scenario kinds by name, in :data:`BUILTIN` order."""
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, ScenarioKind] = {}
+        self._loaded = False
+
+    def register(self, kind: ScenarioKind) -> ScenarioKind:
+        known = self._by_name.get(kind.name)
+        if known is not None and known is not kind:
+            raise ValueError(f"scenario kind {kind.name!r} is registered twice")
+        self._by_name[kind.name] = kind
+        return kind
+
+    def _load(self) -> None:
+        if not self._loaded:
+            self._loaded = True
+            for module in BUILTIN:
+                importlib.import_module(module)
+
+    def names(self) -> tuple[str, ...]:
+        """Registered kinds in the config's order (``SCENARIO_KINDS``), whatever the order
+        their modules were imported in."""
+        self._load()
+        order = {name: i for i, name in enumerate(SCENARIO_KINDS)}
+        return tuple(sorted(self._by_name, key=lambda n: order.get(n, len(order))))
+
+    def get(self, name: Any) -> ScenarioKind:
+        """The kind called ``name`` (a scenario's or a result's ``kind``); else bad input."""
+        self._load()
+        if not isinstance(name, str) or name not in self._by_name:
+            raise InputError("kind", name, " | ".join(self.names()))
+        return self._by_name[name]
+
+
+#: The process's registry (a plug-in registry is the one piece of module state by design).
+REGISTRY = Registry()
+register = REGISTRY.register
+names = REGISTRY.names
+get = REGISTRY.get
+
+
+def kind_of(scenario: Scenario) -> ScenarioKind:
+    """The registered kind of a validated scenario."""
+    return get(scenario.kind)
+
+
+def of_result(result: Mapping[str, Any]) -> ScenarioKind:
+    """The registered kind of a ``result.json`` (its ``kind`` key)."""
+    return get(result.get("kind"))

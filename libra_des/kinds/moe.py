@@ -1,0 +1,82 @@
+"""The MoE prefill scenario kind: batches through one expert-parallel group (docs/model.md B)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from libra_des.config import MoeScenario, scenario_dict
+from libra_des.kinds import ScenarioKind, register
+from libra_des.plausibility import check_moe, check_numbers
+from libra_des.preflight import moe_estimate, moe_trace_ranks
+from libra_des.simulation import elaborate_peak
+
+#: Headline metrics of an MoE prefill result, as dotted paths into ``result.json``.
+METRICS = (
+    "moe_layer_s",
+    "prefill_tokens_per_s",
+    "ttft_s.mean",
+    "imbalance_ratio.mean",
+    "replica_waste_fraction",
+)
+
+
+def simulate(
+    scenario: MoeScenario,
+    rng: np.random.Generator,
+    t0: float,
+    progress: bool,
+    want_trace: bool,
+    _trace_ranks: list[int] | None,
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """Every batch of the scenario; the result of :mod:`libra_des.sim.moe.simulator`, checked."""
+    from libra_des.sim.moe.simulator import simulate_moe
+
+    timeline: list[Any] | None = [] if want_trace else None
+    result = simulate_moe(scenario, rng, progress=progress, timeline=timeline)
+    result["scenario"] = scenario_dict(scenario)
+    result["wall_s"] = time.perf_counter() - t0
+    check_numbers(result)
+    check_moe(result, scenario, elaborate_peak(scenario))
+    return result, trace_of(scenario, timeline)
+
+
+def trace_of(scenario: MoeScenario, timeline: list[Any] | None) -> dict[str, Any] | None:
+    """The MoE prefill trace (stages per GPU per layer), when one was asked for."""
+    if timeline is None:
+        return None
+    from libra_des.trace_moe import moe_trace
+
+    gpus = 1 + max((t[3] for t in timeline if t[3] is not None), default=0)
+    return moe_trace(timeline, scenario, gpus)
+
+
+def summary(r: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The ``libra-des run`` table of an MoE prefill result."""
+    keys = ("moe_layer_s", "prefill_tokens_per_s", "replica_waste_fraction", "events")
+    rows = [(k, f"{r[k]:.6g}") for k in keys if isinstance(r.get(k), int | float)]
+    if isinstance(r.get("imbalance_ratio"), dict):
+        rows.append(("imbalance_ratio.mean", f"{r['imbalance_ratio']['mean']:.4f}"))
+    return rows
+
+
+def elaborate(scenario: MoeScenario) -> None:
+    """The MoE system must be registered (the config layer, below the registry, cannot see)."""
+    from libra_des.plan.moe.registry import moe_system
+
+    moe_system(scenario.balancer.policy)
+
+
+KIND = register(ScenarioKind(
+    name="moe_inference",
+    model=MoeScenario,
+    simulate=simulate,
+    metrics=METRICS,
+    summary=summary,
+    estimate=moe_estimate,
+    trace_ranks=moe_trace_ranks,
+    elaborate=elaborate,
+))

@@ -1,0 +1,110 @@
+"""The training scenario kind: long-context training steps (docs/model.md A)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from rich.progress import Progress
+
+from libra_des import training_balancers
+from libra_des.config import TrainingScenario
+from libra_des.kinds import ScenarioKind, register
+from libra_des.plausibility import check_numbers, check_training
+from libra_des.preflight import training_estimate, training_trace_ranks
+from libra_des.simulation import elaborate_peak
+
+#: Headline metrics of a training result, as dotted paths into ``result.json``.
+METRICS = (
+    "tokens_per_s",
+    "step_time_s.mean",
+    "mfu",
+    "bubble_fraction",
+    "dp_straggler_fraction",
+    "comm_exposed_fraction",
+    "attention_straggler_s.mean",
+    "attention_straggler_s.max",
+)
+
+
+def simulate(
+    scenario: TrainingScenario,
+    rng: np.random.Generator,
+    t0: float,
+    progress: bool,
+    want_trace: bool,
+    trace_ranks: list[int] | None,
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """Every step of the scenario; the result of :mod:`libra_des.metrics`, checked."""
+    from libra_des.metrics import step_flops, training_result
+    from libra_des.sim.training.schedules import build_schedule
+    from libra_des.sim.training.simulator import simulate_training
+    from libra_des.trace import chrome_trace
+
+    with Progress(transient=True, disable=not progress) as bar:
+        task = bar.add_task("simulating steps", total=scenario.steps)
+        records = simulate_training(scenario, rng, lambda _s: bar.advance(task))
+    par = scenario.parallelism
+    schedule = build_schedule(par.schedule, par.pp, par.microbatches, par.virtual_stages)
+    masks = [np.array([op.kind == "F" for op in order]) for order in schedule.orders]
+    peak = elaborate_peak(scenario)
+    result = training_result(scenario, records, masks, peak)
+    result["wall_s"] = time.perf_counter() - t0
+    flops = float(np.mean([step_flops(scenario, r) for r in records]))
+    check_numbers(result)
+    check_training(result, flops, peak)
+    trace = chrome_trace(records, schedule, trace_ranks, scenario) if want_trace else None
+    return result, trace
+
+
+def summary(r: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The ``libra-des run`` table of a training result."""
+    return [
+        ("policy", str(r["policy"])),
+        ("GPUs", str(r["gpus"])),
+        ("step time (s, mean)", f"{r['step_time_s']['mean']:.4f}"),
+        ("tokens/s", f"{r['tokens_per_s']:.4g}"),
+        ("MFU", f"{r['mfu']:.3f}"),
+        ("bubble fraction", f"{r['bubble_fraction']:.4f}"),
+        ("DP straggler fraction", f"{r['dp_straggler_fraction']:.4f}"),
+        ("pool wait fraction", f"{r['pool_wait_fraction']:.4f}"),
+        ("comm exposed / hidden", f"{r['comm_exposed_fraction']:.4f} / "
+                                  f"{r['comm_hidden_fraction']:.4f}"),
+        ("attention imbalance inter / intra", f"{r['attention_imbalance']['inter_pool']:.4f} / "
+                                              f"{r['attention_imbalance']['intra_pool']:.4f}"),
+        ("attention straggler (s, mean / max)", f"{r['attention_straggler_s']['mean']:.4g} / "
+                                                f"{r['attention_straggler_s']['max']:.4g}"),
+        ("peak memory (GiB per stage)", memory_text(r)),
+        ("TAP (H, B)", tap_text(r)),
+        ("events", str(r["events"])),
+        ("wall (s)", f"{r['wall_s']:.2f}"),
+    ]
+
+
+def memory_text(r: Mapping[str, Any]) -> str:
+    peaks = r.get("peak_memory_gib") or []
+    text = " / ".join(f"{x:.1f}" for x in peaks)
+    return f"{text} (OOM)" if r.get("oom") else text
+
+
+def tap_text(r: Mapping[str, Any]) -> str:
+    tuned = r.get("tap_autotune")
+    if tuned:
+        return f"{tuned['heads_split']}, {tuned['block_size']} (auto)"
+    if r.get("policy") not in training_balancers.tap_users():
+        return "unused (no TAP)"
+    bal = r.get("scenario", {}).get("balancer", {})
+    return f"{bal.get('heads_split')}, {bal.get('block_size')}"
+
+
+KIND = register(ScenarioKind(
+    name="training",
+    model=TrainingScenario,
+    simulate=simulate,
+    metrics=METRICS,
+    summary=summary,
+    estimate=training_estimate,
+    trace_ranks=training_trace_ranks,
+))
