@@ -23,6 +23,7 @@ from libra_des.plan.tap import (
     place,
     plan_pool,
 )
+from libra_des.plan.types import PairBytes
 
 # heads_q 4, heads_kv 2, head_dim 2, 1-byte dtype: byte counts small enough to do by hand.
 TINY = ModelSpec(name="tiny", layers=1, hidden=8, heads_q=4, heads_kv=2, head_dim=2, ffn=8,
@@ -339,7 +340,8 @@ def test_pipelined_time_closed_forms(d: float, r: float, m: int) -> None:
 
 def test_pipeline_chunks() -> None:
     plan = AttentionPlan("libra", np.array([8.0, 4.0]), np.array([1.0, 1.0]),
-                         np.array([4, 4]), np.array([[0, 8.0], [4.0, 0]]), np.zeros((2, 2)))
+                         np.array([4, 4]), PairBytes.of(np.array([[0, 8.0], [4.0, 0]])),
+                         PairBytes.of(np.zeros((2, 2))))
     chunks = pipeline_chunks(plan, heads_per_shard=4, chunks=4)
     assert chunks.heads_per_chunk == 1
     assert (chunks.chunk_pairs * 4 == plan.worker_pairs).all()

@@ -20,7 +20,7 @@ from libra_des.config import ModelSpec
 from libra_des.errors import InputError
 from libra_des.plan.attention import as_lengths, causal_pairs, doc_len
 from libra_des.plan.tap import PoolPlan, TileLayout, plan_pool
-from libra_des.plan.types import AttentionPlan
+from libra_des.plan.types import AttentionPlan, PairBytes
 from libra_des.workload.packing import PackedBatch, cut_pieces
 
 # ----------------------------------------------------------------------------- Ulysses
@@ -52,8 +52,8 @@ def ulysses_plan(
         worker_pairs=np.full(cp, float(causal_pairs(lens) * heads)),
         worker_doc_len=np.full(cp, doc_len(lens)),
         worker_heads=np.full(cp, heads, dtype=np.int64),
-        dispatch_bytes=off_diag * per_rank * width * (model.heads_q + 2 * kv_heads * cp),
-        return_bytes=off_diag * per_rank * width * model.heads_q,
+        dispatch=PairBytes.of(off_diag * per_rank * width * (model.heads_q + 2 * kv_heads * cp)),
+        returns=PairBytes.of(off_diag * per_rank * width * model.heads_q),
         chunks=1,
         tiles=0,
         swaps_qkv=True,

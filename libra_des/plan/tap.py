@@ -46,7 +46,7 @@ from libra_des.plan.attention import (
     prefix_pairs,
 )
 from libra_des.plan.tap_sparse import greedy_sparse
-from libra_des.plan.types import AttentionPlan
+from libra_des.plan.types import AttentionPlan, PairBytes
 
 ArrayOrFloat = float | np.ndarray
 
@@ -558,18 +558,38 @@ def pipelined_time(
     c, d, r = compute_chunk, dispatch_chunk, return_chunk
     if min(np.min(c), np.min(d), np.min(r)) < 0:
         raise InputError("pipelined_time", "negative", "non-negative durations")
-    channel = d  # dispatch of chunk 0 occupies the channel first
-    ready, compute_end = d, 0.0 * c
+    out = pipelined_array(np.asarray(c), np.asarray(d), np.asarray(r), m)
+    return float(out) if out.ndim == 0 else out
+
+
+def pipelined_array(c: np.ndarray, d: np.ndarray, r: np.ndarray, m: int) -> np.ndarray:
+    """:func:`pipelined_time` on arrays (or 0-d ones), each operation done in place.
+
+    The simulator calls it on every worker, layer and slot of a step at once (millions of
+    elements at 131k GPUs): four reused buffers instead of a fresh temporary per operation
+    (which cost page faults and most of the time there); the same values bit for bit.
+    """
+    shape = np.broadcast_shapes(c.shape, d.shape, r.shape)
+    dtype = np.result_type(c, d, r, 0.0)
+    channel = np.empty(shape, dtype=dtype)
+    channel[...] = d  # dispatch of chunk 0 occupies the channel first
+    ready = channel.copy()
+    compute_end = np.empty(shape, dtype=dtype)
+    np.multiply(c, 0.0, out=compute_end)
+    start = np.empty(shape, dtype=dtype)
     for k in range(m):
-        start = np.maximum(ready, compute_end)
+        np.maximum(ready, compute_end, out=start)
         if k + 1 < m:
-            channel = np.maximum(start, channel) + d
-            ready = channel
+            np.maximum(start, channel, out=channel)
+            channel += d
+            ready[...] = channel
         if k >= 1:
-            channel = np.maximum(start, channel) + r
-        compute_end = start + c
-    out = np.maximum(compute_end, channel) + r
-    return float(out) if np.ndim(out) == 0 else out
+            np.maximum(start, channel, out=channel)
+            channel += r
+        np.add(start, c, out=compute_end)
+    np.maximum(compute_end, channel, out=channel)
+    channel += r
+    return channel
 
 
 # ----------------------------------------------------------------------------- pool plan
@@ -589,8 +609,8 @@ def fold_attention_plan(
         worker_pairs=placement.loads.astype(np.float64),
         worker_doc_len=doc,
         worker_heads=np.full(workers, tiles.heads_per_shard, dtype=np.int64),
-        dispatch_bytes=exchange.dispatch,
-        return_bytes=exchange.ret,
+        dispatch=PairBytes.of(exchange.dispatch),
+        returns=PairBytes.of(exchange.ret),
         chunks=chunks,
         tiles=len(tiles),
     )

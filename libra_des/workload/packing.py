@@ -148,6 +148,20 @@ class CorpusStream:
         self.drawn_tokens = 0
         self.pending = np.zeros(0, dtype=np.int64)
         self.pending_ids = np.zeros(0, dtype=np.int64)
+        self.peeked: tuple[int, PackedBatch] | None = None
+
+    def peek_window(self, d: int) -> PackedBatch:
+        """The window the next ``next_window(d)`` returns, drawn now and kept for that call.
+
+        A run looks at its first window before planning (memory check, ``auto`` TAP knobs):
+        drawing it once instead of from a copy of the stream saves a whole window's sampling
+        (about 1.3 s at 131k GPUs) and its memory.
+        """
+        if self.peeked is None:
+            self.peeked = (d, self.next_window(d))
+        if self.peeked[0] != d:
+            raise InputError("gbs", d, f"{self.peeked[0]} (the window already peeked)")
+        return self.peeked[1]
 
     def draw(self, tokens_wanted: int) -> None:
         """Append fresh samples worth about ``tokens_wanted`` tokens to the pending pieces."""
@@ -164,6 +178,10 @@ class CorpusStream:
         """Exactly ``d`` packed sequences; leftover samples wait for the next window."""
         if d <= 0:
             raise InputError("gbs", d, "> 0")
+        if self.peeked is not None:
+            batch = self.peek_window(d)
+            self.peeked = None
+            return batch
         while True:
             offsets = next_fit_offsets(self.pending, self.packed_length)
             if offsets.size - 1 > d:

@@ -371,14 +371,15 @@ def simulate_training(
     # change in how many noise numbers a step draws) must not change the data a step sees.
     cluster_rng, data_rng, noise_rng = rng.spawn(3)
     cluster = elaborate_cluster(scenario, cluster_rng)
-    # One look at the first window (a copy of the data stream) serves both early decisions:
-    # memory without any attention buffers first, so a run that cannot fit fails before
-    # planning, then the ``auto`` TAP knobs.
-    window = first_window(scenario, data_rng)
+    # One look at the first window serves both early decisions: memory without any attention
+    # buffers first, so a run that cannot fit fails before planning, then the ``auto`` TAP
+    # knobs. The stream keeps that window for the first step (drawn once, not from a copy).
+    stream = make_stream(scenario.workload, data_rng)
+    window = stream.peek_window(scenario.parallelism.gbs)
     check_memory_floor(scenario, cluster, window)
     scenario, ranking = choose_tap_knobs(scenario, cluster, window)
+    del window  # WLB-LLM repacks it: the stream's copy is dropped at the first step
     tuned = None if ranking is None else ranking.as_dict()
-    stream = make_stream(scenario.workload, data_rng)
     plans = []
     queue = np.zeros(0, dtype=np.int64)
     for _ in range(scenario.steps):
