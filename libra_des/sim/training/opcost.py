@@ -38,6 +38,7 @@ import numpy as np
 
 from libra_des.config import ModelSpec, RoutingSpec
 from libra_des.config import TrainingScenario as Scenario
+from libra_des.hardware.a2a_batch import all_to_allv_batch
 from libra_des.hardware.costs import CostModel
 from libra_des.plan.step import StepPlan
 from libra_des.workload.expert_load import expected_loads, rank_loads
@@ -232,8 +233,8 @@ def slot_attention(scenario: Scenario, cost: CostModel, plan: StepPlan) -> SlotA
         return np.asarray(rows, dtype=float).reshape(*shape, -1)
 
     def a2a(mats: Iterator[np.ndarray]) -> np.ndarray:
-        # One [W, W] matrix at a time: at 131k GPUs a list of them all holds 128 MiB.
-        return np.asarray([cost.all_to_allv(s, gpus_per_node=gpn) for s in mats]).reshape(shape)
+        # A block of [W, W] matrices at a time: at 131k GPUs a list of them all holds 128 MiB.
+        return all_to_allv_batch(cost, mats, gpus_per_node=gpn).reshape(shape)
 
     chunks = max(p.chunks for p in flat)
     per = [1.0 / p.chunks for p in flat]

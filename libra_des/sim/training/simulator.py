@@ -35,7 +35,6 @@ from libra_des.plan.step import (
     pool_size_of,
 )
 from libra_des.plan.tap_autotune import Ranking, resolve_knobs
-from libra_des.sim.network.flow_model import Network
 from libra_des.sim.network.model import NetworkModel
 from libra_des.sim.training.detailed import DetailedPipelineSim, flow_times
 from libra_des.sim.training.memory import (
@@ -311,6 +310,9 @@ def network_factory(
     scenario: Scenario, cluster: Cluster
 ) -> Callable[[simpy.Environment], NetworkModel]:
     """Flow network on the scenario's topology (free of noise when comm is free)."""
+    # Imported here: its max-min solver loads scipy.linalg (about 0.12 s), which fast
+    # fidelity never uses.
+    from libra_des.sim.network.flow_model import Network
 
     def make(env: simpy.Environment) -> NetworkModel:
         return Network(env, cluster.topology, cluster.variance)
