@@ -27,6 +27,7 @@ Layout assumptions of a pool (documented choices, not in the paper):
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -571,6 +572,14 @@ def pipelined_array(c: np.ndarray, d: np.ndarray, r: np.ndarray, m: int) -> np.n
     """
     shape = np.broadcast_shapes(c.shape, d.shape, r.shape)
     dtype = np.result_type(c, d, r, 0.0)
+    rows = per_row_layout(c, d, r)
+    if rows and "numba" in sys.modules:
+        # numba is loaded (the compiled placement ran): the one-pass kernel, same values.
+        from libra_des.plan.pipeline_kernel import pipelined_rows
+
+        flat = np.ascontiguousarray(c, dtype=np.float64).reshape(rows, -1)
+        out = pipelined_rows(flat, d.astype(np.float64).ravel(), r.astype(np.float64).ravel(), m)
+        return out.reshape(shape)
     channel = np.empty(shape, dtype=dtype)
     channel[...] = d  # dispatch of chunk 0 occupies the channel first
     ready = channel.copy()
@@ -590,6 +599,17 @@ def pipelined_array(c: np.ndarray, d: np.ndarray, r: np.ndarray, m: int) -> np.n
     np.maximum(compute_end, channel, out=channel)
     channel += r
     return channel
+
+
+def per_row_layout(c: np.ndarray, d: np.ndarray, r: np.ndarray) -> int:
+    """Rows K when ``c`` is float64 ``[*lead, *rest]`` and ``d``, ``r`` are ``[*lead, 1, ...]``
+    (one dispatch and return per row of compute, as the simulator calls it); else 0."""
+    if c.dtype != np.float64 or c.ndim < 2 or d.shape != r.shape or d.ndim != c.ndim:
+        return 0
+    lead = next((i for i in range(d.ndim) if d.shape[i] == 1), d.ndim)
+    if lead == 0 or d.shape[:lead] != c.shape[:lead] or any(x != 1 for x in d.shape[lead:]):
+        return 0
+    return int(np.prod(c.shape[:lead]))
 
 
 # ----------------------------------------------------------------------------- pool plan
