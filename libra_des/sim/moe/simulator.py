@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +62,7 @@ from libra_des.sim.moe.costs import (
 )
 from libra_des.sim.moe.cpu import cost_sources
 from libra_des.sim.moe.layer import CountingEnvironment, SharedLink
+from libra_des.sim.moe.prefetch import attach
 from libra_des.sim.moe.setup import check_memory, ep_group
 from libra_des.workload import routing as routing_module
 from libra_des.workload import sampling, trace_cache
@@ -166,12 +168,15 @@ def simulate_moe(
     progress: bool = False,
     traces: Sequence[RoutingTrace] | None = None,
     timeline: list[tuple[int, int, str, int | None, float, float]] | None = None,
+    prefetch: bool | None = None,
 ) -> dict[str, Any]:
     """Simulate MoE prefill for ``scenario``; returns the result dict (see module doc).
 
     ``traces`` (optional) replaces the routing source with ready batches (benchmarks reuse
     one generated trace across policies and accuracies). ``timeline`` (optional) is filled
-    with every stage's (batch, layer, name, GPU, start, end) for a trace.
+    with every stage's (batch, layer, name, GPU, start, end) for a trace. ``prefetch``: draw
+    generated batches in a helper process meanwhile (``sim.moe.prefetch``: same results;
+    None: for large runs only).
     """
     topo = load_topology(scenario.topology, scenario.topology_params)
     group = ep_group(scenario, topo)
@@ -182,14 +187,15 @@ def simulate_moe(
     trace_rng, pred_rng, noise_rng, var_rng = rng.spawn(4)
     if traces is None:
         traces = shared_traces(scenario, group.gpus, trace_rng)
-    run = MoeRun(
-        scenario, coster,
-        BatchPlanner.build(scenario, group.gpus, trace_rng, traces, group.gpus_per_node),
-        Wiring.of(scenario), VarianceModel.build(scenario.variance, group.gpus, var_rng),
-        (pred_rng, noise_rng),
-    )
-    totals = RunTotals(timeline=timeline)
-    with Progress(transient=True, disable=not progress) as bar:
+    start = copy.deepcopy(trace_rng)  # the stream before the planner draws (for a helper)
+    planner = BatchPlanner.build(scenario, group.gpus, trace_rng, traces, group.gpus_per_node)
+    with ExitStack() as helper, Progress(transient=True, disable=not progress) as bar:
+        run = MoeRun(
+            scenario, coster, attach(planner, start, group.gpus, helper, prefetch),
+            Wiring.of(scenario), VarianceModel.build(scenario.variance, group.gpus, var_rng),
+            (pred_rng, noise_rng),
+        )
+        totals = RunTotals(timeline=timeline)
         task = bar.add_task("prefill batches", total=run.planner.batches)
         for b in range(run.planner.batches):
             run.batch(b, totals)

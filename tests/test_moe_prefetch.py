@@ -1,0 +1,34 @@
+"""Generated MoE batches drawn by a helper process give the run's own results, bit for bit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from libra_des.config import load_scenario
+from libra_des.sim.moe import prefetch
+from libra_des.sim.moe.simulator import WALL_CLOCK_FIELDS, simulate_moe
+from libra_des.workload.sampling import COMPILED_UNIFORMS
+
+SCENARIO = Path(__file__).resolve().parents[1] / "scenarios" / "moe-qwen3-235b.yaml"
+# Three small batches (the helper runs ahead of the simulation); Lina draws a profile too.
+SMALL = ["model.layers=3", "workload.batches=3", "workload.batch=2", "workload.seq_len=256"]
+
+
+@pytest.mark.parametrize("policy", ["libra", "lina"])
+def test_prefetched_batches_give_the_same_result(policy: str) -> None:
+    sc = load_scenario(SCENARIO, [*SMALL, f"balancer.policy={policy}"])
+    here = simulate_moe(sc, np.random.default_rng(3), prefetch=False)
+    helped = simulate_moe(sc, np.random.default_rng(3), prefetch=True)
+    for key in WALL_CLOCK_FIELDS:
+        here.pop(key, None)
+        helped.pop(key, None)
+    assert helped == here
+
+
+def test_only_large_runs_start_a_helper() -> None:
+    assert not prefetch.worthwhile(COMPILED_UNIFORMS - 1)
+    if (prefetch.os.cpu_count() or 1) > 1:
+        assert prefetch.worthwhile(COMPILED_UNIFORMS)
