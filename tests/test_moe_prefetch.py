@@ -28,7 +28,10 @@ def test_prefetched_batches_give_the_same_result(policy: str) -> None:
     assert helped == here
 
 
-def test_only_large_runs_start_a_helper() -> None:
+def test_only_large_runs_with_a_spare_cpu_start_a_helper(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(prefetch.os, "cpu_count", lambda: 4)
+    monkeypatch.setattr(prefetch.os, "getloadavg", lambda: (1.0, 1.0, 1.0))
+    assert prefetch.worthwhile(COMPILED_UNIFORMS)
     assert not prefetch.worthwhile(COMPILED_UNIFORMS - 1)
-    if (prefetch.os.cpu_count() or 1) > 1:
-        assert prefetch.worthwhile(COMPILED_UNIFORMS)
+    monkeypatch.setattr(prefetch.os, "getloadavg", lambda: (3.6, 1.0, 1.0))
+    assert not prefetch.worthwhile(COMPILED_UNIFORMS)  # busy: the helper would only cost

@@ -9,9 +9,11 @@ over as soon as it is made; the run simulates batch ``b`` while batch ``b + 1`` 
 Results are identical (the same draws, in the same order); only the wall time changes. CPU
 time rises by the helper's start-up (a fresh interpreter: imports, about 1 s).
 
-When (our choice): only for runs drawing at least ``sampling.COMPILED_UNIFORMS`` uniforms, on
-a machine with more than one CPU, and not inside a daemonic worker (those may not start
-processes; sweeps already run one scenario per worker).
+When (our choice): only for runs drawing at least ``sampling.COMPILED_UNIFORMS`` uniforms,
+when the machine has a CPU to spare (one-minute load average at least 1.5 below the CPU count,
+counting this run: on a busy machine the helper only adds its start-up), and not inside a
+daemonic worker (those may not start processes). Sweeps share traces through the on-disk
+cache instead (``workload.trace_cache``), so their runs never start a helper.
 """
 
 from __future__ import annotations
@@ -37,9 +39,14 @@ from libra_des.workload.sampling import COMPILED_UNIFORMS
 POLL_S = 1.0
 
 
+def spare_cpus() -> float:
+    """CPUs not busy over the last minute (the load average counts this run itself)."""
+    return (os.cpu_count() or 1) - os.getloadavg()[0] + 1.0
+
+
 def worthwhile(uniforms: int) -> bool:
     """Whether a run drawing ``uniforms`` should generate its batches in a helper process."""
-    return (uniforms >= COMPILED_UNIFORMS and (os.cpu_count() or 1) > 1
+    return (uniforms >= COMPILED_UNIFORMS and spare_cpus() >= 1.5
             and not multiprocessing.current_process().daemon)
 
 
