@@ -12,8 +12,14 @@ time rises by the helper's start-up (a fresh interpreter: imports, about 1 s).
 When (our choice): only for runs drawing at least ``sampling.COMPILED_UNIFORMS`` uniforms,
 when the machine has a CPU to spare (one-minute load average at least 1.5 below the CPU count,
 counting this run: on a busy machine the helper only adds its start-up), and not inside a
-daemonic worker (those may not start processes). Sweeps share traces through the on-disk
-cache instead (``workload.trace_cache``), so their runs never start a helper.
+daemonic worker. Sweeps share traces through the on-disk cache instead
+(``workload.trace_cache``), so their runs never start a helper.
+
+The helper is a fresh ``python -m libra_des.sim.moe.prefetch`` on the same module path, not a
+``multiprocessing`` child: spawning one re-imports the caller's main script, which runs it
+again when the script has no ``if __name__ == "__main__"`` guard. The inputs go in pickled on
+its stdin; each batch comes back as ``.npy`` arrays on its stdout (the pipe's buffer holds it
+back to about one batch ahead: bounded memory).
 """
 
 from __future__ import annotations
@@ -21,12 +27,13 @@ from __future__ import annotations
 import dataclasses
 import multiprocessing
 import os
-import queue
+import pickle
+import subprocess
+import sys
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from multiprocessing.context import SpawnProcess
-from typing import Any, overload
+from typing import IO, overload
 
 import numpy as np
 
@@ -35,8 +42,23 @@ from libra_des.sim.moe.batch import BatchPlanner
 from libra_des.workload.routing import RoutingTrace
 from libra_des.workload.sampling import COMPILED_UNIFORMS
 
-#: Seconds between checks that the helper is still alive while waiting for a batch.
-POLL_S = 1.0
+#: The arrays of one batch, in the order they travel.
+FIELDS = ("experts", "request", "dataset", "num_experts")
+
+
+@dataclass(frozen=True)
+class Stream:
+    """A pipe as a plain stream: numpy's ``.npy`` reader and writer ask a real file for its
+    position (``fromfile``/``tofile``), which a pipe cannot give; through ``read``/``write``
+    they stream."""
+
+    pipe: IO[bytes]
+
+    def read(self, size: int = -1) -> bytes:
+        return self.pipe.read(size)
+
+    def write(self, data: bytes) -> int:
+        return self.pipe.write(data)
 
 
 def spare_cpus() -> float:
@@ -50,11 +72,16 @@ def worthwhile(uniforms: int) -> bool:
             and not multiprocessing.current_process().daemon)
 
 
-def produce(scenario: Scenario, gpus: int, rng: np.random.Generator, out: Any) -> None:
+def produce(source: IO[bytes], out: IO[bytes]) -> None:
     """The helper's work: every batch, in order, as the run's planner would draw them."""
+    scenario, gpus, rng = pickle.load(source)
     planner = BatchPlanner.build(scenario, gpus, rng)
     for b in range(planner.batches):
-        out.put(planner.trace(b))
+        trace = planner.trace(b)
+        for name in FIELDS:
+            np.lib.format.write_array(Stream(out), np.asarray(getattr(trace, name)),
+                                      allow_pickle=False)
+        out.flush()
 
 
 @dataclass
@@ -62,8 +89,7 @@ class PrefetchedTraces(Sequence[RoutingTrace]):
     """The batches as the helper delivers them (read in order; each is handed out once)."""
 
     size: int
-    channel: Any
-    process: SpawnProcess
+    channel: IO[bytes]
     received: dict[int, RoutingTrace] = field(default_factory=dict)
     next_batch: int = 0
 
@@ -85,13 +111,13 @@ class PrefetchedTraces(Sequence[RoutingTrace]):
         return self.received.pop(index)
 
     def receive(self) -> RoutingTrace:
-        while True:
-            try:
-                trace: RoutingTrace = self.channel.get(timeout=POLL_S)
-                return trace
-            except queue.Empty:
-                if not self.process.is_alive():
-                    raise RuntimeError("the routing-trace helper process stopped early") from None
+        try:
+            arrays = [np.lib.format.read_array(Stream(self.channel), allow_pickle=False)
+                      for _ in FIELDS]
+        except (ValueError, EOFError, OSError):  # a short read: the helper died
+            raise RuntimeError("the routing-trace helper process stopped early") from None
+        experts, request, dataset, num_experts = arrays
+        return RoutingTrace(experts, request, dataset, int(num_experts))
 
 
 @contextmanager
@@ -99,17 +125,18 @@ def prefetched(
     scenario: Scenario, gpus: int, rng: np.random.Generator, batches: int
 ) -> Iterator[PrefetchedTraces]:
     """Start the helper on a copy of ``rng`` (left untouched); stop it when the run ends."""
-    context = multiprocessing.get_context("spawn")  # no fork of a threaded interpreter
-    channel = context.Queue(maxsize=2)  # at most two batches ahead: bounded memory
-    process = context.Process(target=produce, args=(scenario, gpus, rng, channel), daemon=True)
-    process.start()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    process = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, env=env)
+    assert process.stdin is not None and process.stdout is not None
     try:
-        yield PrefetchedTraces(batches, channel, process)
+        with process.stdin:
+            pickle.dump((scenario, gpus, rng), process.stdin)
+        yield PrefetchedTraces(batches, process.stdout)
     finally:
-        if process.is_alive():
-            process.terminate()
-        process.join()
-        channel.close()
+        process.kill()  # done or abandoned: nothing more is read
+        process.wait()
+        process.stdout.close()
 
 
 def attach(
@@ -128,3 +155,7 @@ def attach(
         return planner
     lazy = stack.enter_context(prefetched(planner.scenario, gpus, start, planner.batches))
     return dataclasses.replace(planner, source=lazy)
+
+
+if __name__ == "__main__":  # the helper process
+    produce(sys.stdin.buffer, sys.stdout.buffer)
