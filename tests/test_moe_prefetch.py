@@ -35,3 +35,13 @@ def test_only_large_runs_with_a_spare_cpu_start_a_helper(monkeypatch: pytest.Mon
     assert not prefetch.worthwhile(COMPILED_UNIFORMS - 1)
     monkeypatch.setattr(prefetch.os, "getloadavg", lambda: (3.6, 1.0, 1.0))
     assert not prefetch.worthwhile(COMPILED_UNIFORMS)  # busy: the helper would only cost
+
+
+def test_a_failed_helper_leaves_the_run_to_draw_its_batches(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sc = load_scenario(SCENARIO, SMALL)
+    here = simulate_moe(sc, np.random.default_rng(4), prefetch=False)
+    monkeypatch.setattr(prefetch.sys, "executable", "false")  # exits at once, says nothing
+    helped = simulate_moe(sc, np.random.default_rng(4), prefetch=True)
+    assert helped == here

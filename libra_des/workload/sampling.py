@@ -89,6 +89,8 @@ def uniform_f32(rng: np.random.Generator, out: np.ndarray, compiled: bool) -> np
     for PCG64) draws the same floats through ``uniform_kernel``."""
     if not compiled:
         return rng.random(dtype=np.float32, out=out)
+    if not out.flags.c_contiguous:  # reshape would fill a copy
+        raise ValueError("uniform_f32: out must be C-contiguous")
     from libra_des.workload.uniform_kernel import fill_uniform  # lazy: numba is costly
 
     bits = rng.bit_generator

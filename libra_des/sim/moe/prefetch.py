@@ -19,18 +19,20 @@ The helper is a fresh ``python -m libra_des.sim.moe.prefetch`` on the same modul
 ``multiprocessing`` child: spawning one re-imports the caller's main script, which runs it
 again when the script has no ``if __name__ == "__main__"`` guard. The inputs go in pickled on
 its stdin; each batch comes back as ``.npy`` arrays on its stdout (the pipe's buffer holds it
-back to about one batch ahead: bounded memory).
+back to about one batch ahead: bounded memory). Should the helper fail, the run draws the
+batches itself from another copy of the stream (same results, no time saved).
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import multiprocessing
 import os
 import pickle
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import IO, overload
@@ -90,8 +92,11 @@ class PrefetchedTraces(Sequence[RoutingTrace]):
 
     size: int
     channel: IO[bytes]
+    #: Draws the batches here instead (from the same stream) should the helper fail.
+    local: Callable[[], BatchPlanner]
     received: dict[int, RoutingTrace] = field(default_factory=dict)
     next_batch: int = 0
+    fallback: BatchPlanner | None = None
 
     def __len__(self) -> int:
         return self.size
@@ -111,13 +116,19 @@ class PrefetchedTraces(Sequence[RoutingTrace]):
         return self.received.pop(index)
 
     def receive(self) -> RoutingTrace:
-        try:
-            arrays = [np.lib.format.read_array(Stream(self.channel), allow_pickle=False)
-                      for _ in FIELDS]
-        except (ValueError, EOFError, OSError):  # a short read: the helper died
-            raise RuntimeError("the routing-trace helper process stopped early") from None
-        experts, request, dataset, num_experts = arrays
-        return RoutingTrace(experts, request, dataset, int(num_experts))
+        """The next batch from the helper; should it fail (a short read), the same batch
+        drawn here, after redrawing the ones before it (the stream has no other way there)."""
+        if self.fallback is None:
+            try:
+                arrays = [np.lib.format.read_array(Stream(self.channel), allow_pickle=False)
+                          for _ in FIELDS]
+                experts, request, dataset, num_experts = arrays
+                return RoutingTrace(experts, request, dataset, int(num_experts))
+            except (ValueError, EOFError, OSError):
+                self.fallback = self.local()
+                for b in range(self.next_batch):
+                    self.fallback.trace(b)
+        return self.fallback.trace(self.next_batch)
 
 
 @contextmanager
@@ -130,9 +141,13 @@ def prefetched(
                                stdout=subprocess.PIPE, env=env)
     assert process.stdin is not None and process.stdout is not None
     try:
-        with process.stdin:
-            pickle.dump((scenario, gpus, rng), process.stdin)
-        yield PrefetchedTraces(batches, process.stdout)
+        try:
+            with process.stdin:
+                pickle.dump((scenario, gpus, rng), process.stdin)
+        except OSError:  # the helper is gone already: the batches are drawn here
+            pass
+        yield PrefetchedTraces(batches, process.stdout,
+                               lambda: BatchPlanner.build(scenario, gpus, copy.deepcopy(rng)))
     finally:
         process.kill()  # done or abandoned: nothing more is read
         process.wait()
