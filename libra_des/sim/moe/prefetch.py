@@ -64,8 +64,13 @@ class Stream:
 
 
 def spare_cpus() -> float:
-    """CPUs not busy over the last minute (the load average counts this run itself)."""
-    return (os.cpu_count() or 1) - os.getloadavg()[0] + 1.0
+    """CPUs not busy over the last minute (the load average counts this run itself); none
+    where the platform keeps no load average."""
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return 0.0
+    return (os.cpu_count() or 1) - load + 1.0
 
 
 def worthwhile(uniforms: int) -> bool:
