@@ -203,7 +203,8 @@ class Network:
         :func:`direct_pairs` lists, without a Python object per flow)."""
         n = len(ranks)
         paths, latency = self._pair_paths(ranks)
-        pick = np.flatnonzero((matrix > 0) & ~np.eye(n, dtype=bool))  # row-major, as listed
+        pick = np.flatnonzero(matrix > 0)  # row-major, as listed
+        pick = pick[pick % (n + 1) != 0]  # off the diagonal
         sizes = matrix.ravel()[pick]
         gpus = np.array(ranks)
         np.add.at(self.bytes_sent, gpus[pick // n], sizes)
@@ -214,8 +215,9 @@ class Network:
         self._waiting[group] = done
         flows = (paths.ravel()[pick], sizes, gpus[pick % n], np.full(pick.size, group))
         delays = latency.ravel()[pick]
-        for delay in np.unique(delays):
-            batch = tuple(a[delays == delay] for a in flows)
+        values = np.unique(delays)
+        for delay in values:
+            batch = flows if values.size == 1 else tuple(a[delays == delay] for a in flows)
             if delay > 0:
                 self.env.timeout(float(delay)).callbacks.append(
                     lambda _e, b=batch: self._arrive(b)  # type: ignore[misc]

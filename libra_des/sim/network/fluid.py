@@ -48,7 +48,10 @@ class FluidState:
         self.completed = np.zeros(slots, dtype=np.int64)
         self.cap = np.zeros(0)
         self.lflow = np.zeros((0, 8), dtype=np.int64)
-        self.deg, self.lmark, self.touched = (np.zeros(0, dtype=np.int64) for _ in range(3))
+        self.deg, self.lmark, self.touched, self.scratch, self.count = (
+            np.zeros(0, dtype=np.int64) for _ in range(5)
+        )
+        self.left = np.zeros(0)
         self.plinks = np.full((0, width), -1, dtype=np.int64)
         self.pn = np.zeros(0, dtype=np.int64)
         self.gleft = np.zeros(64, dtype=np.int64)
@@ -82,8 +85,9 @@ class FluidState:
         n = capacity.size
         if n > self.cap.size:
             self.lflow = _grow(self.lflow, n)
-            self.deg, self.lmark, self.touched = (
-                _grow(a, n) for a in (self.deg, self.lmark, self.touched)
+            self.deg, self.lmark, self.touched, self.scratch, self.count, self.left = (
+                _grow(a, n)
+                for a in (self.deg, self.lmark, self.touched, self.scratch, self.count, self.left)
             )
         self.cap = np.array(capacity, dtype=float)
 
@@ -116,6 +120,8 @@ class FluidState:
     def _fit_links(self, paths: np.ndarray, base: int) -> None:
         """Make room in the links' flow lists for flows on ``paths`` (``base``: 0 to count
         from empty lists, else from the current ones)."""
+        if base and int(self.deg.max(initial=0)) + paths.size <= self.lflow.shape[1]:
+            return  # room even if every new flow crossed the fullest link
         links = self.plinks[paths].ravel()
         load = np.bincount(links[links >= 0], minlength=self.deg.size)
         if base:
@@ -170,6 +176,7 @@ class FluidState:
             now, updated_at, horizon, floor, self.rem, self.size, self.rate, self.dst,
             self.grp, self.flink, self.fpos, self.nlink, self.fmark, self.active, self.apos,
             self.free, self.cap, self.lflow, self.deg, self.lmark, self.touched, self.gleft,
-            self.received, self.ctr, self.done, self.completed,
+            self.received, self.ctr, self.done, self.completed, self.scratch, self.left,
+            self.count,
         )
         return t, wait, np.sort(self.completed[:n])

@@ -122,60 +122,51 @@ def _drop(
 def _solve(
     floor: float, rate: np.ndarray, flink: np.ndarray, nlink: np.ndarray,
     lflow: np.ndarray, deg: np.ndarray, cap: np.ndarray, touched: np.ndarray,
-    lmark: np.ndarray, fmark: np.ndarray, ctr: np.ndarray,
+    lmark: np.ndarray, fmark: np.ndarray, ctr: np.ndarray, queue: np.ndarray,
+    left: np.ndarray, count: np.ndarray,
 ) -> None:
-    """Max-min rates of the component of the touched links (see module docstring)."""
+    """Max-min rates of the flows at least as fast as ``floor`` (up to TIE_TOLERANCE)
+    connected to the touched links through such flows (see module docstring); ``queue``,
+    ``left`` and ``count`` are scratch space of one entry per link."""
     ctr[EPOCH] += 1
     epoch = ctr[EPOCH]
-    queue = np.empty(cap.size, dtype=np.int64)
     nq = 0
     for t in range(ctr[NTOUCHED]):
         queue[nq] = touched[t]
         lmark[touched[t]] = epoch
         nq += 1
     ctr[NTOUCHED] = 0
-    comp = np.empty(rate.size, dtype=np.int64)
-    nf, head = 0, 0
+    # Breadth-first over links and the flows to solve (fmark = epoch; epoch + 1 once their
+    # rate is set); slower flows keep their rates and only take their share of each link.
+    threshold = floor * (1.0 - TIE_TOLERANCE)
+    head = 0
     while head < nq:
         link = queue[head]
         head += 1
+        room, fast = cap[link], 0
         for p in range(deg[link]):
             s = lflow[link, p]
+            if rate[s] < threshold:
+                room -= rate[s]
+                continue
+            fast += 1
             if fmark[s] != epoch:
                 fmark[s] = epoch
-                comp[nf] = s
-                nf += 1
                 for j in range(nlink[s]):
                     m = flink[s, j]
                     if lmark[m] != epoch:
                         lmark[m] = epoch
                         queue[nq] = m
                         nq += 1
-    left = np.empty(cap.size)
-    count = np.zeros(cap.size, dtype=np.int64)
-    for q in range(nq):
-        left[queue[q]] = cap[queue[q]]
-    # fmark: epoch = to solve, epoch + 1 = rate settled (slower than the floor, or frozen).
-    threshold = floor * (1.0 - TIE_TOLERANCE)
-    for i in range(nf):
-        s = comp[i]
-        if rate[s] >= threshold:
-            for j in range(nlink[s]):
-                count[flink[s, j]] += 1
-        else:
-            fmark[s] = epoch + 1
-            for j in range(nlink[s]):
-                left[flink[s, j]] -= rate[s]
+        left[link], count[link] = max(room, 0.0), fast
     # Progressive filling by levels: each round the lowest fair share saturates its links
     # (and every link within LEVEL_TOLERANCE of it); freezing flows only raises the other
     # links' shares, so a round freezes its links one after another at their current shares.
-    open_links = np.empty(nq, dtype=np.int64)
+    open_links = queue
     n = 0
     for q in range(nq):
-        link = queue[q]
-        left[link] = max(left[link], 0.0)
-        if count[link] > 0:
-            open_links[n] = link
+        if count[queue[q]] > 0:
+            open_links[n] = queue[q]
             n += 1
     while n > 0:
         level = np.inf
@@ -217,7 +208,8 @@ def run(
     active: np.ndarray, apos: np.ndarray, free: np.ndarray,
     cap: np.ndarray, lflow: np.ndarray, deg: np.ndarray, lmark: np.ndarray,
     touched: np.ndarray, gleft: np.ndarray, received: np.ndarray, ctr: np.ndarray,
-    done: np.ndarray, completed: np.ndarray,
+    done: np.ndarray, completed: np.ndarray, scratch: np.ndarray, left: np.ndarray,
+    count: np.ndarray,
 ) -> tuple[float, float, int]:
     """Updates from ``now`` on (see module docstring); ``floor`` 0 if flows were added.
 
@@ -248,7 +240,10 @@ def run(
                 ng += 1
         if floor < np.inf:
             ctr[RECOMPUTATIONS] += 1
-            _solve(floor, rate, flink, nlink, lflow, deg, cap, touched, lmark, fmark, ctr)
+            _solve(
+                floor, rate, flink, nlink, lflow, deg, cap, touched, lmark, fmark, ctr,
+                scratch, left, count,
+            )
         for i in range(ctr[NTOUCHED]):
             lmark[touched[i]] = 0
         ctr[NTOUCHED] = 0
