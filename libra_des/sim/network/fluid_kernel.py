@@ -161,20 +161,24 @@ def _solve(
         left[link], count[link] = max(room, 0.0), fast
     # Progressive filling by levels: each round the lowest fair share saturates its links
     # (and every link within LEVEL_TOLERANCE of it); freezing flows only raises the other
-    # links' shares, so a round freezes its links one after another at their current shares.
+    # links' shares, so a round freezes its links one after another at their current shares
+    # (never above the lowest share's LEVEL_TOLERANCE).
     open_links = queue
     n = 0
     for q in range(nq):
         if count[queue[q]] > 0:
             open_links[n] = queue[q]
             n += 1
+    level = np.inf
+    for q in range(n):
+        level = min(level, left[open_links[q]] / count[open_links[q]])
     while n > 0:
-        level = np.inf
-        for q in range(n):
-            if count[open_links[q]] > 0:
-                level = min(level, left[open_links[q]] / count[open_links[q]])
+        # ``level`` is the lowest share or, after a round that froze flows, a lower bound on
+        # it (the shares seen before later freezes in the round); a round below every share
+        # freezes nothing and finds the exact lowest.
         limit = level * (1.0 + LEVEL_TOLERANCE)
         kept = 0
+        level = np.inf
         for q in range(n):
             link = open_links[q]
             if count[link] == 0:
@@ -183,6 +187,7 @@ def _solve(
             if share > limit:
                 open_links[kept] = link
                 kept += 1
+                level = min(level, share)
                 continue
             for p in range(deg[link]):
                 s = lflow[link, p]
