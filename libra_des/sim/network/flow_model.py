@@ -12,9 +12,13 @@ Model (assumptions stated once):
 - A transfer to the same GPU, or of zero bytes, moves nothing through the network.
 
 Solving: a link that every route through it shares with a link no wider is dropped from the
-problem: it can never bind (:class:`LinkTable`). The max-min solver (progressive filling, and
-the incremental re-solve used after each change) lives in :mod:`libra_des.sim.network.solver`;
-its names are re-exported here.
+problem: it can never bind (:class:`LinkTable`). Active flows live in arrays
+(:class:`~libra_des.sim.network.fluid.FluidState`) that compiled kernels advance
+(:mod:`libra_des.sim.network.fluid_kernel`: only the flows a change can affect are re-solved,
+and flow ends that nothing outside the network can see before the next SimPy event are
+processed without a timer). An all-to-all(v) is one *coflow*: its flows run as before, but
+only its last end is an event. The numpy solver of :mod:`libra_des.sim.network.solver` is the
+reference the tests compare with; its names are re-exported here.
 
 Collectives decompose into transfers (``nbytes`` follows nccl-tests' ``size``):
 ring all_reduce (2(n-1) steps of ``nbytes/n`` to the next rank), ring all_gather and
