@@ -11,9 +11,12 @@ a bare SimPy timeout loop (timed in the same run) the network is per event: abso
 times mean little on shared machines, the ratio travels.
 
     python benchmarks/network.py [--repeats 3] [--cases rail64-skewed,...] [--module PATH]
+        [--compare PATH]
 
 ``--module`` times another implementation of ``libra_des/sim/network/flow_model.py`` (a file with
-the same ``Network`` class), e.g. an older revision, against the same cases.
+the same ``Network`` class), e.g. an older revision, against the same cases. ``--compare``
+runs every case's flows as separate transfers in this checkout and in another implementation
+and prints the largest relative difference of any flow's finish time.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import importlib.util
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -76,6 +80,24 @@ def one_run(module: ModuleType, topo: Topology, gpus: list[int], matrix: np.ndar
     }
 
 
+def finish_times(
+    module: ModuleType, topo: Topology, gpus: list[int], matrix: np.ndarray
+) -> np.ndarray:
+    """Each flow's finish time when the all-to-all's flows run as separate transfers."""
+    env = simpy.Environment()
+    net = module.Network(env, topo)
+    pairs = [(i, j) for i in gpus for j in gpus if i != j]
+    end = np.full(len(pairs), np.nan)
+
+    def mark(k: int) -> Callable[[simpy.Event], None]:
+        return lambda _e: end.__setitem__(k, env.now)
+
+    for k, (i, j) in enumerate(pairs):
+        net.transfer(i, j, float(matrix[i, j])).callbacks.append(mark(k))
+    env.run()
+    return end
+
+
 def load_module(path: str | None) -> ModuleType:
     if path is None:
         return network
@@ -94,7 +116,11 @@ def main() -> None:
     parser.add_argument("--cases", default=",".join(CASES))
     parser.add_argument("--module", default=None, help="another network.py to time")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--compare", default=None, help="another network.py to compare with")
     args = parser.parse_args()
+    if args.compare:
+        compare(load_module(args.compare), args)
+        return
     module = load_module(args.module)
     base = statistics.median(bare_simpy_rate() for _ in range(3))
     print(f"network module: {module.__file__}")
@@ -120,6 +146,19 @@ def main() -> None:
         )
     print("'x bare': wall seconds per SimPy event over those of the bare timeout loop;")
     print("'fallbk': recomputations that needed full progressive filling (-1: not counted).")
+
+
+def compare(other: ModuleType, args: argparse.Namespace) -> None:
+    """Largest relative difference of per-flow finish times, this checkout vs ``other``."""
+    print(f"per-flow finish times: {network.__file__} against {other.__file__}")
+    for name in args.cases.split(","):
+        topo_name, params, n, skewed = CASES[name]
+        topo = load_topology(topo_name, params)
+        matrix = send_matrix(n, skewed, np.random.default_rng(args.seed))
+        ours = finish_times(network, topo, list(range(n)), matrix)
+        theirs = finish_times(other, topo, list(range(n)), matrix)
+        worst = float(np.max(np.abs(ours - theirs) / theirs))
+        print(f"{name:<19} flows {ours.size:>5}  max relative difference {worst:.2e}")
 
 
 if __name__ == "__main__":

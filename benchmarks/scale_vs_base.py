@@ -2,10 +2,11 @@
 
 Each (tree, scenario, repeat) runs ``commands.run.simulate`` in a fresh interpreter (module
 imports are excluded from the wall and CPU figures: the run is timed in-process; lazy imports
-during the run count), alternating trees so that machine load hits both alike. The
-third-party libraries named by ``--preload`` (default networkx, simpy: every tree imports them,
-some at command import, others lazily inside the run) are imported before the timer in both,
-so that where a tree imports them does not decide the ratio; ``--preload ''`` times them too.
+during the run count, and so does the CPU of helper processes the run starts and joins),
+alternating trees so that machine load hits both alike. The third-party libraries named by
+``--preload`` (default networkx, simpy: every tree imports them, some at command import,
+others lazily inside the run) are imported before the timer in both, so that where a tree
+imports them does not decide the ratio; ``--preload ''`` times them too.
 ``proc s`` is the whole process seen from outside (every import included). Prints medians,
 the peak RSS of the process, and new/base ratios. Works for training and MoE
 scenarios alike. The baseline is any checkout of the package, e.g. a worktree of ``main``:
@@ -46,9 +47,14 @@ name, sets = sys.argv[1], json.loads(sys.argv[2])
 for module in filter(None, sys.argv[3].split(",")):
     __import__(module)
 scenario = load_scenario(ROOT / "scenarios" / f"{name}.yaml", sets)
-w0, c0 = time.perf_counter(), time.process_time()
+
+def helpers():  # CPU of finished helper processes (MoE's trace prefetch) counts too
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+w0, c0, h0 = time.perf_counter(), time.process_time(), helpers()
 result, _ = simulate(scenario)
-wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+wall, cpu = time.perf_counter() - w0, time.process_time() - c0 + helpers() - h0
 result.pop("wall_s")
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps({"wall": wall, "cpu": cpu, "peak_mib": peak, "gpus": result.get("gpus", 0),

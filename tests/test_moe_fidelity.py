@@ -31,7 +31,9 @@ def test_detailed_moves_the_same_bytes_on_the_flow_model(policy: str) -> None:
     # Flows add a latency per DAG step and max-min sharing where the alpha-beta model has one
     # solo time per stage: the two agree on one NVSwitch node, not to the last bit.
     assert detailed["moe_layer_s"] == pytest.approx(fast["moe_layer_s"], rel=0.25)
-    assert detailed["events"] > fast["events"]  # every transfer is a flow event
+    # The flow model really timed them (an all-to-all is one coflow event, so events may be
+    # fewer than fast mode's port jobs; the times are not the alpha-beta ones).
+    assert detailed["moe_layer_s"] != fast["moe_layer_s"]
     for name, part in detailed["layer_breakdown_s"].items():
         assert np.isfinite(part["exposed"]) and part["exposed"] >= 0, name
     assert detailed == run(f"balancer.policy={policy}", "fidelity=detailed")  # deterministic

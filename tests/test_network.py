@@ -147,7 +147,7 @@ def test_heavy_rank_all_to_all_is_slower_than_balanced_with_equal_bytes() -> Non
 
 
 def test_bytes_are_conserved_for_every_collective() -> None:
-    topo = load_topology("h200-roce-railopt", {"nodes": 2})
+    topo = load_topology("h200-roce-railopt", {"nodes": 4})
     rng = np.random.default_rng(3)
     gpus = [0, 3, 8, 12, 15]
     matrix = rng.integers(0, 5 * MB, size=(5, 5)).astype(float)
@@ -396,3 +396,61 @@ def test_short_flows_late_in_a_run_finish_without_stalling_the_clock() -> None:
     got, net = network_finish_times(topo, starts)
     assert np.allclose(got, reference_finish_times(topo, starts), rtol=1e-12, atol=0)
     assert net.recomputations <= 2 * len(starts)
+
+
+class CountingEnvironment(simpy.Environment):
+    """Counts the SimPy events it processes."""
+
+    events = 0
+
+    def step(self) -> None:
+        self.events += 1
+        super().step()
+
+
+def test_all_to_all_coflow_and_transfers_match_a_plain_fluid_simulation() -> None:
+    """A skewed all-to-all(v) runs as one coflow (no event per flow; ends before the next
+    SimPy event are chained inside the engine) beside single transfers that start while it
+    runs and unrelated timeouts that cut the chains: its end and every transfer's end equal
+    the plain fluid simulation of all the flows."""
+    topo = load_topology("h200-roce-railopt", {"nodes": 4})
+    rng = np.random.default_rng(3)
+    n = 16
+    matrix = rng.lognormal(0.0, 1.0, size=(n, n)) * MB
+    matrix[rng.random((n, n)) < 0.2] = 0.0  # some pairs send nothing
+    singles = [(float(t), int(s), int(d), float(b)) for t, s, d, b in zip(
+        rng.uniform(0, 4e-4, 12), rng.integers(0, n, 12), rng.integers(n, 2 * n, 12),
+        rng.uniform(0.5, 4, 12) * MB, strict=True)]
+    env = CountingEnvironment()
+    net = Network(env, topo)
+    ends: dict[str, float] = {}
+
+    def collective() -> Any:
+        yield net.collective("all_to_all", list(range(n)), send_bytes=matrix)
+        ends["a2a"] = env.now
+
+    def single(i: int, t: float, src: int, dst: int, size: float) -> Any:
+        yield env.timeout(t)
+        yield net.transfer(src, dst, size)
+        ends[f"t{i}"] = env.now
+
+    def ticks() -> Any:
+        for gap in rng.uniform(0, 1e-4, 20):
+            yield env.timeout(float(gap))
+
+    env.process(collective())
+    env.process(ticks())
+    for i, start in enumerate(singles):
+        env.process(single(i, *start))
+    env.run()
+    pairs = [(0.0, i, j, float(matrix[i, j])) for i in range(n) for j in range(n)
+             if i != j and matrix[i, j] > 0]
+    want = reference_finish_times(topo, pairs + singles)
+    assert ends["a2a"] == pytest.approx(want[: len(pairs)].max(), rel=1e-9, abs=0)
+    got = np.array([ends[f"t{i}"] for i in range(len(singles))])
+    assert np.allclose(got, want[len(pairs) :], rtol=1e-9, atol=0)
+    assert net.flows_done == len(pairs) + len(singles)
+    assert net.bytes_received.sum() == pytest.approx(matrix.sum() - np.trace(matrix)
+                                                    + sum(s[3] for s in singles))
+    assert net.recomputations > 100, "flows end at their own instants"
+    assert env.events < net.recomputations, "ends between SimPy events need no event"

@@ -30,7 +30,9 @@ from libra_des.hardware.kernels import (
     cp_shard,
     gemm_body,
     grouped_gemm_time,
+    grouped_seconds,
     grouped_shape,
+    grouped_shapes,
     sm_count,
     tile_geometry,
 )
@@ -152,6 +154,19 @@ class CostModel(Communication):
         peak = self.profile.peak_flops(dtype)
         return grouped_gemm_time(self.grouped_for(dtype), peak, self.profile.hbm_bw, self.sms,
                                  shape, k)
+
+    def grouped_gemm_rows(
+        self, tokens_per_expert: np.ndarray, n: int, k: int, dtype: str = "bf16"
+    ) -> np.ndarray:
+        """:meth:`grouped_gemm` of every row of ``tokens_per_expert`` [launches, experts] (one
+        vectorised evaluation; each entry equals the single launch's seconds)."""
+        rows = np.asarray(tokens_per_expert, dtype=np.float64)
+        check_dims(rows, n, k)
+        tiles, block_m, moved = grouped_shapes(rows, n, k, DTYPE_BYTES.get(dtype, 2))
+        seconds = grouped_seconds(self.grouped_for(dtype), self.profile.peak_flops(dtype),
+                                  self.profile.hbm_bw, self.sms, tiles, block_m, moved,
+                                  np.full(tiles.shape, k))
+        return np.where(tiles > 0, seconds, 0.0)
 
     def grouped_for(self, dtype: str) -> GroupedGemmParams:
         return self.grouped_params.get(dtype) or GroupedGemmParams.from_dict(BORROWED_GROUPED)

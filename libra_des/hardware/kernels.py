@@ -266,6 +266,22 @@ def grouped_shape(rows: np.ndarray, n: float, k: float, dtype_bytes: int) -> Gro
     return GroupedShape(tiles, block_m, float(weights), float(moved))
 
 
+def grouped_shapes(
+    rows: np.ndarray, n: float, k: float, dtype_bytes: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(tiles, block_m, bytes) of :func:`grouped_shape` for every row of ``rows`` [launches,
+    experts] at once. Tile and row counts are whole numbers, exact in float64 in any order
+    of summation, so each launch's figures equal :func:`grouped_shape`'s bit for bit."""
+    m = np.asarray(rows, dtype=np.float64)
+    block_m = np.where(m.max(axis=1, initial=0.0) <= BLOCK_M_SMALL, BLOCK_M_SMALL,
+                       BLOCK_M_LARGE)
+    n_tiles = math.ceil(n / GROUPED_BLOCK_N)
+    tiles = np.ceil(m / block_m[:, None]).sum(axis=1) * n_tiles
+    weights = ((m > 0).sum(axis=1) * k * n * dtype_bytes).astype(np.float64)
+    moved = weights + m.sum(axis=1) * (k * dtype_bytes + n * max(dtype_bytes, MIN_OUT_BYTES))
+    return tiles, block_m, moved
+
+
 def grouped_gemm_time(
     p: GroupedGemmParams,
     peak: float,

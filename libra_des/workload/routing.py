@@ -40,9 +40,12 @@ from libra_des.config import MOE_DATASETS, RoutingSpec
 from libra_des.errors import InputError
 from libra_des.workload.sampling import (
     Scratch,
+    compiled_gumbel_top_k,
+    compiled_stream,
     skip_uniform_f32,
     thin_matmul,
     top_k_ascending,
+    uniform_f32,
 )
 
 #: Latent state dimensions (small: it only needs to carry correlation, not semantics).
@@ -215,6 +218,17 @@ def ar1_step(state: np.ndarray, rho: float, rng: np.random.Generator) -> np.ndar
     return out
 
 
+def gumbel_noise(rng: np.random.Generator, noise: np.ndarray, compiled: bool) -> np.ndarray:
+    """Fill float32 ``noise`` with ``log(-log(u))`` of fresh uniforms (minus Gumbel noise);
+    ``compiled``: draw them through the compiled PCG64 stream (same values)."""
+    uniform_f32(rng, noise, compiled)
+    with np.errstate(divide="ignore"):  # u = 0 gives a -inf score, never picked
+        np.log(noise, out=noise)
+        np.negative(noise, out=noise)
+        np.log(noise, out=noise)
+    return noise
+
+
 def gumbel_top_k(
     scores: np.ndarray, k: int, rng: np.random.Generator, scratch: Scratch | None = None
 ) -> np.ndarray:
@@ -224,12 +238,7 @@ def gumbel_top_k(
     experts come in ascending order of them. ``scratch``: optional reusable buffers.
     """
     scratch = Scratch.of(*scores.shape) if scratch is None else scratch
-    noise = rng.random(dtype=np.float32, out=scratch.noise)
-    with np.errstate(divide="ignore"):  # u = 0 gives a -inf score, never picked
-        np.log(noise, out=noise)
-        np.negative(noise, out=noise)
-        np.log(noise, out=noise)
-    scores -= noise
+    scores -= gumbel_noise(rng, scratch.noise, False)
     return top_k_ascending(scores, k, scratch)
 
 
@@ -283,8 +292,13 @@ def generate_trace(
     request_lengths: np.ndarray,
     datasets: np.ndarray,
     rng: np.random.Generator,
+    compiled: bool | None = None,
 ) -> RoutingTrace:
-    """Sample the routed experts of one batch (requests of the given lengths and datasets)."""
+    """Sample the routed experts of one batch (requests of the given lengths and datasets).
+
+    ``compiled``: draw and rank through the compiled kernels (``sampling.compiled_stream``;
+    the same trace either way); None decides from this batch's size alone.
+    """
     latents = TokenLatents.of(router, request_lengths)
     request, tokens = latents.request, latents.request.size
     tok_dataset = np.asarray(datasets, dtype=np.int16)[request]
@@ -296,17 +310,26 @@ def generate_trace(
     # faults than the arithmetic on them.
     buffer = np.empty((min(CHUNK, tokens), num_experts), dtype=np.float32)
     scratch = Scratch.of(*buffer.shape)
+    if compiled is None:
+        compiled = compiled_stream(rng, tokens * layers * num_experts)
+    compiled = compiled and router.top_k < num_experts
     for layer in range(layers):
         if layer:
             state.step(latents.rho, rng)
         gate = np.float32(router.sharpness) * router.gate[layer]
         mixed = latents.mix(state)
-        bias = router.bias[:, layer]
+        bias = np.ascontiguousarray(router.bias[:, layer])
         # Token chunks keep the [chunk, experts] scores in cache (about 3x faster).
         for lo in range(0, tokens, CHUNK):
             hi = min(lo + CHUNK, tokens)
             scores, part = buffer[: hi - lo], scratch.noise[: hi - lo]
             thin_matmul(mixed[lo:hi], gate, scores)
+            if compiled:  # the same sums and keys, in one compiled pass
+                noise = gumbel_noise(rng, part, True)
+                experts[lo:hi, layer, :] = compiled_gumbel_top_k(
+                    scores, bias, tok_dataset[lo:hi], noise, router.top_k,
+                    scratch.head(hi - lo))
+                continue
             scores += np.take(bias, tok_dataset[lo:hi], axis=0, out=part)
             experts[lo:hi, layer, :] = gumbel_top_k(scores, router.top_k, rng,
                                                     scratch.head(hi - lo))

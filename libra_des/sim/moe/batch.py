@@ -41,6 +41,7 @@ from libra_des.workload.routing import (
     request_datasets,
     skip_trace,
 )
+from libra_des.workload.sampling import compiled_stream
 
 
 @dataclass(frozen=True)
@@ -157,7 +158,10 @@ class BatchPlanner:
         spec = w.routing or RoutingSpec()
         stream = w.batch * self.batches
         datasets = request_datasets(spec.dataset, w.batch, b * w.batch, stream, self.rng)
-        return generate_trace(self.router, batch_lengths(w.seq_len, w.batch), datasets, self.rng)
+        layers, _, experts = self.router.gate.shape  # compiled kernels: worth it run-wide
+        compiled = compiled_stream(self.rng, stream * w.seq_len * layers * experts)
+        return generate_trace(self.router, batch_lengths(w.seq_len, w.batch), datasets, self.rng,
+                              compiled)
 
     def plan(
         self, routed: np.ndarray, origin: np.ndarray, predicted: np.ndarray | None, layer: int

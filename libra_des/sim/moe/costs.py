@@ -170,6 +170,13 @@ class StageCoster:
         h, f = self.model.hidden, self.model.expert_ffn or self.model.hidden
         return float(self.cost.grouped_gemm(tpe, 2 * f, h) + self.cost.grouped_gemm(tpe, h, f))
 
+    def experts_per_gpu(self, tokens_per_expert: np.ndarray) -> np.ndarray:
+        """:meth:`experts` of every row of ``tokens_per_expert`` [GPUs, experts] at once."""
+        h, f = self.model.hidden, self.model.expert_ffn or self.model.hidden
+        tpe = np.asarray(tokens_per_expert)
+        return np.asarray(self.cost.grouped_gemm_rows(tpe, 2 * f, h)
+                          + self.cost.grouped_gemm_rows(tpe, h, f))
+
     def shared_experts(self, tokens: np.ndarray) -> np.ndarray:
         if not self.model.shared_experts:
             return np.zeros(self.gpus)
@@ -219,16 +226,16 @@ def layer_costs(
     g = coster.gpus
     gate = coster.gate(shape.tokens)
     if wiring.two_stage:
-        local = np.array([coster.experts(plan.local[i]) for i in range(g)])
-        remote = np.array([coster.experts(plan.remote[i]) for i in range(g)])
+        local = coster.experts_per_gpu(plan.local)
+        remote = coster.experts_per_gpu(plan.remote)
     elif wiring.fetch:
         # Resident experts first, then the experts whose weights arrive from the host.
         fetched = plan.holders & ~static_home(plan.load.shape[1], g)
-        local = np.array([coster.experts(plan.load[i] * ~fetched[i]) for i in range(g)])
-        remote = np.array([coster.experts(plan.load[i] * fetched[i]) for i in range(g)])
+        local = coster.experts_per_gpu(plan.load * ~fetched)
+        remote = coster.experts_per_gpu(plan.load * fetched)
     else:
         # One grouped GEMM over all of a GPU's pairs, reported split by the local share.
-        total = np.array([coster.experts(plan.load[i]) for i in range(g)])
+        total = coster.experts_per_gpu(plan.load)
         share = plan.local.sum(axis=1) / np.maximum(plan.load.sum(axis=1), 1)
         local, remote = total * share, total * (1.0 - share)
     local = local + coster.shared_experts(shape.tokens)

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,6 +67,7 @@ from libra_des.sim.moe.costs import (
 )
 from libra_des.sim.moe.cpu import cost_sources
 from libra_des.sim.moe.layer import CountingEnvironment, SharedLink
+from libra_des.sim.moe.prefetch import attach
 from libra_des.sim.moe.setup import check_memory, ep_group
 from libra_des.sim.network.analytic import AnalyticNetwork
 from libra_des.sim.network.flow_model import Network
@@ -176,12 +178,15 @@ def simulate_moe(
     progress: bool = False,
     traces: Sequence[RoutingTrace] | None = None,
     timeline: list[tuple[int, int, str, int | None, float, float]] | None = None,
+    prefetch: bool | None = None,
 ) -> dict[str, Any]:
     """Simulate MoE prefill for ``scenario``; returns the result dict (see module doc).
 
     ``traces`` (optional) replaces the routing source with ready batches (benchmarks reuse
     one generated trace across policies and accuracies). ``timeline`` (optional) is filled
-    with every stage's (batch, layer, name, GPU, start, end) for a trace.
+    with every stage's (batch, layer, name, GPU, start, end) for a trace. ``prefetch``: draw
+    generated batches in a helper process meanwhile (``sim.moe.prefetch``: same results;
+    None: for large runs only).
     """
     topo = load_topology(scenario.topology, scenario.topology_params)
     group = ep_group(scenario, topo)
@@ -192,15 +197,16 @@ def simulate_moe(
     trace_rng, pred_rng, noise_rng, var_rng = rng.spawn(4)
     if traces is None:
         traces = shared_traces(scenario, group.gpus, trace_rng)
+    start = copy.deepcopy(trace_rng)  # the stream before the planner draws (for a helper)
+    planner = BatchPlanner.build(scenario, group.gpus, trace_rng, traces, group.gpus_per_node)
     variance = VarianceModel.build(scenario.variance, group.gpus, var_rng)
-    run = MoeRun(
-        scenario, coster,
-        BatchPlanner.build(scenario, group.gpus, trace_rng, traces, group.gpus_per_node),
-        Wiring.of(scenario), variance, (pred_rng, noise_rng),
-        network_factory(scenario.fidelity, topo, cost, group.gpus, variance),
-    )
-    totals = RunTotals(timeline=timeline)
-    with Progress(transient=True, disable=not progress) as bar:
+    with ExitStack() as helper, Progress(transient=True, disable=not progress) as bar:
+        run = MoeRun(
+            scenario, coster, attach(planner, start, group.gpus, helper, prefetch),
+            Wiring.of(scenario), variance, (pred_rng, noise_rng),
+            network_factory(scenario.fidelity, topo, cost, group.gpus, variance),
+        )
+        totals = RunTotals(timeline=timeline)
         task = bar.add_task("prefill batches", total=run.planner.batches)
         for b in range(run.planner.batches):
             run.batch(b, totals)

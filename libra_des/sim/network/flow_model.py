@@ -12,9 +12,13 @@ Model (assumptions stated once):
 - A transfer to the same GPU, or of zero bytes, moves nothing through the network.
 
 Solving: a link that every route through it shares with a link no wider is dropped from the
-problem: it can never bind (:class:`LinkTable`). The max-min solver (progressive filling, and
-the incremental re-solve used after each change) lives in :mod:`libra_des.sim.network.solver`;
-its names are re-exported here.
+problem: it can never bind (:class:`LinkTable`). Active flows live in arrays
+(:class:`~libra_des.sim.network.fluid.FluidState`) that compiled kernels advance
+(:mod:`libra_des.sim.network.fluid_kernel`: only the flows a change can affect are re-solved,
+and flow ends that nothing outside the network can see before the next SimPy event are
+processed without a timer). An all-to-all(v) is one *coflow*: its flows run as before, but
+only its last end is an event. The numpy solver of :mod:`libra_des.sim.network.solver` is the
+reference the tests compare with; its names are re-exported here.
 
 Collectives run as the transfer DAG the chosen algorithm gives in the collective catalogue
 (:mod:`libra_des.hardware.collective_catalogue`; ``nbytes`` follows nccl-tests' ``size``): a
@@ -27,7 +31,6 @@ is refused. ``hierarchical`` and ``multilevel`` run the steps the cost model pri
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import simpy
@@ -49,6 +52,7 @@ from libra_des.hardware.collective_catalogue import (
 from libra_des.hardware.hierarchy import Step, decompose, level_ranks
 from libra_des.hardware.topology import LinkId, Topology
 from libra_des.hardware.variance import VarianceModel
+from libra_des.sim.network.fluid import DONE_TOLERANCE, FluidState
 from libra_des.sim.network.solver import (
     CHECK_TOLERANCE,
     MAX_DENSE_LINKS,
@@ -65,13 +69,11 @@ from libra_des.sim.network.solver import (
 
 __all__ = [  # the solver's and the catalogue's names stay importable from here (they were here)
     "CHECK_TOLERANCE", "DAG_ALGORITHMS", "DONE_TOLERANCE", "MAX_DENSE_LINKS", "MAX_TRIES",
-    "OPS", "TIE_TOLERANCE", "FlowTable", "LinkTable", "Network", "bottleneck_levels",
-    "bottleneck_links", "chain", "direct_pairs", "flow_edges", "max_min_rates", "reassign",
-    "refill", "restrict", "ring", "settle",
+    "OPS", "TIE_TOLERANCE", "LinkTable", "Network", "bottleneck_levels", "bottleneck_links",
+    "chain", "direct_pairs", "max_min_rates", "reassign", "refill", "restrict", "ring",
+    "send_matrix", "settle",
 ]
 
-#: A flow is done when fewer bytes than this share of its size are left (float round-off).
-DONE_TOLERANCE = 1e-9
 class LinkTable:
     """The directed links the network has routed over, numbered in order of first use.
 
@@ -130,88 +132,6 @@ class LinkTable:
         return changed
 
 
-@dataclass
-class _Flow:
-    src: int
-    dst: int
-    nbytes: float
-    links: np.ndarray
-    done: simpy.Event
-
-
-class FlowTable:
-    """Active flows, oldest first: parallel arrays plus one (flow, link) row per binding link
-    a flow crosses, rows grouped by flow. ``bneck`` is a flow's bottleneck link (-1: not
-    known yet)."""
-
-    def __init__(self) -> None:
-        self.flows: list[_Flow] = []
-        self.remaining = np.zeros(0)
-        self.size = np.zeros(0)
-        self.rate = np.zeros(0)
-        self.bneck = np.zeros(0, dtype=np.int64)
-        self.edge_flow = np.zeros(0, dtype=np.int64)
-        self.edge_link = np.zeros(0, dtype=np.int64)
-
-    def advance(self, elapsed: float, now: float) -> tuple[list[_Flow], float]:
-        """Drain ``elapsed`` seconds, drop the flows now done; return them and the slowest
-        one's rate (inf if none)."""
-        self.remaining -= self.rate * elapsed
-        # A flow whose remaining time is below the clock's resolution at ``now`` can never be
-        # drained by advancing time (now + wait == now): retire it, or the timer spins forever.
-        resolution = 4.0 * np.spacing(max(abs(now), 1.0))
-        done = (self.remaining <= DONE_TOLERANCE * self.size) | (
-            self.remaining <= self.rate * resolution
-        )
-        if not done.any():
-            return [], np.inf
-        slowest = float(self.rate[done].min())
-        gone = np.flatnonzero(done).tolist()
-        finished = [self.flows[i] for i in gone]
-        for i in reversed(gone):
-            del self.flows[i]
-        keep = ~done
-        new_pos = np.cumsum(keep) - 1
-        edge_keep = keep[self.edge_flow]
-        self.edge_flow = new_pos[self.edge_flow[edge_keep]]
-        self.edge_link = self.edge_link[edge_keep]
-        self.remaining, self.size = self.remaining[keep], self.size[keep]
-        self.rate, self.bneck = self.rate[keep], self.bneck[keep]
-        return finished, slowest
-
-    def add(self, new: list[_Flow], binding: np.ndarray) -> None:
-        owners, links = flow_edges(new, len(self.flows), binding)
-        self.edge_flow = np.concatenate([self.edge_flow, owners])
-        self.edge_link = np.concatenate([self.edge_link, links])
-        sizes = np.array([f.nbytes for f in new])
-        self.remaining = np.concatenate([self.remaining, sizes])
-        self.size = np.concatenate([self.size, sizes])
-        self.rate = np.concatenate([self.rate, np.zeros(len(new))])
-        self.bneck = np.concatenate([self.bneck, np.full(len(new), -1)])
-        self.flows.extend(new)
-
-    def rebind(self, binding: np.ndarray) -> None:
-        """Rebuild the rows for a new set of binding links; bottlenecks are forgotten."""
-        self.edge_flow, self.edge_link = flow_edges(self.flows, 0, binding)
-        self.bneck.fill(-1)
-
-    def next_end(self) -> float:
-        """Seconds until the first flow ends at the current rates."""
-        return float((self.remaining / self.rate).min())
-
-
-def flow_edges(
-    flows: list[_Flow], first: int, binding: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """(flow, link) rows of ``flows``, numbered from ``first``, on binding links only."""
-    if not flows:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    links = np.concatenate([f.links for f in flows])
-    owners = np.repeat(np.arange(first, first + len(flows)), [f.links.size for f in flows])
-    keep = binding[links]
-    return owners[keep], links[keep]
-
-
 class Network:
     """Max-min fair flow network over a :class:`Topology` (see module docstring)."""
 
@@ -223,14 +143,18 @@ class Network:
         self.variance = variance or VarianceModel.none()
         self.bytes_sent = np.zeros(topology.num_gpus)
         self.bytes_received = np.zeros(topology.num_gpus)
-        self.flows_done = 0
-        self.recomputations = 0
-        #: Recomputations that needed progressive filling (the guided solve did not settle).
+        #: Recomputations that needed a fallback solve: none since the compiled engine
+        #: (progressive filling every time); kept for the benchmarks' tables.
         self.fallbacks = 0
         self.links = LinkTable(topology, self.variance)
-        self.table = FlowTable()
+        self.state = FluidState(self.bytes_received)
+        self._local_done = 0  # transfers that crossed no link (same GPU, or zero bytes)
         self._paths: dict[tuple[int, int], tuple[np.ndarray, float]] = {}
-        self._arrived: list[_Flow] = []
+        self._path_ids: dict[tuple[int, int], int] = {}
+        self._routes: list[np.ndarray] = []
+        self._pairs: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
+        self._arrived: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self._waiting: dict[int, simpy.Event] = {}  # coflow -> its event
         self._updated_at = 0.0
         self._timer = 0
         self._update_pending = False
@@ -243,13 +167,19 @@ class Network:
         links, latency = self.path(src, dst)
         done = self.env.event()
         self.bytes_sent[src] += nbytes
-        flow = _Flow(src, dst, float(nbytes), links, done)
         if links.size == 0 or nbytes == 0:
-            self.env.timeout(latency).callbacks.append(lambda _e: self._finish(flow))
-        elif latency > 0:
-            self.env.timeout(latency).callbacks.append(lambda _e: self._arrive(flow))
+            self.env.timeout(latency).callbacks.append(lambda _e: self._local(dst, nbytes, done))
+            return done
+        group = self.state.group(1)
+        self._waiting[group] = done
+        flows = (
+            np.array([self._path_ids[src, dst]]), np.array([float(nbytes)]), np.array([dst]),
+            np.array([group]),
+        )
+        if latency > 0:
+            self.env.timeout(latency).callbacks.append(lambda _e: self._arrive(flows))
         else:
-            self._arrive(flow)
+            self._arrive(flows)
         return done
 
     def path(self, src: int, dst: int) -> tuple[np.ndarray, float]:
@@ -260,15 +190,67 @@ class Network:
             numbers = [self.links.number(lid) for lid in route]
             self.links.add_route(numbers)
             self._paths[key] = (np.array(numbers, dtype=np.int64), self.topology.latency(route))
+            self._path_ids[key] = len(self._routes)
+            self._routes.append(self._paths[key][0])
         return self._paths[key]
 
     @property
     def active_flows(self) -> int:
-        return len(self.table.flows)
+        return self.state.active_flows
+
+    @property
+    def flows_done(self) -> int:
+        return self._local_done + self.state.flows_done
+
+    @property
+    def recomputations(self) -> int:
+        return self.state.recomputations
+
+    def _all_to_all(self, ranks: list[int], matrix: np.ndarray) -> simpy.Event:
+        """Every off-diagonal pair with bytes to send as one coflow (what
+        :func:`direct_pairs` lists, without a Python object per flow)."""
+        n = len(ranks)
+        paths, latency = self._pair_paths(ranks)
+        pick = np.flatnonzero(matrix > 0)  # row-major, as listed
+        pick = pick[pick % (n + 1) != 0]  # off the diagonal
+        sizes = matrix.ravel()[pick]
+        gpus = np.array(ranks)
+        np.add.at(self.bytes_sent, gpus[pick // n], sizes)
+        done = self.env.event()
+        if not pick.size:
+            return done.succeed()
+        group = self.state.group(pick.size)
+        self._waiting[group] = done
+        flows = (paths.ravel()[pick], sizes, gpus[pick % n], np.full(pick.size, group))
+        delays = latency.ravel()[pick]
+        values = np.unique(delays)
+        for delay in values:
+            batch = flows if values.size == 1 else tuple(a[delays == delay] for a in flows)
+            if delay > 0:
+                self.env.timeout(float(delay)).callbacks.append(
+                    lambda _e, b=batch: self._arrive(b)  # type: ignore[misc]
+                )
+            else:
+                self._arrive(batch)
+        return done
+
+    def _pair_paths(self, ranks: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """Path numbers and latencies between every pair of ``ranks`` (cached per group)."""
+        key = tuple(ranks)
+        if key not in self._pairs:
+            n = len(ranks)
+            paths, latency = np.zeros((n, n), dtype=np.int64), np.zeros((n, n))
+            for i, src in enumerate(ranks):
+                for j, dst in enumerate(ranks):
+                    if i != j:
+                        latency[i, j] = self.path(src, dst)[1]
+                        paths[i, j] = self._path_ids[src, dst]
+            self._pairs[key] = (paths, latency)
+        return self._pairs[key]
 
     # ------------------------------------------------------------------ rate bookkeeping
-    def _arrive(self, flow: _Flow) -> None:
-        self._arrived.append(flow)
+    def _arrive(self, flows: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> None:
+        self._arrived.append(flows)
         if not self._update_pending:
             # Coalesce every change at this instant into one recomputation.
             self._update_pending = True
@@ -279,34 +261,43 @@ class Network:
             self._update(None)
 
     def _update(self, _event: simpy.Event | None) -> None:
+        """Flows added and ended now, and every end before the next SimPy event that
+        completes no coflow (:func:`fluid_kernel.run`); coflows completed are reported at
+        their instant."""
         self._update_pending = False
-        table, now = self.table, self.env.now
-        finished, floor = table.advance(now - self._updated_at, now)
-        self._updated_at = now
-        if self.links.stale and self.links.refresh():
-            table.rebind(self.links.binding)
-            floor = 0.0
+        state, env, now = self.state, self.env, self.env.now
+        floor = np.inf
+        if self.links.stale:
+            changed = self.links.refresh()
+            state.set_links(self.links.capacity)
+            state.set_paths(self._routes, self.links.binding, changed)
+            floor = 0.0 if changed else floor
         if self._arrived:
-            table.add(self._arrived, self.links.binding)
+            state.add(*(np.concatenate(parts) for parts in zip(*self._arrived, strict=True)))
             self._arrived = []
             floor = 0.0
-        if floor < np.inf:
-            self.recomputations += 1
-            self.fallbacks += refill(
-                table.edge_flow, table.edge_link, self.links.capacity, table.rate, table.bneck,
-                table.rate >= floor * (1.0 - TIE_TOLERANCE),
-            )
+        at, wait, completed = state.run(now, self._updated_at, env.peek(), floor)
+        self._updated_at = at
         self._timer += 1
-        if table.flows:
+        if state.active_flows:
             timer = self._timer
-            self.env.timeout(table.next_end()).callbacks.append(lambda _e: self._on_timer(timer))
-        for flow in finished:
-            self._finish(flow)
+            delay = wait if at == now else (at + wait) - now
+            env.timeout(delay).callbacks.append(lambda _e: self._on_timer(timer))
+        events = [self._waiting.pop(int(g)) for g in completed]
+        if at == now:
+            self._succeed(events)
+        elif events:
+            env.timeout(at - now).callbacks.append(lambda _e: self._succeed(events))
 
-    def _finish(self, flow: _Flow) -> None:
-        self.bytes_received[flow.dst] += flow.nbytes
-        self.flows_done += 1
-        flow.done.succeed()
+    @staticmethod
+    def _succeed(events: list[simpy.Event]) -> None:
+        for event in events:
+            event.succeed()
+
+    def _local(self, dst: int, nbytes: float, done: simpy.Event) -> None:
+        self.bytes_received[dst] += nbytes
+        self._local_done += 1
+        done.succeed()
 
     # ------------------------------------------------------------------ collectives
     def collective(
@@ -328,6 +319,9 @@ class Network:
         ranks = [self.topology.check_gpu(g) for g in gpus]
         if len(set(ranks)) != len(ranks) or not ranks:
             raise InputError("gpus", list(gpus), "a non-empty list of distinct GPU ids")
+        if op == "all_to_all" and algorithm == "direct":
+            # The one DAG all_to_all has (direct pairs), run as one coflow.
+            return self._all_to_all(ranks, send_matrix(len(ranks), nbytes, send_bytes))
         steps = self.steps(op, ranks, nbytes, send_bytes, chunks, algorithm)
         return self.run_steps(*steps)
 
@@ -404,3 +398,13 @@ def composed_steps(
                          "(a hierarchical collective)")
     levels = level_ranks(topology.fabric(), len(ranks), gpn, every_level)
     return decompose(op, levels), [k for k, _ in levels]
+
+
+def send_matrix(n: int, nbytes: float, send_bytes: np.ndarray | None) -> np.ndarray:
+    """Bytes rank i sends rank j in an all-to-all(v): ``send_bytes``, checked, or ``nbytes/n``."""
+    if send_bytes is None:
+        return np.full((n, n), nbytes / n)
+    matrix = np.asarray(send_bytes, dtype=float)
+    if matrix.shape != (n, n) or (matrix < 0).any():
+        raise InputError("send_bytes", matrix.shape, f"a non-negative {n}x{n} matrix")
+    return matrix

@@ -1,0 +1,181 @@
+"""Generated routing batches made by a helper process while the simulation runs.
+
+Generating a large run's routing (numpy and compiled kernels) and simulating it (SimPy, pure
+Python) each take about half of a cold ``moe-qwen3-235b`` run, and neither needs the other's
+results: the traces come from their own child stream, drawn before any policy decision. So a
+helper process draws the batches, in order, from a copy of that stream exactly as the run's
+own planner would (as ``simulator.shared_traces`` does for the on-disk cache) and hands each
+over as soon as it is made; the run simulates batch ``b`` while batch ``b + 1`` is drawn.
+Results are identical (the same draws, in the same order); only the wall time changes. CPU
+time rises by the helper's start-up (a fresh interpreter: imports, about 1 s).
+
+When (our choice): only for runs drawing at least ``sampling.COMPILED_UNIFORMS`` uniforms,
+when the machine has a CPU to spare (one-minute load average at least 1.5 below the CPU count,
+counting this run: on a busy machine the helper only adds its start-up), and not inside a
+daemonic worker. Sweeps share traces through the on-disk cache instead
+(``workload.trace_cache``), so their runs never start a helper.
+
+The helper is a fresh ``python -m libra_des.sim.moe.prefetch`` on the same module path, not a
+``multiprocessing`` child: spawning one re-imports the caller's main script, which runs it
+again when the script has no ``if __name__ == "__main__"`` guard. The inputs go in pickled on
+its stdin; each batch comes back as ``.npy`` arrays on its stdout (the pipe's buffer holds it
+back to about one batch ahead: bounded memory). Should the helper fail, the run draws the
+batches itself from another copy of the stream (same results, no time saved).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import multiprocessing
+import os
+import pickle
+import subprocess
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from typing import IO, overload
+
+import numpy as np
+
+from libra_des.config import MoeScenario as Scenario
+from libra_des.sim.moe.batch import BatchPlanner
+from libra_des.workload.routing import RoutingTrace
+from libra_des.workload.sampling import COMPILED_UNIFORMS
+
+#: The arrays of one batch, in the order they travel.
+FIELDS = ("experts", "request", "dataset", "num_experts")
+
+
+@dataclass(frozen=True)
+class Stream:
+    """A pipe as a plain stream: numpy's ``.npy`` reader and writer ask a real file for its
+    position (``fromfile``/``tofile``), which a pipe cannot give; through ``read``/``write``
+    they stream."""
+
+    pipe: IO[bytes]
+
+    def read(self, size: int = -1) -> bytes:
+        return self.pipe.read(size)
+
+    def write(self, data: bytes) -> int:
+        return self.pipe.write(data)
+
+
+def spare_cpus() -> float:
+    """CPUs not busy over the last minute (the load average counts this run itself); none
+    where the platform keeps no load average."""
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return 0.0
+    return (os.cpu_count() or 1) - load + 1.0
+
+
+def worthwhile(uniforms: int) -> bool:
+    """Whether a run drawing ``uniforms`` should generate its batches in a helper process."""
+    return (uniforms >= COMPILED_UNIFORMS and spare_cpus() >= 1.5
+            and not multiprocessing.current_process().daemon)
+
+
+def produce(source: IO[bytes], out: IO[bytes]) -> None:
+    """The helper's work: every batch, in order, as the run's planner would draw them."""
+    scenario, gpus, rng = pickle.load(source)
+    planner = BatchPlanner.build(scenario, gpus, rng)
+    for b in range(planner.batches):
+        trace = planner.trace(b)
+        for name in FIELDS:
+            np.lib.format.write_array(Stream(out), np.asarray(getattr(trace, name)),
+                                      allow_pickle=False)
+        out.flush()
+
+
+@dataclass
+class PrefetchedTraces(Sequence[RoutingTrace]):
+    """The batches as the helper delivers them (read in order; each is handed out once)."""
+
+    size: int
+    channel: IO[bytes]
+    #: Draws the batches here instead (from the same stream) should the helper fail.
+    local: Callable[[], BatchPlanner]
+    received: dict[int, RoutingTrace] = field(default_factory=dict)
+    next_batch: int = 0
+    fallback: BatchPlanner | None = None
+
+    def __len__(self) -> int:
+        return self.size
+
+    @overload
+    def __getitem__(self, index: int) -> RoutingTrace: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[RoutingTrace]: ...
+
+    def __getitem__(self, index: int | slice) -> RoutingTrace | Sequence[RoutingTrace]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self.size))]
+        while self.next_batch <= index:
+            self.received[self.next_batch] = self.receive()
+            self.next_batch += 1
+        return self.received.pop(index)
+
+    def receive(self) -> RoutingTrace:
+        """The next batch from the helper; should it fail (a short read), the same batch
+        drawn here, after redrawing the ones before it (the stream has no other way there)."""
+        if self.fallback is None:
+            try:
+                arrays = [np.lib.format.read_array(Stream(self.channel), allow_pickle=False)
+                          for _ in FIELDS]
+                experts, request, dataset, num_experts = arrays
+                return RoutingTrace(experts, request, dataset, int(num_experts))
+            except (ValueError, EOFError, OSError):
+                self.fallback = self.local()
+                for b in range(self.next_batch):
+                    self.fallback.trace(b)
+        return self.fallback.trace(self.next_batch)
+
+
+@contextmanager
+def prefetched(
+    scenario: Scenario, gpus: int, rng: np.random.Generator, batches: int
+) -> Iterator[PrefetchedTraces]:
+    """Start the helper on a copy of ``rng`` (left untouched); stop it when the run ends."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    process = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, env=env)
+    assert process.stdin is not None and process.stdout is not None
+    try:
+        try:
+            with process.stdin:
+                pickle.dump((scenario, gpus, rng), process.stdin)
+        except OSError:  # the helper is gone already: the batches are drawn here
+            pass
+        yield PrefetchedTraces(batches, process.stdout,
+                               lambda: BatchPlanner.build(scenario, gpus, copy.deepcopy(rng)))
+    finally:
+        process.kill()  # done or abandoned: nothing more is read
+        process.wait()
+        process.stdout.close()
+
+
+def attach(
+    planner: BatchPlanner, start: np.random.Generator, gpus: int, stack: ExitStack,
+    force: bool | None = None,
+) -> BatchPlanner:
+    """``planner`` reading its generated batches from a helper started on ``start`` (the
+    planner's stream before it drew anything) and stopped by ``stack``; unchanged when the
+    routing is not generated here, or the run is small (``force`` None) or ``force`` is False.
+    """
+    if planner.router is None or planner.source is not None or force is False:
+        return planner
+    w = planner.scenario.workload
+    layers, _, experts = planner.router.gate.shape
+    if force is None and not worthwhile(planner.batches * w.batch * w.seq_len * layers * experts):
+        return planner
+    lazy = stack.enter_context(prefetched(planner.scenario, gpus, start, planner.batches))
+    return dataclasses.replace(planner, source=lazy)
+
+
+if __name__ == "__main__":  # the helper process
+    produce(sys.stdin.buffer, sys.stdout.buffer)

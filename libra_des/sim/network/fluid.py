@@ -1,0 +1,182 @@
+"""Array state of the flow network's active flows, advanced by compiled kernels.
+
+:class:`FluidState` holds what :mod:`.fluid_kernel` works on (its docstring lists the arrays)
+and grows them as flows, links, paths and coflows appear. Flows belong to *coflows*: a
+coflow's flows are only seen together, so the network reports a coflow when its last flow
+ends (a single transfer is a coflow of one). That lets the kernel process the ends of a
+coflow's other flows without handing control back to the event loop.
+
+Paths are numbered by the network; ``routes[p]`` lists path ``p``'s links, of which only the
+binding ones (:class:`~libra_des.sim.network.flow_model.LinkTable`) constrain rates.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import numpy as np
+
+#: A flow is done when fewer bytes than this share of its size are left (float round-off).
+DONE_TOLERANCE = 1e-9
+
+
+def _grow(array: np.ndarray, rows: int, cols: int | None = None, fill: float = 0) -> np.ndarray:
+    """``array`` padded with ``fill`` to ``rows`` rows (and ``cols`` columns if 2-D)."""
+    shape = (rows,) if array.ndim == 1 else (rows, cols if cols is not None else array.shape[1])
+    out = np.full(shape, fill, dtype=array.dtype)
+    out[tuple(slice(0, n) for n in array.shape)] = array
+    return out
+
+
+class FluidState:
+    """Active flows, links, paths and coflows as arrays (see module docstring)."""
+
+    def __init__(self, received: np.ndarray) -> None:
+        from libra_des.sim.network import fluid_kernel  # lazy: numba's import is costly
+
+        self.kernel: ModuleType = fluid_kernel
+        self.received = received  # bytes received per GPU, updated in place
+        slots, width = 64, 4
+        self.rem, self.size, self.rate = np.zeros(slots), np.zeros(slots), np.zeros(slots)
+        self.dst, self.grp, self.fpath = (np.zeros(slots, dtype=np.int64) for _ in range(3))
+        self.nlink, self.fmark, self.apos = (np.zeros(slots, dtype=np.int64) for _ in range(3))
+        self.flink = np.zeros((slots, width), dtype=np.int64)
+        self.fpos = np.zeros((slots, width), dtype=np.int64)
+        self.active = np.zeros(slots, dtype=np.int64)
+        self.free = np.arange(slots - 1, -1, -1, dtype=np.int64)
+        self.done = np.zeros(slots, dtype=np.int64)
+        self.completed = np.zeros(slots, dtype=np.int64)
+        self.cap = np.zeros(0)
+        self.lflow = np.zeros((0, 8), dtype=np.int64)
+        self.deg, self.lmark, self.touched, self.scratch, self.count = (
+            np.zeros(0, dtype=np.int64) for _ in range(5)
+        )
+        self.left = np.zeros(0)
+        self.plinks = np.full((0, width), -1, dtype=np.int64)
+        self.pn = np.zeros(0, dtype=np.int64)
+        self.gleft = np.zeros(64, dtype=np.int64)
+        self.groups = 0
+        self.ctr = np.zeros(6, dtype=np.int64)
+        self.ctr[fluid_kernel.NFREE] = slots
+
+    @property
+    def active_flows(self) -> int:
+        return int(self.ctr[self.kernel.NACT])
+
+    @property
+    def recomputations(self) -> int:
+        return int(self.ctr[self.kernel.RECOMPUTATIONS])
+
+    @property
+    def flows_done(self) -> int:
+        return int(self.ctr[self.kernel.FLOWS_DONE])
+
+    # ------------------------------------------------------------------ growth
+    def group(self, flows: int) -> int:
+        """A new coflow of ``flows`` flows; its number."""
+        if self.groups == self.gleft.size:
+            self.gleft = _grow(self.gleft, 2 * self.groups)
+        self.gleft[self.groups] = flows
+        self.groups += 1
+        return self.groups - 1
+
+    def set_links(self, capacity: np.ndarray) -> None:
+        """Link capacities (bytes/s), numbered as the link table numbers them."""
+        n = capacity.size
+        if n > self.cap.size:
+            self.lflow = _grow(self.lflow, n)
+            self.deg, self.lmark, self.touched, self.scratch, self.count, self.left = (
+                _grow(a, n)
+                for a in (self.deg, self.lmark, self.touched, self.scratch, self.count, self.left)
+            )
+        self.cap = np.array(capacity, dtype=float)
+
+    def set_paths(self, routes: list[np.ndarray], binding: np.ndarray, every: bool) -> None:
+        """Binding links of the paths not seen yet (of ``every`` path if ``binding`` changed;
+        the active flows are then moved onto their new binding links)."""
+        first = 0 if every else self.pn.size
+        width = max([self.plinks.shape[1], *(r.size for r in routes[first:])])
+        self.plinks = _grow(self.plinks, len(routes), width, -1)
+        self.pn = _grow(self.pn, len(routes))
+        self._widen(width)
+        for p in range(first, len(routes)):
+            links = routes[p][binding[routes[p]]]
+            self.plinks[p, : links.size] = links
+            self.plinks[p, links.size :] = -1
+            self.pn[p] = links.size
+        if every:
+            live = self.active[: self.active_flows]
+            self._fit_links(self.fpath[live], 0)
+            self.kernel.rebind(
+                self.fpath, self.plinks, self.pn, self.flink, self.fpos, self.nlink,
+                self.lflow, self.deg, self.active, self.touched, self.lmark, self.ctr,
+            )
+
+    def _widen(self, width: int) -> None:
+        if width > self.flink.shape[1]:
+            self.flink = _grow(self.flink, self.flink.shape[0], width)
+            self.fpos = _grow(self.fpos, self.fpos.shape[0], width)
+
+    def _fit_links(self, paths: np.ndarray, base: int) -> None:
+        """Make room in the links' flow lists for flows on ``paths`` (``base``: 0 to count
+        from empty lists, else from the current ones)."""
+        if base and int(self.deg.max(initial=0)) + paths.size <= self.lflow.shape[1]:
+            return  # room even if every new flow crossed the fullest link
+        links = self.plinks[paths].ravel()
+        load = np.bincount(links[links >= 0], minlength=self.deg.size)
+        if base:
+            load = load + self.deg
+        need = int(load.max(initial=0))
+        if need > self.lflow.shape[1]:
+            self.lflow = _grow(self.lflow, self.lflow.shape[0], 2 * need)
+
+    def _fit_flows(self, extra: int) -> None:
+        if extra <= self.ctr[self.kernel.NFREE]:
+            return
+        old = self.rem.size
+        new = 2 * max(old, self.active_flows + extra)
+        for name in ("rem", "size", "rate", "dst", "grp", "fpath", "nlink", "fmark", "apos",
+                     "flink", "fpos", "active", "done", "completed"):
+            setattr(self, name, _grow(getattr(self, name), new))
+        nfree = int(self.ctr[self.kernel.NFREE])
+        free = np.zeros(new, dtype=np.int64)
+        free[:nfree] = self.free[:nfree]
+        free[nfree : nfree + new - old] = np.arange(new - 1, old - 1, -1)
+        self.free = free
+        self.ctr[self.kernel.NFREE] = nfree + new - old
+
+    # ------------------------------------------------------------------ flows
+    def add(
+        self, paths: np.ndarray, sizes: np.ndarray, dsts: np.ndarray, groups: np.ndarray
+    ) -> None:
+        """Start flows (path numbers, bytes, receiving GPUs, coflows), oldest first."""
+        n = paths.size
+        self._fit_flows(n)
+        self._fit_links(paths, 1)
+        nfree = int(self.ctr[self.kernel.NFREE])
+        slots = self.free[nfree - n : nfree][::-1].copy()
+        self.ctr[self.kernel.NFREE] = nfree - n
+        self.rem[slots] = sizes
+        self.size[slots] = sizes
+        self.rate[slots] = 0.0
+        self.dst[slots] = dsts
+        self.grp[slots] = groups
+        self.fpath[slots] = paths
+        self.kernel.insert(
+            slots, self.flink, self.fpos, self.nlink, self.fpath, self.plinks, self.pn,
+            self.lflow, self.deg, self.active, self.apos, self.touched, self.lmark, self.ctr,
+        )
+
+    def run(
+        self, now: float, updated_at: float, horizon: float, floor: float
+    ) -> tuple[float, float, np.ndarray]:
+        """:func:`fluid_kernel.run`: (time of the last update, seconds to the next end after
+        it, the coflows it completed, oldest first)."""
+        t, wait, n = self.kernel.run(
+            now, updated_at, horizon, floor, self.rem, self.size, self.rate, self.dst,
+            self.grp, self.flink, self.fpos, self.nlink, self.fmark, self.active, self.apos,
+            self.free, self.cap, self.lflow, self.deg, self.lmark, self.touched, self.gleft,
+            self.received, self.ctr, self.done, self.completed, self.scratch, self.left,
+            self.count,
+        )
+        return t, wait, np.sort(self.completed[:n])

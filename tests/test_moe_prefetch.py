@@ -1,0 +1,47 @@
+"""Generated MoE batches drawn by a helper process give the run's own results, bit for bit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from libra_des.config import load_scenario
+from libra_des.sim.moe import prefetch
+from libra_des.sim.moe.simulator import WALL_CLOCK_FIELDS, simulate_moe
+from libra_des.workload.sampling import COMPILED_UNIFORMS
+
+SCENARIO = Path(__file__).resolve().parents[1] / "scenarios" / "moe-qwen3-235b.yaml"
+# Three small batches (the helper runs ahead of the simulation); Lina draws a profile too.
+SMALL = ["model.layers=3", "workload.batches=3", "workload.batch=2", "workload.seq_len=256"]
+
+
+@pytest.mark.parametrize("policy", ["libra", "lina"])
+def test_prefetched_batches_give_the_same_result(policy: str) -> None:
+    sc = load_scenario(SCENARIO, [*SMALL, f"balancer.policy={policy}"])
+    here = simulate_moe(sc, np.random.default_rng(3), prefetch=False)
+    helped = simulate_moe(sc, np.random.default_rng(3), prefetch=True)
+    for key in WALL_CLOCK_FIELDS:
+        here.pop(key, None)
+        helped.pop(key, None)
+    assert helped == here
+
+
+def test_only_large_runs_with_a_spare_cpu_start_a_helper(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(prefetch.os, "cpu_count", lambda: 4)
+    monkeypatch.setattr(prefetch.os, "getloadavg", lambda: (1.0, 1.0, 1.0))
+    assert prefetch.worthwhile(COMPILED_UNIFORMS)
+    assert not prefetch.worthwhile(COMPILED_UNIFORMS - 1)
+    monkeypatch.setattr(prefetch.os, "getloadavg", lambda: (3.6, 1.0, 1.0))
+    assert not prefetch.worthwhile(COMPILED_UNIFORMS)  # busy: the helper would only cost
+
+
+def test_a_failed_helper_leaves_the_run_to_draw_its_batches(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sc = load_scenario(SCENARIO, SMALL)
+    here = simulate_moe(sc, np.random.default_rng(4), prefetch=False)
+    monkeypatch.setattr(prefetch.sys, "executable", "false")  # exits at once, says nothing
+    helped = simulate_moe(sc, np.random.default_rng(4), prefetch=True)
+    assert helped == here
