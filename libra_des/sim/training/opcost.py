@@ -41,6 +41,7 @@ from libra_des.config import TrainingScenario as Scenario
 from libra_des.hardware.a2a_batch import all_to_allv_batch
 from libra_des.hardware.costs import CostModel
 from libra_des.plan.step import StepPlan
+from libra_des.plan.types import AttentionPlan
 from libra_des.workload.expert_load import expected_loads, rank_loads
 
 
@@ -210,6 +211,22 @@ def backward_traffic(scenario: Scenario) -> tuple[float, float, float]:
     return resend, redo_d, 1.0 if full else 0.0
 
 
+def attention_seconds(
+    cost: CostModel, m: ModelSpec, plans: list[AttentionPlan], backward: bool
+) -> np.ndarray:
+    """[len(plans), W] seconds of each worker's attention call, plans of equal width W."""
+    heads = np.stack([p.worker_heads for p in plans])
+    return cost.attention(
+        # Plans count pair-heads; the kernel model wants pairs per head.
+        np.stack([p.worker_pairs for p in plans]) / np.maximum(heads, 1),
+        np.stack([p.worker_doc_len for p in plans]),
+        heads,
+        m.heads_kv,
+        m.head_dim,
+        backward=backward,
+    )
+
+
 def slot_attention(scenario: Scenario, cost: CostModel, plan: StepPlan) -> SlotAttention:
     """Cost every slot's attention plan once; layers and stages reuse it (one plan per step)."""
     m = scenario.model
@@ -217,20 +234,13 @@ def slot_attention(scenario: Scenario, cost: CostModel, plan: StepPlan) -> SlotA
     flat = [p for row in plan.slots for p in row]
     shape = (plan.pipelines, plan.microbatches)
 
+    # Every slot's workers in one elementwise call (the same values as slot by slot) when the
+    # slots are equally wide; 4,096 calls at 131k GPUs cost about 0.6 s otherwise.
+    groups = [flat] if len({p.workers for p in flat}) == 1 else [[p] for p in flat]
+
     def compute(backward: bool) -> np.ndarray:
-        rows = [
-            cost.attention(
-                # Plans count pair-heads; the kernel model wants pairs per head.
-                p.worker_pairs / np.maximum(p.worker_heads, 1),
-                p.worker_doc_len,
-                p.worker_heads,
-                m.heads_kv,
-                m.head_dim,
-                backward=backward,
-            )
-            for p in flat
-        ]
-        return np.asarray(rows, dtype=float).reshape(*shape, -1)
+        rows = [attention_seconds(cost, m, g, backward) for g in groups]
+        return np.concatenate(rows).astype(float).reshape(*shape, -1)
 
     def a2a(mats: Iterator[np.ndarray]) -> np.ndarray:
         # A block of [W, W] matrices at a time: at 131k GPUs a list of them all holds 128 MiB.
