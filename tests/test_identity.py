@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from libra_des.api import simulate
 from libra_des.config import load_scenario, scenario_dict
 from libra_des.identity import ROOT, content_key, portable_path
 from libra_des.sweep import point_id
@@ -19,10 +20,16 @@ PARTS = ("libra_des", "scenarios", "topologies", "workloads", "calibration/profi
 
 
 def clone(dest: Path) -> Path:
-    """A copy of the files the simulator reads, in a folder of its own."""
+    """A copy of the files the simulator reads, in a folder of its own.
+
+    numba's on-disk kernels travel with it (they are keyed by the source file's stamp, which
+    the copy keeps), after one in-process run has compiled them here: otherwise every copy
+    compiles them again, about ten seconds each on a 2-core machine.
+    """
+    simulate(ROOT / "scenarios" / "quickstart.yaml", overrides=TINY)
     for part in PARTS:
         shutil.copytree(ROOT / part, dest / part,
-                        ignore=shutil.ignore_patterns("__pycache__", "figures"))
+                        ignore=shutil.ignore_patterns("*.pyc", "figures"))
     return dest
 
 
