@@ -230,17 +230,19 @@ def replace_misses_compiled(
     taken = ExpertSets(set_words(routed, -(-weights.size // 64)))
     out = np.array(routed, dtype=np.int64)
     cdf = np.asarray(np.cumsum(weights), dtype=np.float64)
+    state = pcg_state(bits)  # the generator's own state is stale until handed back
     for slot in range(routed.shape[1]):
         rows = np.flatnonzero(miss[:, slot]).astype(np.int64)
         if substitute is not None and rows.size:
             draws = np.asarray(substitute[routed[rows, slot]], dtype=np.int64)
             rows = rows[:place_given(rows, draws, slot, out, taken.words)]
-        state = pcg_state(bits)
         rows = rows[:place_drawn(state, rows, rows.size, cdf, REJECTION_ROUNDS, slot, out,
                                  taken.words)]
-        set_pcg_state(bits, state)
-        if rows.size:
+        if rows.size:  # numpy draws next: hand the stream over and back
+            set_pcg_state(bits, state)
             draw_free(rows, slot, weights, rng, out, taken)
+            state = pcg_state(bits)
+    set_pcg_state(bits, state)
     return out.astype(routed.dtype, copy=False)
 
 
