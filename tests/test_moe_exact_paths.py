@@ -16,7 +16,12 @@ from libra_des.plan.moe.assignment import (
 )
 from libra_des.plan.moe.harmoeny import harmoeny_moves
 from libra_des.plan.moe.sharding import shard_remote_tokens
-from libra_des.workload.predictors import ExpertSets
+from libra_des.workload.predictors import (
+    ExpertSets,
+    confusion,
+    replace_misses,
+    topk_agreement,
+)
 
 
 def plain_materialise(routed: np.ndarray, origin: np.ndarray, load: np.ndarray) -> np.ndarray:
@@ -95,3 +100,48 @@ def test_expert_sets_match_a_membership_table(experts: int) -> None:
         sets.add(who, what)
         table[who, what] = True
     assert np.array_equal(sets.dense(np.arange(rows), experts), table)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(1, 200), st.integers(1, 8), st.integers(0, 2**32 - 1))
+def test_compiled_agreement_equals_the_sorted_union_count(tokens: int, k: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    experts = k + int(rng.integers(0, 3 * k))  # few spare experts: many hits, some misses
+    routed = np.argsort(rng.random((tokens, experts)), axis=1)[:, :k].astype(np.int16)
+    predicted = np.argsort(rng.random((tokens, experts)), axis=1)[:, :k]
+    keep = rng.random(tokens) < 0.5  # half the rows predicted exactly, in another order
+    predicted[keep] = routed[keep][:, ::-1]
+    assert topk_agreement(predicted, routed, compiled=True) == topk_agreement(predicted, routed)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 300), st.integers(1, 8), st.floats(0.0, 1.0), st.booleans(),
+       st.booleans(), st.integers(0, 2**32 - 1))
+def test_compiled_miss_replacement_draws_what_the_reference_draws(
+    tokens: int, k: int, accuracy: float, popular: bool, with_substitute: bool, seed: int
+) -> None:
+    # Few experts beside k force collisions, so every path (substitutes, rejection rounds,
+    # the exact fallback) runs; the generators must also end in the same state.
+    rng = np.random.default_rng(seed)
+    experts = k + int(rng.integers(1, 2 * k + 2))
+    routed = np.argsort(rng.random((tokens, experts)), axis=1)[:, :k].astype(np.int64)
+    miss = rng.random(routed.shape) >= accuracy
+    weights = (np.bincount(routed.ravel(), minlength=experts) + 1.0 if popular
+               else np.ones(experts))
+    weights = weights / weights.sum()
+    substitute = confusion(weights, rng) if with_substitute else None
+    ref_rng, fast_rng = np.random.default_rng(seed + 1), np.random.default_rng(seed + 1)
+    ref = replace_misses(routed, miss, weights, ref_rng, substitute)
+    fast = replace_misses(routed, miss, weights, fast_rng, substitute, compiled=True)
+    assert np.array_equal(ref, fast) and ref.dtype == fast.dtype
+    assert ref_rng.bit_generator.state == fast_rng.bit_generator.state
+
+
+@pytest.mark.parametrize("experts", [8, 64, 65, 200])
+def test_compiled_expert_sets_equal_numpy_ones(experts: int) -> None:
+    from libra_des.workload.miss_kernel import set_words
+
+    rng = np.random.default_rng(experts)
+    members = np.argsort(rng.random((50, experts)), axis=1)[:, :6].astype(np.int16)
+    assert np.array_equal(set_words(members, -(-experts // 64)),
+                          ExpertSets.of(members, experts).words)

@@ -22,6 +22,7 @@ from libra_des.workload.routing import (
     generate_trace,
     load_trace,
     mix_weights,
+    repeats_in_rows,
     request_datasets,
     save_trace,
 )
@@ -195,3 +196,16 @@ def test_missing_trace_and_unknown_dataset() -> None:
     with pytest.raises(InputError) as info:
         load_scenario(scenario, ["workload.routing.dataset=wikipedia"])
     assert "workload.routing.dataset" in info.value.line()
+
+
+@pytest.mark.parametrize("k", [1, 2, 8, 17])
+def test_repeats_in_rows_agrees_with_sorting(k: int) -> None:
+    rng = np.random.default_rng(k)
+    for _ in range(20):
+        ids = rng.integers(0, 3 * k + 40, size=(6, 3, k))
+        ordered = np.sort(ids, axis=-1)
+        assert repeats_in_rows(ids) == bool(np.any(ordered[..., 1:] == ordered[..., :-1]))
+    distinct = np.argsort(rng.random((5, 4, 3 * k)), axis=-1)[..., :k]
+    assert not repeats_in_rows(distinct)
+    distinct[2, 1, -1] = distinct[2, 1, 0]
+    assert repeats_in_rows(distinct) == (k > 1)

@@ -26,7 +26,13 @@ import numpy as np
 
 from libra_des.errors import InputError
 from libra_des.workload.routing import CHUNK, RoutingTrace, stable_seed
-from libra_des.workload.sampling import Scratch, thin_matmul, top_k_ascending
+from libra_des.workload.sampling import (
+    Scratch,
+    pcg_state,
+    set_pcg_state,
+    thin_matmul,
+    top_k_ascending,
+)
 
 #: Lookahead accuracy ranges reported in the Libra MoE paper (docs/model.md B), by model family.
 LOOKAHEAD_RANGES = {"qwen3": (0.865, 0.917), "glm": (0.727, 0.796)}
@@ -44,10 +50,17 @@ class Predictor(Protocol):
         ...
 
 
-def topk_agreement(predicted: np.ndarray, routed: np.ndarray) -> float:
-    """Mean over tokens of ``|predicted ∩ routed| / k`` (rows hold distinct experts)."""
+def topk_agreement(predicted: np.ndarray, routed: np.ndarray, compiled: bool = False) -> float:
+    """Mean over tokens of ``|predicted ∩ routed| / k`` (rows hold distinct experts).
+
+    ``compiled``: count the hits with ``agreement_kernel`` (same value; worth it where numba
+    is loaded anyway, as for the compiled routing generator)."""
     if routed.size == 0:
         return 1.0
+    if compiled:
+        from libra_des.workload.agreement_kernel import topk_hits  # lazy: numba is costly
+
+        return int(topk_hits(predicted, routed)) / predicted.size
     # Both sides distinct per row, so every repeat in a row of their union is one hit.
     both = np.concatenate([predicted.astype(np.int32), routed.astype(np.int32)], axis=1)
     both.sort(axis=1)
@@ -80,6 +93,7 @@ class NoisyPredictor:
     name: str
     accuracy: np.ndarray  # [layers]
     error_bias: str = "popular"
+    compiled: bool = False  # replace misses with ``miss_kernel`` (same draws, same result)
 
     def predict(self, trace: RoutingTrace, layer: int, rng: np.random.Generator) -> np.ndarray:
         routed = trace.layer(layer).astype(np.int64)
@@ -89,7 +103,8 @@ class NoisyPredictor:
         else:
             weights = np.ones(trace.num_experts)
         weights = weights / weights.sum()
-        return replace_misses(routed, miss, weights, rng, confusion(weights, rng))
+        return replace_misses(routed, miss, weights, rng, confusion(weights, rng),
+                              self.compiled)
 
 
 def confusion(weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -146,13 +161,17 @@ def replace_misses(
     weights: np.ndarray,
     rng: np.random.Generator,
     substitute: np.ndarray | None = None,
+    compiled: bool = False,
 ) -> np.ndarray:
     """Replace ``routed[miss]`` by experts not in the row: ``substitute[e]`` when free, else
     a draw with probabilities ``weights``.
 
     Slot by slot so one row never repeats an expert; rejection sampling first, then an exact
-    draw among the row's free experts for the few rows still colliding.
+    draw among the row's free experts for the few rows still colliding. ``compiled`` (PCG64
+    only): the substitutes and rejection rounds run in ``miss_kernel``, draw for draw.
     """
+    if compiled and isinstance(rng.bit_generator, np.random.PCG64):
+        return replace_misses_compiled(routed, miss, weights, rng, substitute)
     taken = ExpertSets.of(routed, weights.size)
     out = routed.copy()
     cdf = np.cumsum(weights)
@@ -176,12 +195,55 @@ def replace_misses(
             draw = np.minimum(np.searchsorted(cdf, rng.random(rows.size) * cdf[-1]), cdf.size - 1)
             rows = place(rows, draw, slot)
         if rows.size:
-            free = np.where(taken.dense(rows, weights.size), 0.0, weights[None, :] + 1e-12)
-            draw = (rng.random((rows.size, 1)) * free.sum(1, keepdims=True) < free.cumsum(1))
-            pick = draw.argmax(axis=1)
-            out[rows, slot] = pick
-            taken.add(rows, pick)
+            draw_free(rows, slot, weights, rng, out, taken)
     return out
+
+
+def draw_free(
+    rows: np.ndarray, slot: int, weights: np.ndarray, rng: np.random.Generator,
+    out: np.ndarray, taken: ExpertSets,
+) -> None:
+    """The exact draw among each row's free experts (rows that kept colliding)."""
+    free = np.where(taken.dense(rows, weights.size), 0.0, weights[None, :] + 1e-12)
+    draw = (rng.random((rows.size, 1)) * free.sum(1, keepdims=True) < free.cumsum(1))
+    pick = draw.argmax(axis=1)
+    out[rows, slot] = pick
+    taken.add(rows, pick)
+
+
+def replace_misses_compiled(
+    routed: np.ndarray,
+    miss: np.ndarray,
+    weights: np.ndarray,
+    rng: np.random.Generator,
+    substitute: np.ndarray | None,
+) -> np.ndarray:
+    """:func:`replace_misses` with its per-row rounds compiled (same draws, same result)."""
+    from libra_des.workload.miss_kernel import (  # lazy: numba is costly
+        place_drawn,
+        place_given,
+        set_words,
+    )
+
+    bits = rng.bit_generator
+    assert isinstance(bits, np.random.PCG64)
+    taken = ExpertSets(set_words(routed, -(-weights.size // 64)))
+    out = np.array(routed, dtype=np.int64)
+    cdf = np.asarray(np.cumsum(weights), dtype=np.float64)
+    state = pcg_state(bits)  # the generator's own state is stale until handed back
+    for slot in range(routed.shape[1]):
+        rows = np.flatnonzero(miss[:, slot]).astype(np.int64)
+        if substitute is not None and rows.size:
+            draws = np.asarray(substitute[routed[rows, slot]], dtype=np.int64)
+            rows = rows[:place_given(rows, draws, slot, out, taken.words)]
+        rows = rows[:place_drawn(state, rows, rows.size, cdf, REJECTION_ROUNDS, slot, out,
+                                 taken.words)]
+        if rows.size:  # numpy draws next: hand the stream over and back
+            set_pcg_state(bits, state)
+            draw_free(rows, slot, weights, rng, out, taken)
+            state = pcg_state(bits)
+    set_pcg_state(bits, state)
+    return out.astype(routed.dtype, copy=False)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from libra_des.sim.moe.layer import Stage, critical_exposure, launch, stage_span
 from libra_des.sim.moe.setup import batch_lengths, expert_bytes
 from libra_des.sim.network.model import NetworkModel
 from libra_des.workload.predictors import (
+    NoisyPredictor,
     Predictor,
     make_predictor,
     predictor_kind,
@@ -305,13 +306,20 @@ def run_batch(
     """Plan, cost and execute every MoE layer of one batch (``rngs``: prediction, noise)."""
     pred_rng, noise_rng = rngs
     gpus = range(shape.tokens.size)
+    # The compiled agreement count where the run's routing is large enough for compiled
+    # generation (numba loaded either way): the same threshold as the generator's.
+    compiled = compiled_stream(pred_rng, trace.experts.size * trace.num_experts * planner.batches
+                               // max(trace.top_k, 1))
+    predictor = planner.predictor
+    if isinstance(predictor, NoisyPredictor):
+        predictor = dataclasses.replace(predictor, compiled=compiled)
     plans, costs, accuracy = [], [], []
     for layer in range(trace.layers):
         routed = trace.layer(layer)
         predicted = None
-        if planner.predictor is not None:
-            predicted = planner.predictor.predict(trace, layer, pred_rng)
-            accuracy.append(topk_agreement(predicted, routed))
+        if predictor is not None:
+            predicted = predictor.predict(trace, layer, pred_rng)
+            accuracy.append(topk_agreement(predicted, routed, compiled))
         plan = planner.plan(routed, shape.origin, predicted, layer)
         noise = variance.factors(noise_rng, np.arange(shape.tokens.size), 5, batch)
         plans.append(plan)
