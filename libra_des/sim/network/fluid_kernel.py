@@ -40,11 +40,6 @@ from libra_des.sim.network.solver import TIE_TOLERANCE
 #: Links whose fair share is this close (relative) above the lowest saturate in its round.
 LEVEL_TOLERANCE = 1e-12
 
-#: ``a > b * n * MARGIN`` (b, n >= 0) implies float ``a / n > b``: the products' two roundings
-#: cost under 3e-16 and a quotient more than one ulp above ``b`` rounds above it. Lets the
-#: filling skip divisions whose outcome is certain, with the same float results.
-MARGIN = 1.0 + 1e-15
-
 NACT, NFREE, RECOMPUTATIONS, FLOWS_DONE, EPOCH, NTOUCHED = range(6)
 
 
@@ -53,15 +48,6 @@ def _spacing(x: float) -> float:
     """np.spacing(x) for x >= 1 (the gap to the next float)."""
     _, exponent = math.frexp(x)
     return math.ldexp(1.0, exponent - 53)
-
-
-@numba.njit(cache=True, nogil=True)
-def _lower(level: float, room: float, flows: float) -> float:
-    """min(level, room / flows) for room, flows >= 0, dividing only when the quotient may
-    be below ``level``."""
-    if room >= level * flows * MARGIN:
-        return level  # the quotient is above level (MARGIN)
-    return min(level, room / flows)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -134,16 +120,14 @@ def _drop(
 
 @numba.njit(cache=True, nogil=True)
 def _solve(
-    floor: float, rem: np.ndarray, rate: np.ndarray, flink: np.ndarray, nlink: np.ndarray,
+    floor: float, rate: np.ndarray, flink: np.ndarray, nlink: np.ndarray,
     lflow: np.ndarray, deg: np.ndarray, cap: np.ndarray, touched: np.ndarray,
     lmark: np.ndarray, fmark: np.ndarray, ctr: np.ndarray, queue: np.ndarray,
     left: np.ndarray, count: np.ndarray,
-) -> float:
+) -> None:
     """Max-min rates of the flows at least as fast as ``floor`` (up to TIE_TOLERANCE)
     connected to the touched links through such flows (see module docstring); ``queue``,
-    ``left`` and ``count`` are scratch space of one entry per link. Returns the seconds to
-    the first end among the flows it rated (``rem / rate``; inf if none runs); they are
-    marked ``fmark == ctr[EPOCH]`` afterwards."""
+    ``left`` and ``count`` are scratch space of one entry per link."""
     ctr[EPOCH] += 1
     epoch = ctr[EPOCH]
     nq = 0
@@ -187,8 +171,7 @@ def _solve(
             n += 1
     level = np.inf
     for q in range(n):
-        level = _lower(level, left[open_links[q]], count[open_links[q]])
-    first = np.inf
+        level = min(level, left[open_links[q]] / count[open_links[q]])
     while n > 0:
         # ``level`` is the lowest share or, after a round that froze flows, a lower bound on
         # it (the shares seen before later freezes in the round); a round below every share
@@ -200,20 +183,18 @@ def _solve(
             link = open_links[q]
             if count[link] == 0:
                 continue
-            if left[link] > limit * count[link] * MARGIN or left[link] / count[link] > limit:
+            share = left[link] / count[link]
+            if share > limit:
                 open_links[kept] = link
                 kept += 1
-                level = _lower(level, left[link], count[link])
+                level = min(level, share)
                 continue
-            share = left[link] / count[link]
             for p in range(deg[link]):
                 s = lflow[link, p]
                 if fmark[s] != epoch:
                     continue
                 fmark[s] = epoch + 1
                 rate[s] = share
-                if share > 0.0:
-                    first = _lower(first, rem[s], share)
                 for j in range(nlink[s]):
                     m = flink[s, j]
                     if m != link:
@@ -222,18 +203,6 @@ def _solve(
             count[link] = 0
         n = kept
     ctr[EPOCH] += 1
-    return first
-
-
-@numba.njit(cache=True, nogil=True)
-def _first_end(rem: np.ndarray, rate: np.ndarray, active: np.ndarray, nact: int) -> float:
-    """Seconds to the first end among the active flows at their rates (inf: none runs)."""
-    wait = np.inf
-    for k in range(nact):
-        s = active[k]
-        if rate[s] > 0.0:
-            wait = _lower(wait, rem[s], rate[s])
-    return wait
 
 
 @numba.njit(cache=True, nogil=True)
@@ -256,9 +225,7 @@ def run(
     elapsed = max(now - updated_at, 0.0)
     while True:
         resolution = 4.0 * _spacing(max(abs(t), 1.0))
-        # The drain pass also finds the first end at the current rates (``wait``, flow
-        # ``first``); after a solve it stands unless that flow was re-rated.
-        nd, wait, first = 0, np.inf, -1
+        nd = 0
         for k in range(ctr[NACT]):
             s = active[k]
             rem[s] -= rate[s] * elapsed
@@ -266,8 +233,6 @@ def run(
                 done[nd] = s
                 nd += 1
                 floor = min(floor, rate[s])
-            elif rate[s] > 0.0 and rem[s] < wait * rate[s] * MARGIN and rem[s] / rate[s] < wait:
-                wait, first = rem[s] / rate[s], s
         ng = 0
         for i in range(nd):
             s = done[i]
@@ -280,17 +245,18 @@ def run(
                 ng += 1
         if floor < np.inf:
             ctr[RECOMPUTATIONS] += 1
-            rated = _solve(
-                floor, rem, rate, flink, nlink, lflow, deg, cap, touched, lmark, fmark, ctr,
+            _solve(
+                floor, rate, flink, nlink, lflow, deg, cap, touched, lmark, fmark, ctr,
                 scratch, left, count,
             )
-            if first >= 0 and fmark[first] == ctr[EPOCH]:
-                wait = _first_end(rem, rate, active, ctr[NACT])
-            else:
-                wait = min(wait, rated)
         for i in range(ctr[NTOUCHED]):
             lmark[touched[i]] = 0
         ctr[NTOUCHED] = 0
+        wait = np.inf
+        for k in range(ctr[NACT]):
+            s = active[k]
+            if rate[s] > 0.0:
+                wait = min(wait, rem[s] / rate[s])
         if ng > 0 or ctr[NACT] == 0:
             return t, wait, ng
         following = t + wait
