@@ -31,6 +31,7 @@ is refused. ``hierarchical`` and ``multilevel`` run the steps the cost model pri
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from itertools import pairwise
 
 import numpy as np
 import simpy
@@ -73,6 +74,9 @@ __all__ = [  # the solver's and the catalogue's names stay importable from here 
     "chain", "direct_pairs", "max_min_rates", "reassign", "refill", "restrict", "ring",
     "send_matrix", "settle",
 ]
+
+#: Flows to start together: path numbers, bytes, receiving GPUs, coflows.
+Flows = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 class LinkTable:
     """The directed links the network has routed over, numbered in order of first use.
@@ -153,7 +157,7 @@ class Network:
         self._path_ids: dict[tuple[int, int], int] = {}
         self._routes: list[np.ndarray] = []
         self._pairs: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
-        self._arrived: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        self._arrived: list[Flows] = []
         self._waiting: dict[int, simpy.Event] = {}  # coflow -> its event
         self._updated_at = 0.0
         self._timer = 0
@@ -222,10 +226,7 @@ class Network:
         group = self.state.group(pick.size)
         self._waiting[group] = done
         flows = (paths.ravel()[pick], sizes, gpus[pick % n], np.full(pick.size, group))
-        delays = latency.ravel()[pick]
-        values = np.unique(delays)
-        for delay in values:
-            batch = flows if values.size == 1 else tuple(a[delays == delay] for a in flows)
+        for delay, batch in self._by_latency(latency, pick, flows):
             if delay > 0:
                 self.env.timeout(float(delay)).callbacks.append(
                     lambda _e, b=batch: self._arrive(b)  # type: ignore[misc]
@@ -233,6 +234,25 @@ class Network:
             else:
                 self._arrive(batch)
         return done
+
+    @staticmethod
+    def _by_latency(
+        latency: np.ndarray, pick: np.ndarray, flows: Flows
+    ) -> list[tuple[float, Flows]]:
+        """``flows`` (pairs ``pick``) split by route latency, ascending; each batch keeps
+        the listed order (a stable sort by latency, then one slice per latency)."""
+        delays = latency.ravel()[pick]
+        if (delays == delays[0]).all():
+            return [(float(delays[0]), flows)]
+        order = np.argsort(delays, kind="stable")
+        delays = delays[order]
+        cuts = np.flatnonzero(delays[1:] != delays[:-1]) + 1
+        bounds = [0, *cuts.tolist(), delays.size]
+        paths, sizes, dsts, groups = (a[order] for a in flows)
+        return [
+            (float(delays[lo]), (paths[lo:hi], sizes[lo:hi], dsts[lo:hi], groups[lo:hi]))
+            for lo, hi in pairwise(bounds)
+        ]
 
     def _pair_paths(self, ranks: list[int]) -> tuple[np.ndarray, np.ndarray]:
         """Path numbers and latencies between every pair of ``ranks`` (cached per group)."""
@@ -249,7 +269,7 @@ class Network:
         return self._pairs[key]
 
     # ------------------------------------------------------------------ rate bookkeeping
-    def _arrive(self, flows: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> None:
+    def _arrive(self, flows: Flows) -> None:
         self._arrived.append(flows)
         if not self._update_pending:
             # Coalesce every change at this instant into one recomputation.
