@@ -205,6 +205,16 @@ def spread(sd: Any) -> Any:
     return sd if np.any(np.asarray(sd) != 0) else None
 
 
+def seed_sd(values: np.ndarray) -> np.ndarray:
+    """Sample standard deviation over the seeds (axis 1 of [point, seed]); 0 for one seed."""
+    return values.std(axis=1, ddof=1) if values.shape[1] > 1 else np.zeros(values.shape[0])
+
+
+def seed_line(ax: Any, x: Any, values: np.ndarray, **style: Any) -> None:
+    """The mean over seeds of ``values`` [point, seed] at ``x``, with seed error bars."""
+    ax.errorbar(x, values.mean(axis=1), yerr=spread(seed_sd(values)), capsize=3, **style)
+
+
 def caption(scenario: str, opts: FigOptions, fidelity: str, extra: str = "") -> str:
     """The line under every figure: scenario, seeds, fidelity, mode."""
     seeds = ",".join(map(str, opts.seeds))

@@ -55,27 +55,12 @@ def make(opts: common.FigOptions) -> common.Drawn:
         )
         * 100
     )
-    sd = (lambda a: a.std(axis=1, ddof=1)) if gain.shape[1] > 1 else (lambda a: 0 * a[:, 0])
     fig, (ax_g, ax_w) = common.new_figure(2, width=5.2, height=4.0)
-    ax_g.errorbar(
-        accuracies,
-        gain.mean(axis=1),
-        yerr=common.spread(sd(gain)),
-        marker="o",
-        capsize=3,
-        color=common.COLORS["Libra"],
-        label="Libra over SGLang",
-    )
+    common.seed_line(ax_g, accuracies, gain, marker="o", color=common.COLORS["Libra"],
+                     label="Libra over SGLang")
     ax_g.axhline(0, color="k", lw=0.8, label="no gain")
-    ax_w.errorbar(
-        accuracies,
-        waste.mean(axis=1),
-        yerr=common.spread(sd(waste)),
-        marker="s",
-        capsize=3,
-        color="#8c564b",
-        label="replicas that computed nothing",
-    )
+    common.seed_line(ax_w, accuracies, waste, marker="s", color="#8c564b",
+                     label="replicas that computed nothing")
     for ax in (ax_g, ax_w):
         ax.invert_xaxis()
         ax.legend(fontsize="small")
@@ -100,7 +85,8 @@ def make(opts: common.FigOptions) -> common.Drawn:
             "replica_waste_percent": w.mean(),
             "replica_waste_percent_sd": ws,
         }
-        for a, g, s, w, ws in zip(accuracies, gain, sd(gain), waste, sd(waste), strict=True)
+        for a, g, s, w, ws in zip(accuracies, gain, common.seed_sd(gain), waste,
+                                  common.seed_sd(waste), strict=True)
     ]
     return common.save(
         fig, opts, NAME, TITLE, common.caption(libra.scenario, opts, libra.fidelity), rows

@@ -46,27 +46,10 @@ def make(opts: common.FigOptions) -> common.Drawn:
 
     gain = (ratio("prefill_tokens_per_s", None) - 1) * 100
     ttft = (1 - ratio("ttft_s", "mean")) * 100
-    sd = (lambda a: a.std(axis=1, ddof=1)) if gain.shape[1] > 1 else (lambda a: 0 * a[:, 0])
     fig, (ax_g, ax_t) = common.new_figure(2, width=5.2, height=4.0)
     color = common.COLORS["Libra"]
-    ax_g.errorbar(
-        seqs,
-        gain.mean(axis=1),
-        yerr=common.spread(sd(gain)),
-        marker="o",
-        capsize=3,
-        color=color,
-        label="Libra over SGLang",
-    )
-    ax_t.errorbar(
-        seqs,
-        ttft.mean(axis=1),
-        yerr=common.spread(sd(ttft)),
-        marker="o",
-        capsize=3,
-        color=color,
-        label="Libra vs SGLang",
-    )
+    common.seed_line(ax_g, seqs, gain, marker="o", color=color, label="Libra over SGLang")
+    common.seed_line(ax_t, seqs, ttft, marker="o", color=color, label="Libra vs SGLang")
     for ax in (ax_g, ax_t):
         ax.set_xscale("log", base=2)
         ax.set_xticks(seqs, [str(s) for s in seqs])
@@ -83,7 +66,8 @@ def make(opts: common.FigOptions) -> common.Drawn:
             "ttft_reduction_percent": t.mean(),
             "ttft_reduction_percent_sd": ts,
         }
-        for s, g, gs, t, ts in zip(seqs, gain, sd(gain), ttft, sd(ttft), strict=True)
+        for s, g, gs, t, ts in zip(seqs, gain, common.seed_sd(gain), ttft, common.seed_sd(ttft),
+                                   strict=True)
     ]
     return common.save(
         fig, opts, NAME, TITLE, common.caption(study.scenario, opts, study.fidelity), rows

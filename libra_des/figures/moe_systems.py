@@ -8,6 +8,7 @@ three figures here. Quick mode simulates 8 layers and 1 batch.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -56,49 +57,34 @@ def bar_figure(
     )
 
 
-class Throughput:
-    NAME = "moe_throughput"
-    TITLE = "MoE prefill throughput per system"
+@dataclass(frozen=True)
+class SystemBars:
+    """One bar figure of the systems sweep: which metric, how it is labelled and stored.
 
-    @staticmethod
-    def make(opts: common.FigOptions) -> common.Drawn:
-        return bar_figure(
-            opts,
-            Throughput.NAME,
-            Throughput.TITLE,
-            "prefill throughput (thousand tokens/s)",
-            lambda r: r["prefill_tokens_per_s"] / 1e3,
-            "thousand_tokens_per_s",
-        )
+    ``NAME`` / ``TITLE`` / ``make`` are what the figure catalogue reads of every figure.
+    """
 
+    NAME: str
+    TITLE: str
+    ylabel: str
+    value: Callable[[dict[str, Any]], float]
+    column: str
 
-class Ttft:
-    NAME = "moe_ttft"
-    TITLE = "Time to first token per system"
-
-    @staticmethod
-    def make(opts: common.FigOptions) -> common.Drawn:
-        return bar_figure(
-            opts,
-            Ttft.NAME,
-            Ttft.TITLE,
-            "mean time to first token (s)",
-            lambda r: r["ttft_s"]["mean"],
-            "ttft_mean_s",
-        )
+    def make(self, opts: common.FigOptions) -> common.Drawn:
+        return bar_figure(opts, self.NAME, self.TITLE, self.ylabel, self.value, self.column)
 
 
-class Imbalance:
-    NAME = "moe_imbalance"
-    TITLE = "Expert-parallel load imbalance per system"
-
-    @staticmethod
-    def make(opts: common.FigOptions) -> common.Drawn:
-        return bar_figure(
-            opts,
-            Imbalance.NAME,
-            Imbalance.TITLE,
-            "imbalance ratio (max GPU load / mean, mean over layers)",
-            lambda r: r["imbalance_ratio"]["mean"],
-            "imbalance_ratio_mean",
-        )
+Throughput = SystemBars(
+    "moe_throughput", "MoE prefill throughput per system",
+    "prefill throughput (thousand tokens/s)",
+    lambda r: r["prefill_tokens_per_s"] / 1e3, "thousand_tokens_per_s",
+)
+Ttft = SystemBars(
+    "moe_ttft", "Time to first token per system", "mean time to first token (s)",
+    lambda r: r["ttft_s"]["mean"], "ttft_mean_s",
+)
+Imbalance = SystemBars(
+    "moe_imbalance", "Expert-parallel load imbalance per system",
+    "imbalance ratio (max GPU load / mean, mean over layers)",
+    lambda r: r["imbalance_ratio"]["mean"], "imbalance_ratio_mean",
+)
