@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Literal
 
-from libra_des.errors import InputError
+from libra_des.registry import Registry
 
 if TYPE_CHECKING:
     import numpy as np
@@ -76,58 +76,30 @@ class TrainingBalancer:
         return dp if self.pool == "all" else 1
 
 
-class Registry:
-    """Balancers by name, in registration order (shipped first, then entry points)."""
+def load_balancers(registry: Registry[TrainingBalancer]) -> None:
+    """The shipped balancers (their package's ``SHIPPED``), then the entry points."""
+    for shipped in importlib.import_module(BUILTIN).SHIPPED:
+        registry.register(shipped)
+    for point in entry_points(group=GROUP):
+        loaded = point.load()
+        if isinstance(loaded, TrainingBalancer):
+            registry.register(loaded)
 
-    def __init__(self) -> None:
-        self._by_name: dict[str, TrainingBalancer] = {}
-        self._loaded = False
 
-    def register(self, balancer: TrainingBalancer) -> TrainingBalancer:
-        self._load()  # the shipped balancers keep their places ahead of any newcomer
-        known = self._by_name.get(balancer.name)
-        if known is not None and known is not balancer:
-            raise ValueError(f"training balancer {balancer.name!r} is registered twice")
-        self._by_name[balancer.name] = balancer
-        return balancer
+def config_of(name: str) -> type[TrainingBalancerSpec] | None:
+    """The config model balancer ``name`` declares (None: shared, or no such balancer)."""
+    return next((b.config for b in REGISTRY.items() if b.name == name), None)
 
-    def _load(self) -> None:
-        if self._loaded:
-            return
-        self._loaded = True
-        for shipped in importlib.import_module(BUILTIN).SHIPPED:
-            self.register(shipped)
-        for point in entry_points(group=GROUP):
-            loaded = point.load()
-            if isinstance(loaded, TrainingBalancer):
-                self.register(loaded)
 
-    def names(self) -> tuple[str, ...]:
-        self._load()
-        return tuple(self._by_name)
-
-    def config_of(self, name: str) -> type[TrainingBalancerSpec] | None:
-        """The config model balancer ``name`` declares (None: shared, or no such balancer)."""
-        self._load()
-        known = self._by_name.get(name)
-        return known.config if known is not None else None
-
-    def tap_users(self) -> tuple[str, ...]:
-        """Names of the balancers whose attention plan is TAP's."""
-        return tuple(n for n in self.names() if self._by_name[n].runs_tap)
-
-    def get(self, name: str) -> TrainingBalancer:
-        """The balancer called ``name``; an unknown name is bad input."""
-        self._load()
-        if name not in self._by_name:
-            raise InputError("balancer.policy", name, " | ".join(self._by_name))
-        return self._by_name[name]
+def tap_users() -> tuple[str, ...]:
+    """Names of the balancers whose attention plan is TAP's."""
+    return tuple(b.name for b in REGISTRY.items() if b.runs_tap)
 
 
 #: The process's registry (a plug-in registry is the one piece of module state by design).
-REGISTRY = Registry()
+REGISTRY: Registry[TrainingBalancer] = Registry(
+    "training balancer", "balancer.policy", load_balancers
+)
 register = REGISTRY.register
 names = REGISTRY.names
 get = REGISTRY.get
-tap_users = REGISTRY.tap_users
-config_of = REGISTRY.config_of

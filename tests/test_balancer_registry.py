@@ -64,7 +64,9 @@ def test_entry_points_are_loaded_lazily(monkeypatch: pytest.MonkeyPatch) -> None
         return [point]
 
     monkeypatch.setattr(training_balancers, "entry_points", fake)
-    fresh = training_balancers.Registry()
+    fresh = training_balancers.Registry(
+        "training balancer", "balancer.policy", training_balancers.load_balancers
+    )
     assert asked == []
     assert fresh.get("toy_real") is toy_balancer.BALANCER
     assert asked == [training_balancers.GROUP]

@@ -63,7 +63,8 @@ def test_entry_points_are_loaded_lazily(monkeypatch: pytest.MonkeyPatch) -> None
         return [point]
 
     monkeypatch.setattr(registry, "entry_points", fake)
-    fresh = registry.MoeSystemRegistry()
+    fresh = registry.Registry("MoE system", "balancer.policy", registry.load_systems,
+                              replace=True)
     assert asked == []  # nothing is loaded before the first look-up
     assert fresh.get("toy") is toy_moe_system.SYSTEM
     assert fresh.names()[: len(BUILTIN)] == BUILTIN

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from libra_des.config import SCENARIO_KINDS
-from libra_des.errors import InputError
+from libra_des.registry import Registry
 
 if TYPE_CHECKING:
     import numpy as np
@@ -65,43 +65,23 @@ class ScenarioKind:
     elaborate: Callable[[Any], None] = field(default=no_checks, compare=False)
 
 
-class Registry:
-    """Scenario kinds by name, in :data:`BUILTIN` order."""
-
-    def __init__(self) -> None:
-        self._by_name: dict[str, ScenarioKind] = {}
-        self._loaded = False
-
-    def register(self, kind: ScenarioKind) -> ScenarioKind:
-        known = self._by_name.get(kind.name)
-        if known is not None and known is not kind:
-            raise ValueError(f"scenario kind {kind.name!r} is registered twice")
-        self._by_name[kind.name] = kind
-        return kind
-
-    def _load(self) -> None:
-        if not self._loaded:
-            self._loaded = True
-            for module in BUILTIN:
-                importlib.import_module(module)
+class KindRegistry(Registry[ScenarioKind]):
+    """Scenario kinds by name; :meth:`names` in the config's order (``SCENARIO_KINDS``),
+    whatever the order their modules were imported in."""
 
     def names(self) -> tuple[str, ...]:
-        """Registered kinds in the config's order (``SCENARIO_KINDS``), whatever the order
-        their modules were imported in."""
-        self._load()
         order = {name: i for i, name in enumerate(SCENARIO_KINDS)}
-        return tuple(sorted(self._by_name, key=lambda n: order.get(n, len(order))))
+        return tuple(sorted(super().names(), key=lambda n: order.get(n, len(order))))
 
-    def get(self, name: Any) -> ScenarioKind:
-        """The kind called ``name`` (a scenario's or a result's ``kind``); else bad input."""
-        self._load()
-        if not isinstance(name, str) or name not in self._by_name:
-            raise InputError("kind", name, " | ".join(self.names()))
-        return self._by_name[name]
+
+def load_kinds(_registry: Registry[ScenarioKind]) -> None:
+    """Import the shipped kinds' modules: each registers its kind (in :data:`REGISTRY`)."""
+    for module in BUILTIN:
+        importlib.import_module(module)
 
 
 #: The process's registry (a plug-in registry is the one piece of module state by design).
-REGISTRY = Registry()
+REGISTRY = KindRegistry("scenario kind", "kind", load_kinds)
 register = REGISTRY.register
 names = REGISTRY.names
 get = REGISTRY.get

@@ -159,8 +159,8 @@ class CorpusStream:
         """
         if self.peeked is None:
             self.peeked = (d, self.next_window(d))
-        if self.peeked[0] != d:
-            raise InputError("gbs", d, f"{self.peeked[0]} (the window already peeked)")
+        if self.peeked[0] != d:  # a caller's bug, not the user's input
+            raise ValueError(f"peeked a window of {self.peeked[0]}, asked for {d}")
         return self.peeked[1]
 
     def draw(self, tokens_wanted: int) -> None:

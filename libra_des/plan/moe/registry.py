@@ -18,9 +18,9 @@ from typing import Literal
 
 import numpy as np
 
-from libra_des.errors import InputError
 from libra_des.plan.moe.assignment import MoeLayerPlan
 from libra_des.plan.moe.systems import MoeSetup, Timer
+from libra_des.registry import Registry
 
 #: Entry-point group third-party MoE systems register under.
 ENTRY_POINT_GROUP = "libra_des.moe_systems"
@@ -79,52 +79,27 @@ class MoeSystem:
     plan: PlanFn
 
 
-class MoeSystemRegistry:
-    """Name -> :class:`MoeSystem`; shipped systems first, then entry points, then
-    :func:`register` calls, in that order."""
-
-    def __init__(self) -> None:
-        self._systems: dict[str, MoeSystem] = {}
-        self._loaded = False
-
-    def add(self, system: MoeSystem) -> MoeSystem:
-        self._load()
-        self._systems[system.name] = system
-        return system
-
-    def names(self) -> tuple[str, ...]:
-        self._load()
-        return tuple(self._systems)
-
-    def get(self, name: str) -> MoeSystem:
-        self._load()
-        found = self._systems.get(name)
-        if found is None:
-            raise InputError("balancer.policy", name, " | ".join(self._systems))
-        return found
-
-    def _load(self) -> None:
-        if self._loaded:
-            return
-        self._loaded = True
-        for name in BUILTIN:
-            system = import_module(f"libra_des.plan.moe.catalog.{name}").SYSTEM
-            self._systems[system.name] = system
-        for point in entry_points(group=ENTRY_POINT_GROUP):
-            system = point.load()
-            if not isinstance(system, MoeSystem):
-                raise TypeError(f"{ENTRY_POINT_GROUP} entry point {point.name}: not a MoeSystem")
-            self._systems[system.name] = system
+def load_systems(registry: Registry[MoeSystem]) -> None:
+    """The shipped systems (:data:`BUILTIN` order), then the entry points."""
+    for name in BUILTIN:
+        registry.register(import_module(f"libra_des.plan.moe.catalog.{name}").SYSTEM)
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        system = point.load()
+        if not isinstance(system, MoeSystem):
+            raise TypeError(f"{ENTRY_POINT_GROUP} entry point {point.name}: not a MoeSystem")
+        registry.register(system)
 
 
 #: The process's registry (the one mutable object of the package: systems are added at
 #: import time of their modules, never during a run).
-REGISTRY = MoeSystemRegistry()
+REGISTRY: Registry[MoeSystem] = Registry(
+    "MoE system", "balancer.policy", load_systems, replace=True
+)
 
 
 def register(system: MoeSystem) -> MoeSystem:
     """Add (or replace) a system; returns it, so a module can write ``SYSTEM = register(...)``."""
-    return REGISTRY.add(system)
+    return REGISTRY.register(system)
 
 
 def moe_system(name: str) -> MoeSystem:

@@ -1,0 +1,65 @@
+"""One plug-in registry: named items, filled by a loader on the first look-up.
+
+Training balancers, MoE systems and scenario kinds are each kept in one of these. The loader
+(imports the shipped modules, then the entry points of the registry's group) is given the
+registry to fill and runs once, the first time the registry is read or written, so importing
+a registry stays cheap. A name registered twice with another object is a programming error
+unless the registry lets a later registration replace an earlier one (``replace``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Generic, Protocol, TypeVar
+
+from libra_des.errors import InputError
+
+
+class Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+T = TypeVar("T", bound=Named)
+
+
+class Registry(Generic[T]):
+    """Items by name, in registration order; ``field`` is what an unknown name is bad input for."""
+
+    def __init__(
+        self, what: str, field: str, load: Callable[[Registry[T]], None], replace: bool = False
+    ) -> None:
+        self.what = what
+        self.field = field
+        self.replace = replace
+        self._load_items = load
+        self._items: dict[str, T] = {}
+        self._loaded = False
+
+    def register(self, item: T) -> T:
+        self._load()  # shipped items keep their places ahead of any newcomer
+        known = self._items.get(item.name)
+        if known is not None and known is not item and not self.replace:
+            raise ValueError(f"{self.what} {item.name!r} is registered twice")
+        self._items[item.name] = item
+        return item
+
+    def names(self) -> tuple[str, ...]:
+        self._load()
+        return tuple(self._items)
+
+    def items(self) -> tuple[T, ...]:
+        self._load()
+        return tuple(self._items.values())
+
+    def get(self, name: Any) -> T:
+        """The item called ``name``; an unknown name is bad input naming :attr:`field`."""
+        self._load()
+        if not isinstance(name, str) or name not in self._items:
+            raise InputError(self.field, name, " | ".join(self.names()))
+        return self._items[name]
+
+    def _load(self) -> None:
+        if not self._loaded:
+            self._loaded = True  # before loading: the loaded modules register themselves
+            self._load_items(self)
