@@ -54,6 +54,7 @@ from libra_des.hardware.hierarchy import Step, decompose, level_ranks
 from libra_des.hardware.topology import LinkId, Topology
 from libra_des.hardware.variance import VarianceModel
 from libra_des.sim.network.fluid import DONE_TOLERANCE, FluidState
+from libra_des.sim.network.replay import Batches, Replay, ReplayBook
 from libra_des.sim.network.solver import (
     CHECK_TOLERANCE,
     MAX_DENSE_LINKS,
@@ -140,7 +141,11 @@ class Network:
     """Max-min fair flow network over a :class:`Topology` (see module docstring)."""
 
     def __init__(
-        self, env: simpy.Environment, topology: Topology, variance: VarianceModel | None = None
+        self,
+        env: simpy.Environment,
+        topology: Topology,
+        variance: VarianceModel | None = None,
+        replay: bool = True,
     ) -> None:
         self.env = env
         self.topology = topology
@@ -157,7 +162,12 @@ class Network:
         self._path_ids: dict[tuple[int, int], int] = {}
         self._routes: list[np.ndarray] = []
         self._pairs: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
-        self._arrived: list[Flows] = []
+        self._arrived: list[tuple[Flows, np.ndarray]] = []  # (flows, bytes left)
+        #: Repeated all-to-alls replayed from solo runs while nothing interacts with them
+        #: (:mod:`~libra_des.sim.network.replay`); None: every coflow is solved here.
+        self.replays = ReplayBook() if replay else None
+        self._pcap = np.zeros(0)  # narrowest binding capacity of each path
+        self._replay_flows = 0  # flows done inside replays
         self._waiting: dict[int, simpy.Event] = {}  # coflow -> its event
         self._updated_at = 0.0
         self._timer = 0
@@ -204,11 +214,13 @@ class Network:
 
     @property
     def flows_done(self) -> int:
-        return self._local_done + self.state.flows_done
+        return self._local_done + self.state.flows_done + self._replay_flows
 
     @property
     def recomputations(self) -> int:
-        return self.state.recomputations
+        """Rate recomputations, solo runs of replayed coflows included."""
+        solo = self.replays.solo_solves if self.replays is not None else 0
+        return self.state.recomputations + solo
 
     def _all_to_all(self, ranks: list[int], matrix: np.ndarray) -> simpy.Event:
         """Every off-diagonal pair with bytes to send as one coflow (what
@@ -223,17 +235,86 @@ class Network:
         done = self.env.event()
         if not pick.size:
             return done.succeed()
+        flows = (paths.ravel()[pick], sizes, gpus[pick % n], np.full(pick.size, -1))
+        batches = self._by_latency(latency, pick, flows)
+        if self._replay(ranks, matrix, batches, done):
+            return done
         group = self.state.group(pick.size)
         self._waiting[group] = done
-        flows = (paths.ravel()[pick], sizes, gpus[pick % n], np.full(pick.size, group))
-        for delay, batch in self._by_latency(latency, pick, flows):
-            if delay > 0:
-                self.env.timeout(float(delay)).callbacks.append(
-                    lambda _e, b=batch: self._arrive(b)  # type: ignore[misc]
-                )
-            else:
-                self._arrive(batch)
+        for delay, (p, s, d, _) in batches:
+            self._schedule(delay, (p, s, d, np.full(p.size, group)))
         return done
+
+    def _schedule(self, delay: float, flows: Flows) -> None:
+        """``flows`` join the network after ``delay`` seconds (their route latency)."""
+        if delay > 0:
+            self.env.timeout(float(delay)).callbacks.append(lambda _e: self._arrive(flows))
+        else:
+            self._arrive(flows)
+
+    # ------------------------------------------------------------------ replays
+    def _replay(
+        self, ranks: list[int], matrix: np.ndarray, batches: Batches, done: simpy.Event
+    ) -> bool:
+        """Start the all-to-all as a replay if the check of :mod:`.replay` allows it."""
+        book = self.replays
+        if book is None or self.links.stale:
+            return False  # new routes: the binding links are not settled yet
+        profile = book.profile(book.key(ranks, matrix), self.state, batches)
+        if not book.admits(profile, self.state.cap):
+            return False
+        replay = Replay(self.env.now, batches, profile, done)
+        book.start(replay)
+        self.env.timeout(profile.makespan).callbacks.append(lambda _e: self._replayed(replay))
+        return True
+
+    def _replayed(self, replay: Replay) -> None:
+        if not replay.live:
+            return  # handed over to the network, which reports its end
+        assert self.replays is not None
+        self.replays.end(replay)
+        for _, (_, sizes, dsts, _) in replay.batches:
+            np.add.at(self.bytes_received, dsts, sizes)
+            self._replay_flows += sizes.size
+        replay.done.succeed()
+
+    def _hand_over(self, replays: list[Replay]) -> list[tuple[Flows, np.ndarray]]:
+        """Move ``replays`` into the network now: their running flows (returned with the
+        bytes they have left) and, later, their flows still in flight to the first link."""
+        assert self.replays is not None
+        joined = []
+        for replay in replays:
+            hand = self.replays.hand_over(replay, self.env.now, self.state)
+            if hand is None:
+                continue
+            flows = hand.flows[0].size + sum(b[0].size for _, b in hand.pending)
+            group = self.state.group(flows)
+            self._waiting[group] = replay.done
+            self.bytes_received += hand.received
+            self._replay_flows += hand.finished
+            for delay, (p, s, d, _) in hand.pending:
+                self._schedule(delay, (p, s, d, np.full(p.size, group)))
+            p, s, d, _ = hand.flows
+            joined.append(((p, s, d, np.full(p.size, group)), hand.left))
+        return joined
+
+    def _join(self, arrived: list[tuple[Flows, np.ndarray]]) -> list[tuple[Flows, np.ndarray]]:
+        """Count ``arrived`` in the bounds the replays are checked against, and add the
+        replays that no longer pass to it (repeatedly: a handed-over replay's flows count
+        too)."""
+        book, state = self.replays, self.state
+        if book is None:
+            return arrived
+        everything, new = list(arrived), arrived
+        while new:
+            for (paths, _, _, groups), _ in new:
+                book.join(int(groups[0]), paths, state.plinks, self._pcap)
+            if not book.live:
+                break
+            links = np.unique(np.concatenate([state.plinks[f[0]].ravel() for f, _ in new]))
+            new = self._hand_over(book.clashing(links[links >= 0], state.cap))
+            everything += new
+        return everything
 
     @staticmethod
     def _by_latency(
@@ -270,7 +351,7 @@ class Network:
 
     # ------------------------------------------------------------------ rate bookkeeping
     def _arrive(self, flows: Flows) -> None:
-        self._arrived.append(flows)
+        self._arrived.append((flows, flows[1]))
         if not self._update_pending:
             # Coalesce every change at this instant into one recomputation.
             self._update_pending = True
@@ -292,11 +373,19 @@ class Network:
             state.set_links(self.links.capacity)
             state.set_paths(self._routes, self.links.binding, changed)
             floor = 0.0 if changed else floor
+            self._relink(changed)
         if self._arrived:
-            state.add(*(np.concatenate(parts) for parts in zip(*self._arrived, strict=True)))
-            self._arrived = []
+            arrived, self._arrived = self._arrived, []
+            arrived = self._join(arrived)
+            paths, sizes, dsts, groups = (
+                np.concatenate(parts) for parts in zip(*(f for f, _ in arrived), strict=True)
+            )
+            state.add(paths, sizes, dsts, groups, np.concatenate([left for _, left in arrived]))
             floor = 0.0
         at, wait, completed = state.run(now, self._updated_at, env.peek(), floor)
+        if self.replays is not None:
+            for g in completed:
+                self.replays.leave(int(g))
         self._updated_at = at
         self._timer += 1
         if state.active_flows:
@@ -308,6 +397,18 @@ class Network:
             self._succeed(events)
         elif events:
             env.timeout(at - now).callbacks.append(lambda _e: self._succeed(events))
+
+    def _relink(self, changed: bool) -> None:
+        """Links or binding changed: the paths' narrowest capacities, room for the replays'
+        per-link loads, and (binding changed) no replay may go on from an old solo run."""
+        state = self.state
+        self._pcap = np.where(state.plinks >= 0, state.cap[state.plinks], np.inf).min(axis=1)
+        if self.replays is None:
+            return
+        self.replays.fit(state.cap.size)
+        if changed:
+            self.replays.forget()
+            self._arrived += self._hand_over(list(self.replays.live))
 
     @staticmethod
     def _succeed(events: list[simpy.Event]) -> None:

@@ -56,8 +56,21 @@ class FluidState:
         self.pn = np.zeros(0, dtype=np.int64)
         self.gleft = np.zeros(64, dtype=np.int64)
         self.groups = 0
+        # Solo runs (:meth:`solo`) record each link's peak load; the shared network does not.
+        self.reached, self.peak = np.zeros(0, dtype=np.int64), np.zeros(0)
         self.ctr = np.zeros(6, dtype=np.int64)
         self.ctr[fluid_kernel.NFREE] = slots
+
+    def solo(self) -> FluidState:
+        """An empty state on this one's links and paths that records link peak loads (for
+        running one coflow alone, :mod:`.replay`)."""
+        other = FluidState(np.zeros_like(self.received))
+        other.set_links(self.cap)
+        other.plinks, other.pn = self.plinks, self.pn  # read-only in the kernels
+        other._widen(self.plinks.shape[1])
+        other.reached = np.zeros(self.cap.size, dtype=np.int64)
+        other.peak = np.zeros(self.cap.size)
+        return other
 
     @property
     def active_flows(self) -> int:
@@ -147,16 +160,18 @@ class FluidState:
 
     # ------------------------------------------------------------------ flows
     def add(
-        self, paths: np.ndarray, sizes: np.ndarray, dsts: np.ndarray, groups: np.ndarray
+        self, paths: np.ndarray, sizes: np.ndarray, dsts: np.ndarray, groups: np.ndarray,
+        left: np.ndarray | None = None,
     ) -> None:
-        """Start flows (path numbers, bytes, receiving GPUs, coflows), oldest first."""
+        """Start flows (path numbers, bytes, receiving GPUs, coflows), oldest first;
+        ``left``: bytes still to send, if some were sent elsewhere (:mod:`.replay`)."""
         n = paths.size
         self._fit_flows(n)
         self._fit_links(paths, 1)
         nfree = int(self.ctr[self.kernel.NFREE])
         slots = self.free[nfree - n : nfree][::-1].copy()
         self.ctr[self.kernel.NFREE] = nfree - n
-        self.rem[slots] = sizes
+        self.rem[slots] = sizes if left is None else left
         self.size[slots] = sizes
         self.rate[slots] = 0.0
         self.dst[slots] = dsts
@@ -177,6 +192,6 @@ class FluidState:
             self.grp, self.flink, self.fpos, self.nlink, self.fmark, self.active, self.apos,
             self.free, self.cap, self.lflow, self.deg, self.lmark, self.touched, self.gleft,
             self.received, self.ctr, self.done, self.completed, self.scratch, self.left,
-            self.count,
+            self.count, self.reached, self.peak,
         )
         return t, wait, np.sort(self.completed[:n])

@@ -123,11 +123,12 @@ def _solve(
     floor: float, rate: np.ndarray, flink: np.ndarray, nlink: np.ndarray,
     lflow: np.ndarray, deg: np.ndarray, cap: np.ndarray, touched: np.ndarray,
     lmark: np.ndarray, fmark: np.ndarray, ctr: np.ndarray, queue: np.ndarray,
-    left: np.ndarray, count: np.ndarray,
-) -> None:
+    left: np.ndarray, count: np.ndarray, reached: np.ndarray,
+) -> int:
     """Max-min rates of the flows at least as fast as ``floor`` (up to TIE_TOLERANCE)
     connected to the touched links through such flows (see module docstring); ``queue``,
-    ``left`` and ``count`` are scratch space of one entry per link."""
+    ``left`` and ``count`` are scratch space of one entry per link. When ``reached`` has room
+    (one entry per link), the links the solve reached are copied there; returns how many."""
     ctr[EPOCH] += 1
     epoch = ctr[EPOCH]
     nq = 0
@@ -159,6 +160,8 @@ def _solve(
                         queue[nq] = m
                         nq += 1
         left[link], count[link] = max(room, 0.0), fast
+    if reached.size >= nq:
+        reached[:nq] = queue[:nq]
     # Progressive filling by levels: each round the lowest fair share saturates its links
     # (and every link within LEVEL_TOLERANCE of it); freezing flows only raises the other
     # links' shares, so a round freezes its links one after another at their current shares
@@ -203,6 +206,22 @@ def _solve(
             count[link] = 0
         n = kept
     ctr[EPOCH] += 1
+    return nq
+
+
+@numba.njit(cache=True, nogil=True)
+def _raise_peaks(
+    reached: np.ndarray, nq: int, rate: np.ndarray, lflow: np.ndarray, deg: np.ndarray,
+    peak: np.ndarray,
+) -> None:
+    """``peak[l]``: the highest load (sum of its flows' rates) link ``l`` has carried; only
+    the links a solve reached can have gained load."""
+    for q in range(nq):
+        link = reached[q]
+        load = 0.0
+        for p in range(deg[link]):
+            load += rate[lflow[link, p]]
+        peak[link] = max(peak[link], load)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -214,9 +233,11 @@ def run(
     cap: np.ndarray, lflow: np.ndarray, deg: np.ndarray, lmark: np.ndarray,
     touched: np.ndarray, gleft: np.ndarray, received: np.ndarray, ctr: np.ndarray,
     done: np.ndarray, completed: np.ndarray, scratch: np.ndarray, left: np.ndarray,
-    count: np.ndarray,
+    count: np.ndarray, reached: np.ndarray, peak: np.ndarray,
 ) -> tuple[float, float, int]:
     """Updates from ``now`` on (see module docstring); ``floor`` 0 if flows were added.
+    ``peak`` (empty, or one entry per link) records each link's highest load, for
+    :mod:`.replay`'s solo runs.
 
     Returns (time of the last update, seconds from it to the next flow end (inf: none),
     number of coflows completed by it, listed in ``completed``).
@@ -245,10 +266,12 @@ def run(
                 ng += 1
         if floor < np.inf:
             ctr[RECOMPUTATIONS] += 1
-            _solve(
+            nq = _solve(
                 floor, rate, flink, nlink, lflow, deg, cap, touched, lmark, fmark, ctr,
-                scratch, left, count,
+                scratch, left, count, reached,
             )
+            if peak.size > 0:
+                _raise_peaks(reached, nq, rate, lflow, deg, peak)
         for i in range(ctr[NTOUCHED]):
             lmark[touched[i]] = 0
         ctr[NTOUCHED] = 0
