@@ -224,6 +224,7 @@ class Topology:
         self.template = NodeTemplate(spec)
         self.tiers: tuple[Tier, ...] = grow_tiers(spec.network, spec.nodes, self.template.nics)
         self._routes: dict[tuple[int, int], tuple[LinkId, ...]] = {}
+        self._links: dict[LinkId, Link] = {}  # link() answers: every route asks per hop
         self.check_connected()
 
     # ------------------------------------------------------------------ construction
@@ -329,8 +330,12 @@ class Topology:
 
     def link(self, link_id: LinkId) -> Link:
         """A link's numbers from the spec (the same as the graph's edge data, without it)."""
-        data = self.link_attrs(*link_id)
-        return Link(float(data["bandwidth"]), float(data["latency"]), str(data["kind"]))
+        if link_id not in self._links:
+            data = self.link_attrs(*link_id)
+            self._links[link_id] = Link(
+                float(data["bandwidth"]), float(data["latency"]), str(data["kind"])
+            )
+        return self._links[link_id]
 
     def link_attrs(self, u: str, v: str) -> Mapping[str, Any]:
         """Edge data of (u, v): node-internal edges from the template, edges between levels

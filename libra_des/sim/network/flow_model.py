@@ -54,7 +54,7 @@ from libra_des.hardware.hierarchy import Step, decompose, level_ranks
 from libra_des.hardware.topology import LinkId, Topology
 from libra_des.hardware.variance import VarianceModel
 from libra_des.sim.network.fluid import DONE_TOLERANCE, FluidState
-from libra_des.sim.network.replay import Batches, Replay, ReplayBook
+from libra_des.sim.network.replay import Profile, Replay, ReplayBook
 from libra_des.sim.network.solver import (
     CHECK_TOLERANCE,
     MAX_DENSE_LINKS,
@@ -162,11 +162,11 @@ class Network:
         self._path_ids: dict[tuple[int, int], int] = {}
         self._routes: list[np.ndarray] = []
         self._pairs: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
+        self._groups: dict[tuple[int, ...], list[int]] = {}
         self._arrived: list[tuple[Flows, np.ndarray]] = []  # (flows, bytes left)
         #: Repeated all-to-alls replayed from solo runs while nothing interacts with them
         #: (:mod:`~libra_des.sim.network.replay`); None: every coflow is solved here.
-        self.replays = ReplayBook() if replay else None
-        self._pcap = np.zeros(0)  # narrowest binding capacity of each path
+        self.replays = ReplayBook(self.state) if replay else None
         self._replay_flows = 0  # flows done inside replays
         self._waiting: dict[int, simpy.Event] = {}  # coflow -> its event
         self._updated_at = 0.0
@@ -224,21 +224,31 @@ class Network:
 
     def _all_to_all(self, ranks: list[int], matrix: np.ndarray) -> simpy.Event:
         """Every off-diagonal pair with bytes to send as one coflow (what
-        :func:`direct_pairs` lists, without a Python object per flow)."""
+        :func:`direct_pairs` lists, without a Python object per flow); a replay
+        (:mod:`.replay`) where the check allows it."""
         n = len(ranks)
         paths, latency = self._pair_paths(ranks)
+        done = self.env.event()
+        key = tuple(ranks)
+        book = self.replays if not self.links.stale else None  # stale: binding not settled
+        profile = book.find(key, matrix) if book is not None else None
+        if profile is not None and self._replay(profile, done):
+            return done
         pick = np.flatnonzero(matrix > 0)  # row-major, as listed
         pick = pick[pick % (n + 1) != 0]  # off the diagonal
         sizes = matrix.ravel()[pick]
         gpus = np.array(ranks)
-        np.add.at(self.bytes_sent, gpus[pick // n], sizes)
-        done = self.env.event()
         if not pick.size:
             return done.succeed()
         flows = (paths.ravel()[pick], sizes, gpus[pick % n], np.full(pick.size, -1))
         batches = self._by_latency(latency, pick, flows)
-        if self._replay(ranks, matrix, batches, done):
-            return done
+        if book is not None and profile is None:
+            # Senders in the batches' order (``_by_latency`` sorts stably by latency).
+            srcs = gpus[pick // n][np.argsort(latency.ravel()[pick], kind="stable")]
+            profile = book.make(key, matrix, batches, srcs)
+            if self._replay(profile, done):
+                return done
+        np.add.at(self.bytes_sent, gpus[pick // n], sizes)
         group = self.state.group(pick.size)
         self._waiting[group] = done
         for delay, (p, s, d, _) in batches:
@@ -253,18 +263,16 @@ class Network:
             self._arrive(flows)
 
     # ------------------------------------------------------------------ replays
-    def _replay(
-        self, ranks: list[int], matrix: np.ndarray, batches: Batches, done: simpy.Event
-    ) -> bool:
-        """Start the all-to-all as a replay if the check of :mod:`.replay` allows it."""
-        book = self.replays
-        if book is None or self.links.stale:
-            return False  # new routes: the binding links are not settled yet
-        profile = book.profile(book.key(ranks, matrix), self.state, batches)
-        if not book.admits(profile, self.state.cap):
+    def _replay(self, profile: Profile, done: simpy.Event) -> bool:
+        """Start an all-to-all as a replay of ``profile`` if the check of :mod:`.replay`
+        allows it."""
+        assert self.replays is not None
+        if not self.replays.admits(profile):
             return False
-        replay = Replay(self.env.now, batches, profile, done)
-        book.start(replay)
+        replay = Replay(self.env.now, profile, done)
+        self.replays.start(replay)
+        gpus, sent = profile.sent
+        self.bytes_sent[gpus] += sent
         self.env.timeout(profile.makespan).callbacks.append(lambda _e: self._replayed(replay))
         return True
 
@@ -273,18 +281,19 @@ class Network:
             return  # handed over to the network, which reports its end
         assert self.replays is not None
         self.replays.end(replay)
-        for _, (_, sizes, dsts, _) in replay.batches:
-            np.add.at(self.bytes_received, dsts, sizes)
-            self._replay_flows += sizes.size
+        gpus, received = replay.profile.received
+        self.bytes_received[gpus] += received
+        self._replay_flows += replay.profile.flows
         replay.done.succeed()
 
-    def _hand_over(self, replays: list[Replay]) -> list[tuple[Flows, np.ndarray]]:
-        """Move ``replays`` into the network now: their running flows (returned with the
-        bytes they have left) and, later, their flows still in flight to the first link."""
+    def _hand_over(self, replays: list[Replay], at: float) -> list[tuple[Flows, np.ndarray]]:
+        """Move ``replays`` into the network at time ``at`` (now or a chained end after
+        it): their running flows (returned with the bytes they have left) and, later, their
+        flows still in flight to the first link."""
         assert self.replays is not None
         joined = []
         for replay in replays:
-            hand = self.replays.hand_over(replay, self.env.now, self.state)
+            hand = self.replays.hand_over(replay, at)
             if hand is None:
                 continue
             flows = hand.flows[0].size + sum(b[0].size for _, b in hand.pending)
@@ -293,28 +302,16 @@ class Network:
             self.bytes_received += hand.received
             self._replay_flows += hand.finished
             for delay, (p, s, d, _) in hand.pending:
-                self._schedule(delay, (p, s, d, np.full(p.size, group)))
+                self._schedule(at + delay - self.env.now, (p, s, d, np.full(p.size, group)))
             p, s, d, _ = hand.flows
             joined.append(((p, s, d, np.full(p.size, group)), hand.left))
         return joined
 
-    def _join(self, arrived: list[tuple[Flows, np.ndarray]]) -> list[tuple[Flows, np.ndarray]]:
-        """Count ``arrived`` in the bounds the replays are checked against, and add the
-        replays that no longer pass to it (repeatedly: a handed-over replay's flows count
-        too)."""
-        book, state = self.replays, self.state
-        if book is None:
-            return arrived
-        everything, new = list(arrived), arrived
-        while new:
-            for (paths, _, _, groups), _ in new:
-                book.join(int(groups[0]), paths, state.plinks, self._pcap)
-            if not book.live:
-                break
-            links = np.unique(np.concatenate([state.plinks[f[0]].ravel() for f, _ in new]))
-            new = self._hand_over(book.clashing(links[links >= 0], state.cap))
-            everything += new
-        return everything
+    def _add(self, arrived: list[tuple[Flows, np.ndarray]]) -> None:
+        paths, sizes, dsts, groups = (
+            np.concatenate(parts) for parts in zip(*(f for f, _ in arrived), strict=True)
+        )
+        self.state.add(paths, sizes, dsts, groups, np.concatenate([left for _, left in arrived]))
 
     @staticmethod
     def _by_latency(
@@ -376,16 +373,15 @@ class Network:
             self._relink(changed)
         if self._arrived:
             arrived, self._arrived = self._arrived, []
-            arrived = self._join(arrived)
-            paths, sizes, dsts, groups = (
-                np.concatenate(parts) for parts in zip(*(f for f, _ in arrived), strict=True)
-            )
-            state.add(paths, sizes, dsts, groups, np.concatenate([left for _, left in arrived]))
+            self._add(arrived)
             floor = 0.0
         at, wait, completed = state.run(now, self._updated_at, env.peek(), floor)
-        if self.replays is not None:
-            for g in completed:
-                self.replays.leave(int(g))
+        while state.hot_links.size:
+            # Replays short of headroom join the network at ``at``; solve again there.
+            assert self.replays is not None
+            self._add(self._hand_over(self.replays.on(state.hot_links), at))
+            at, wait, more = state.run(at, at, at, 0.0)
+            completed = np.concatenate([completed, more])
         self._updated_at = at
         self._timer += 1
         if state.active_flows:
@@ -399,16 +395,14 @@ class Network:
             env.timeout(at - now).callbacks.append(lambda _e: self._succeed(events))
 
     def _relink(self, changed: bool) -> None:
-        """Links or binding changed: the paths' narrowest capacities, room for the replays'
-        per-link loads, and (binding changed) no replay may go on from an old solo run."""
-        state = self.state
-        self._pcap = np.where(state.plinks >= 0, state.cap[state.plinks], np.inf).min(axis=1)
+        """Links or binding changed: room for the replays' per-link counts and (binding
+        changed) no replay may go on from an old solo run."""
         if self.replays is None:
             return
-        self.replays.fit(state.cap.size)
+        self.replays.fit()
         if changed:
             self.replays.forget()
-            self._arrived += self._hand_over(list(self.replays.live))
+            self._arrived += self._hand_over(list(self.replays.live), self.env.now)
 
     @staticmethod
     def _succeed(events: list[simpy.Event]) -> None:
@@ -437,14 +431,20 @@ class Network:
         allowed = DAG_ALGORITHMS[op] + (COMPOSED if op in COMPOSED_OPS else ())
         if algorithm not in allowed:
             raise InputError("algorithm", algorithm, " | ".join(allowed))
-        ranks = [self.topology.check_gpu(g) for g in gpus]
-        if len(set(ranks)) != len(ranks) or not ranks:
-            raise InputError("gpus", list(gpus), "a non-empty list of distinct GPU ids")
+        ranks = list(self._groups.get(tuple(gpus)) or self._check_group(gpus))
         if op == "all_to_all" and algorithm == "direct":
             # The one DAG all_to_all has (direct pairs), run as one coflow.
             return self._all_to_all(ranks, send_matrix(len(ranks), nbytes, send_bytes))
         steps = self.steps(op, ranks, nbytes, send_bytes, chunks, algorithm)
         return self.run_steps(*steps)
+
+    def _check_group(self, gpus: Sequence[int]) -> list[int]:
+        """``gpus`` as checked GPU ids (remembered: a step calls the same groups often)."""
+        ranks = [self.topology.check_gpu(g) for g in gpus]
+        if len(set(ranks)) != len(ranks) or not ranks:
+            raise InputError("gpus", list(gpus), "a non-empty list of distinct GPU ids")
+        self._groups[tuple(gpus)] = ranks
+        return ranks
 
     def steps(
         self,

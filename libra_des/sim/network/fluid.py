@@ -19,6 +19,10 @@ import numpy as np
 #: A flow is done when fewer bytes than this share of its size are left (float round-off).
 DONE_TOLERANCE = 1e-9
 
+#: Relative headroom a link shared with replays must keep (:mod:`.replay`; our assumption:
+#: far above float round-off in the loads, 1e-15, and far below any load that matters).
+MARGIN = 1e-6
+
 
 def _grow(array: np.ndarray, rows: int, cols: int | None = None, fill: float = 0) -> np.ndarray:
     """``array`` padded with ``fill`` to ``rows`` rows (and ``cols`` columns if 2-D)."""
@@ -53,12 +57,16 @@ class FluidState:
         )
         self.left = np.zeros(0)
         self.plinks = np.full((0, width), -1, dtype=np.int64)
+        self.routes = np.full((0, width), -1, dtype=np.int64)  # every path's links, padded
         self.pn = np.zeros(0, dtype=np.int64)
         self.gleft = np.zeros(64, dtype=np.int64)
         self.groups = 0
         # Solo runs (:meth:`solo`) record each link's peak load; the shared network does not.
         self.reached, self.peak = np.zeros(0, dtype=np.int64), np.zeros(0)
-        self.ctr = np.zeros(6, dtype=np.int64)
+        # With replays (:meth:`watch_reserved`): their peak loads per link, and the links a
+        # run found short of headroom.
+        self.reserved, self.hot = np.zeros(0), np.zeros(0, dtype=np.int64)
+        self.ctr = np.zeros(7, dtype=np.int64)
         self.ctr[fluid_kernel.NFREE] = slots
 
     def solo(self) -> FluidState:
@@ -103,20 +111,42 @@ class FluidState:
                 for a in (self.deg, self.lmark, self.touched, self.scratch, self.count, self.left)
             )
         self.cap = np.array(capacity, dtype=float)
+        if self.hot.size:
+            self.watch_reserved()
+
+    def watch_reserved(self) -> None:
+        """Make runs check the links replays reserve (:mod:`.replay`); sizes the arrays."""
+        extra = self.cap.size - self.hot.size
+        if extra > 0 or not self.hot.size:
+            self.reserved = _grow(self.reserved, self.cap.size)
+            self.reached = np.zeros(max(self.cap.size, 1), dtype=np.int64)
+            self.hot = np.zeros(max(self.cap.size, 1), dtype=np.int64)
+
+    @property
+    def hot_links(self) -> np.ndarray:
+        """Links the last run left short of headroom for their replays."""
+        return self.hot[: self.ctr[self.kernel.NHOT]]
 
     def set_paths(self, routes: list[np.ndarray], binding: np.ndarray, every: bool) -> None:
         """Binding links of the paths not seen yet (of ``every`` path if ``binding`` changed;
         the active flows are then moved onto their new binding links)."""
         first = 0 if every else self.pn.size
-        width = max([self.plinks.shape[1], *(r.size for r in routes[first:])])
+        known = self.routes.shape[0]
+        width = max([self.plinks.shape[1], *(r.size for r in routes[known:])])
+        self.routes = _grow(self.routes, len(routes), width, -1)
+        for p in range(known, len(routes)):
+            self.routes[p, : routes[p].size] = routes[p]
         self.plinks = _grow(self.plinks, len(routes), width, -1)
         self.pn = _grow(self.pn, len(routes))
         self._widen(width)
-        for p in range(first, len(routes)):
-            links = routes[p][binding[routes[p]]]
-            self.plinks[p, : links.size] = links
-            self.plinks[p, links.size :] = -1
-            self.pn[p] = links.size
+        # Each path's binding links, in route order, packed to the left of its row.
+        hops = self.routes[first:]
+        binds = (hops >= 0) & binding[np.maximum(hops, 0)]
+        order = np.argsort(~binds, axis=1, kind="stable")
+        packed = np.take_along_axis(hops, order, axis=1)
+        packed[~np.take_along_axis(binds, order, axis=1)] = -1
+        self.plinks[first:] = packed
+        self.pn[first:] = binds.sum(axis=1)
         if every:
             live = self.active[: self.active_flows]
             self._fit_links(self.fpath[live], 0)
@@ -182,6 +212,10 @@ class FluidState:
             self.lflow, self.deg, self.active, self.apos, self.touched, self.lmark, self.ctr,
         )
 
+    def loads(self, links: np.ndarray) -> np.ndarray:
+        """Each link's load now (bytes/s)."""
+        return np.asarray(self.kernel.loads(links, self.rate, self.lflow, self.deg))
+
     def run(
         self, now: float, updated_at: float, horizon: float, floor: float
     ) -> tuple[float, float, np.ndarray]:
@@ -192,6 +226,6 @@ class FluidState:
             self.grp, self.flink, self.fpos, self.nlink, self.fmark, self.active, self.apos,
             self.free, self.cap, self.lflow, self.deg, self.lmark, self.touched, self.gleft,
             self.received, self.ctr, self.done, self.completed, self.scratch, self.left,
-            self.count, self.reached, self.peak,
+            self.count, self.reached, self.peak, self.reserved, self.hot,
         )
         return t, wait, np.sort(self.completed[:n])

@@ -34,13 +34,13 @@ import math
 import numba
 import numpy as np
 
-from libra_des.sim.network.fluid import DONE_TOLERANCE
+from libra_des.sim.network.fluid import DONE_TOLERANCE, MARGIN
 from libra_des.sim.network.solver import TIE_TOLERANCE
 
 #: Links whose fair share is this close (relative) above the lowest saturate in its round.
 LEVEL_TOLERANCE = 1e-12
 
-NACT, NFREE, RECOMPUTATIONS, FLOWS_DONE, EPOCH, NTOUCHED = range(6)
+NACT, NFREE, RECOMPUTATIONS, FLOWS_DONE, EPOCH, NTOUCHED, NHOT = range(7)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -218,10 +218,43 @@ def _raise_peaks(
     the links a solve reached can have gained load."""
     for q in range(nq):
         link = reached[q]
-        load = 0.0
-        for p in range(deg[link]):
-            load += rate[lflow[link, p]]
-        peak[link] = max(peak[link], load)
+        peak[link] = max(peak[link], _load(link, rate, lflow, deg))
+
+
+@numba.njit(cache=True, nogil=True)
+def _load(link: int, rate: np.ndarray, lflow: np.ndarray, deg: np.ndarray) -> float:
+    """The sum of the rates of ``link``'s flows."""
+    load = 0.0
+    for p in range(deg[link]):
+        load += rate[lflow[link, p]]
+    return load
+
+
+@numba.njit(cache=True, nogil=True)
+def loads(
+    links: np.ndarray, rate: np.ndarray, lflow: np.ndarray, deg: np.ndarray
+) -> np.ndarray:
+    """The load of each of ``links`` (bytes/s)."""
+    out = np.zeros(links.size)
+    for i in range(links.size):
+        out[i] = _load(links[i], rate, lflow, deg)
+    return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _check_reserved(
+    reached: np.ndarray, nq: int, rate: np.ndarray, lflow: np.ndarray, deg: np.ndarray,
+    cap: np.ndarray, reserved: np.ndarray, hot: np.ndarray, ctr: np.ndarray,
+) -> None:
+    """List in ``hot`` (``ctr[NHOT]`` of them) the links a solve reached whose load plus the
+    replays' reservation leaves less than MARGIN of their capacity."""
+    ctr[NHOT] = 0
+    for q in range(nq):
+        link = reached[q]
+        room = cap[link] * (1.0 - MARGIN) - reserved[link]
+        if reserved[link] > 0.0 and _load(link, rate, lflow, deg) > room:
+            hot[ctr[NHOT]] = link
+            ctr[NHOT] += 1
 
 
 @numba.njit(cache=True, nogil=True)
@@ -233,17 +266,21 @@ def run(
     cap: np.ndarray, lflow: np.ndarray, deg: np.ndarray, lmark: np.ndarray,
     touched: np.ndarray, gleft: np.ndarray, received: np.ndarray, ctr: np.ndarray,
     done: np.ndarray, completed: np.ndarray, scratch: np.ndarray, left: np.ndarray,
-    count: np.ndarray, reached: np.ndarray, peak: np.ndarray,
+    count: np.ndarray, reached: np.ndarray, peak: np.ndarray, reserved: np.ndarray,
+    hot: np.ndarray,
 ) -> tuple[float, float, int]:
     """Updates from ``now`` on (see module docstring); ``floor`` 0 if flows were added.
     ``peak`` (empty, or one entry per link) records each link's highest load, for
-    :mod:`.replay`'s solo runs.
+    :mod:`.replay`'s solo runs. ``reserved`` (empty, or per link: the peak loads of the
+    replays on it) makes the run stop after a solve that leaves a reserved link too little
+    headroom (``ctr[NHOT]`` > 0, the links in ``hot``), so that replays can be handed over.
 
     Returns (time of the last update, seconds from it to the next flow end (inf: none),
     number of coflows completed by it, listed in ``completed``).
     """
     t = now
     elapsed = max(now - updated_at, 0.0)
+    ctr[NHOT] = 0
     while True:
         resolution = 4.0 * _spacing(max(abs(t), 1.0))
         nd = 0
@@ -272,6 +309,8 @@ def run(
             )
             if peak.size > 0:
                 _raise_peaks(reached, nq, rate, lflow, deg, peak)
+            if reserved.size > 0:
+                _check_reserved(reached, nq, rate, lflow, deg, cap, reserved, hot, ctr)
         for i in range(ctr[NTOUCHED]):
             lmark[touched[i]] = 0
         ctr[NTOUCHED] = 0
@@ -280,7 +319,7 @@ def run(
             s = active[k]
             if rate[s] > 0.0:
                 wait = min(wait, rem[s] / rate[s])
-        if ng > 0 or ctr[NACT] == 0:
+        if ng > 0 or ctr[NACT] == 0 or ctr[NHOT] > 0:
             return t, wait, ng
         following = t + wait
         if not following < horizon:

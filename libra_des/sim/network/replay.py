@@ -10,31 +10,31 @@ and the highest load it puts on each binding link, and replays that: one SimPy t
 instead of thousands of rate recomputations.
 
 When is a replay exact? Let coflow A's solo allocation put at most ``peak_A(l)`` on link
-``l``, and let everything else on ``l`` carry at most ``other(l)`` at any time. If
-``peak_A(l) + other(l) < cap(l)`` on every shared link, no shared link saturates in the
-union of the separate allocations. That union is feasible, and every flow keeps a bottleneck
-link on which it is among the fastest (its own, in its own allocation, which no other flow
-crosses). So the union is the max-min fair allocation of the whole network, and A runs as it
-ran alone. ``other(l)`` sums the peaks of the other live replays on ``l`` and, for each flow
-of the shared network on ``l``, the narrowest capacity on its path (a bound on its rate).
+``l``. If, at every instant of A's life, ``peak_A(l)`` plus the peaks of the other live
+replays on ``l`` plus the load the shared network's flows put on ``l`` stays below ``cap(l)``
+on every link they share, no shared link saturates in the union of the separate allocations.
+That union is feasible, and every flow keeps a bottleneck link on which it is among the
+fastest (one it saturates alone, in its own allocation, which no other flow crosses). So the
+union is the max-min fair allocation of the whole network, and A runs as it ran alone.
 
-The check runs when a replay starts and whenever flows join the shared network. If it fails
-for a live replay, the replay is *handed over*: its solo run is repeated up to now, and its
-unfinished flows, with the bytes they still have to send, join the shared network (flows
-still waiting for their route latency join when it has passed). From then on it is solved
-like any other coflow. Results agree with never replaying up to float round-off (solo runs
-count time from the coflow's start), which the tests check.
+The check runs when a replay starts (against the network's current loads) and after every
+rate solve of the shared network (in the compiled kernel, on the links the solve reached:
+loads change nowhere else). If it fails, the replays on the links short of headroom are
+*handed over* at that instant: their solo runs are repeated up to it, and their unfinished
+flows, with the bytes they still have to send, join the shared network (flows still waiting
+for their route latency join when it has passed), which solves again. From then on they are
+solved like any other coflow. Results agree with never replaying up to float round-off (solo
+runs count time from the coflow's start), which the tests check.
 """
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import simpy
 
-from libra_des.sim.network.fluid import FluidState
+from libra_des.sim.network.fluid import MARGIN, FluidState
 
 #: Flows to start together: path numbers, bytes, receiving GPUs, coflows.
 Flows = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
@@ -42,19 +42,24 @@ Flows = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 #: Batches of one coflow's flows by route latency: (seconds after the call, flows).
 Batches = list[tuple[float, Flows]]
 
-#: Relative headroom the check demands on a shared link (our assumption: far above float
-#: round-off in the loads, 1e-15, and far below any load that matters).
-MARGIN = 1e-6
 
 
 @dataclass(frozen=True)
 class Profile:
     """What a coflow does alone: its makespan (seconds from the call), the binding links it
-    crosses and the highest load (bytes/s) it puts on each."""
+    crosses and the highest load (bytes/s) it puts on each; its flows by latency (coflow
+    number -1), and the bytes each GPU sends and receives (GPU ids, totals)."""
 
     makespan: float
     links: np.ndarray
     peaks: np.ndarray
+    batches: Batches
+    sent: tuple[np.ndarray, np.ndarray]
+    received: tuple[np.ndarray, np.ndarray]
+
+    @property
+    def flows(self) -> int:
+        return sum(flows[0].size for _, flows in self.batches)
 
 
 @dataclass
@@ -62,7 +67,6 @@ class Replay:
     """A coflow running as a replay of its solo run, started at ``start``."""
 
     start: float
-    batches: Batches
     profile: Profile
     done: simpy.Event
     live: bool = True
@@ -104,114 +108,111 @@ def run_alone(
     return solo, updated, False
 
 
-def profile_of(template: FluidState, batches: Batches) -> tuple[Profile, int]:
-    """Run the coflow alone to its end: what a replay needs, and the solves it took."""
+def profile_of(
+    template: FluidState, batches: Batches, srcs: np.ndarray
+) -> tuple[Profile, int]:
+    """Run the coflow alone to its end (``srcs``: each flow's sending GPU, in the order
+    the batches list them): what a replay needs, and the solves it took."""
     solo, makespan, completed = run_alone(template, batches, np.inf)
     assert completed, "a coflow alone always completes"
-    paths = np.concatenate([flows[0] for _, flows in batches])
+    paths, sizes, dsts = (np.concatenate([flows[k] for _, flows in batches]) for k in range(3))
     links = np.unique(template.plinks[paths])
     links = links[links >= 0]
-    return Profile(makespan, links, solo.peak[links].copy()), solo.recomputations
+    profile = Profile(makespan, links, solo.peak[links].copy(), batches,
+                      per_gpu(srcs, sizes), per_gpu(dsts, sizes))
+    return profile, solo.recomputations
 
 
-@dataclass
+def per_gpu(gpus: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct GPUs and the bytes each moves (``sizes`` summed by ``gpus``)."""
+    ids, where = np.unique(gpus, return_inverse=True)
+    return ids, np.bincount(where, weights=sizes, minlength=ids.size)
+
+
 class ReplayBook:
-    """Profiles by coflow, live replays and the per-link loads the check needs."""
+    """Profiles by coflow, the live replays, and their reservations on the shared network's
+    links (``state.reserved``: the sum of the live replays' peaks on each link)."""
 
-    profiles: dict[bytes, Profile] = field(default_factory=dict)
-    live: list[Replay] = field(default_factory=list)
-    reserved: np.ndarray = field(default_factory=lambda: np.zeros(0))  # replays' peaks
-    bound: np.ndarray = field(default_factory=lambda: np.zeros(0))  # shared flows' bound
-    # How many live replays and shared-network flows use each link: whether a link is
-    # shared must not hang on float leftovers of adding and subtracting loads.
-    replays_on: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    flows_on: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    group_load: dict[int, list[tuple[np.ndarray, np.ndarray]]] = field(default_factory=dict)
-    replayed: int = 0
-    handed: int = 0
-    solo_runs: int = 0
-    solo_solves: int = 0
+    def __init__(self, state: FluidState) -> None:
+        self.state = state
+        state.watch_reserved()
+        # Profiles by GPUs and matrix sum; the matrix itself tells apart those that collide.
+        self.profiles: dict[tuple[tuple[int, ...], float], list[tuple[np.ndarray, Profile]]] = {}
+        self.live: list[Replay] = []
+        # Live replays per link: a link with none has no reservation, exactly (not a float
+        # leftover of adding and subtracting peaks).
+        self.replays_on = np.zeros(0, dtype=np.int64)
+        self.replayed = self.handed = self.solo_runs = self.solo_solves = 0
 
-    @staticmethod
-    def key(ranks: list[int], matrix: np.ndarray) -> bytes:
-        """The coflow's identity: its GPUs and its byte matrix (a 128-bit digest)."""
-        digest = hashlib.blake2b(np.asarray(ranks, dtype=np.int64).tobytes(), digest_size=16)
-        digest.update(np.ascontiguousarray(matrix, dtype=float).tobytes())
-        return digest.digest()
+    def find(self, ranks: tuple[int, ...], matrix: np.ndarray) -> Profile | None:
+        """The profile of this all-to-all, if one was made."""
+        for seen, profile in self.profiles.get((ranks, float(matrix.sum())), ()):
+            if np.array_equal(seen, matrix):
+                return profile
+        return None
 
-    def fit(self, links: int) -> None:
-        """Room for ``links`` links in the per-link arrays."""
-        extra = links - self.reserved.size
+    def make(
+        self, ranks: tuple[int, ...], matrix: np.ndarray, batches: Batches, srcs: np.ndarray
+    ) -> Profile:
+        """Run the all-to-all alone and keep its profile."""
+        profile, solves = profile_of(self.state, batches, srcs)
+        self.solo_runs += 1
+        self.solo_solves += solves
+        self.profiles.setdefault((ranks, float(matrix.sum())), []).append(
+            (np.array(matrix, dtype=float), profile)
+        )
+        return profile
+
+    def fit(self) -> None:
+        """Room for every link the state knows."""
+        self.state.watch_reserved()
+        extra = self.state.cap.size - self.replays_on.size
         if extra > 0:
-            self.reserved, self.bound, self.replays_on, self.flows_on = (
-                np.concatenate([a, np.zeros(extra, dtype=a.dtype)])
-                for a in (self.reserved, self.bound, self.replays_on, self.flows_on)
-            )
+            self.replays_on = np.concatenate([self.replays_on, np.zeros(extra, dtype=np.int64)])
 
     def forget(self) -> None:
         """Drop every profile (the binding links changed, so solo runs may differ)."""
         self.profiles.clear()
 
-    def profile(self, key: bytes, state: FluidState, batches: Batches) -> Profile:
-        """The coflow's profile, from a solo run the first time it is seen."""
-        if key not in self.profiles:
-            self.profiles[key], solves = profile_of(state, batches)
-            self.solo_runs += 1
-            self.solo_solves += solves
-        return self.profiles[key]
-
-    def admits(self, profile: Profile, cap: np.ndarray) -> bool:
-        """Whether the coflow can start as a replay now (the module docstring's check)."""
-        links = profile.links
-        shared = (self.replays_on[links] > 0) | (self.flows_on[links] > 0)
-        load = self.reserved[links] + self.bound[links] + profile.peaks
-        return bool((~shared | (load <= cap[links] * (1.0 - MARGIN))).all())
+    def admits(self, profile: Profile) -> bool:
+        """Whether the coflow can start as a replay now: on every link it shares with live
+        replays or with the network's flows, their loads and its peak leave MARGIN."""
+        state, links = self.state, profile.links
+        shared = (self.replays_on[links] > 0) | (state.deg[links] > 0)
+        if not shared.any():
+            return True
+        links, peaks = links[shared], profile.peaks[shared]
+        load = state.reserved[links] + state.loads(links) + peaks
+        return bool((load <= state.cap[links] * (1.0 - MARGIN)).all())
 
     def start(self, replay: Replay) -> None:
-        self.reserved[replay.profile.links] += replay.profile.peaks
-        self.replays_on[replay.profile.links] += 1
+        links = replay.profile.links
+        self.state.reserved[links] += replay.profile.peaks
+        self.replays_on[links] += 1
         self.live.append(replay)
         self.replayed += 1
 
     def end(self, replay: Replay) -> None:
         """A replay completed (or was handed over): its reservation ends."""
+        links = replay.profile.links
         replay.live = False
-        self.reserved[replay.profile.links] -= replay.profile.peaks
-        self.replays_on[replay.profile.links] -= 1
+        self.state.reserved[links] -= replay.profile.peaks
+        self.replays_on[links] -= 1
+        self.state.reserved[links[self.replays_on[links] == 0]] = 0.0
         self.live.remove(replay)
 
-    def join(self, group: int, paths: np.ndarray, plinks: np.ndarray, pcap: np.ndarray) -> None:
-        """Flows of shared-network coflow ``group`` on ``paths`` became active."""
-        links = plinks[paths]
-        rates = np.broadcast_to(pcap[paths][:, None], links.shape)
-        keep = links >= 0
-        links, rates = links[keep], rates[keep]
-        np.add.at(self.bound, links, rates)
-        np.add.at(self.flows_on, links, 1)
-        self.group_load.setdefault(group, []).append((links, rates))
+    def on(self, links: np.ndarray) -> list[Replay]:
+        """Live replays holding any of ``links``."""
+        mark = np.zeros(self.replays_on.size, dtype=bool)
+        mark[links] = True
+        return [r for r in self.live if mark[r.profile.links].any()]
 
-    def leave(self, group: int) -> None:
-        """Shared-network coflow ``group`` completed: its bound ends."""
-        for links, rates in self.group_load.pop(group, ()):
-            np.subtract.at(self.bound, links, rates)
-            np.subtract.at(self.flows_on, links, 1)
-
-    def clashing(self, links: np.ndarray, cap: np.ndarray) -> list[Replay]:
-        """Live replays on any of ``links`` whose check no longer holds."""
-        on = self.replays_on[links]
-        shared = (on > 1) | ((on > 0) & (self.flows_on[links] > 0))
-        over = np.zeros(cap.size, dtype=bool)
-        load = self.reserved[links] + self.bound[links]
-        over[links] = shared & (load > cap[links] * (1.0 - MARGIN))
-        if not over.any():
-            return []
-        return [r for r in self.live if over[r.profile.links].any()]
-
-    def hand_over(self, replay: Replay, now: float, state: FluidState) -> Handover | None:
+    def hand_over(self, replay: Replay, now: float) -> Handover | None:
         """Take ``replay`` off replaying at ``now`` (None if it ends at this instant: it stays
         a replay and its timer reports it)."""
         since = now - replay.start
-        solo, _, completed = run_alone(state, replay.batches, since)
+        batches = replay.profile.batches
+        solo, _, completed = run_alone(self.state, batches, since)
         self.solo_solves += solo.recomputations
         if completed:
             return None
@@ -219,6 +220,6 @@ class ReplayBook:
         self.handed += 1
         slots = np.sort(solo.active[: solo.active_flows])
         flows = (solo.fpath[slots], solo.size[slots], solo.dst[slots], solo.grp[slots])
-        pending = [(delay - since, batch) for delay, batch in replay.batches if not delay < since]
+        pending = [(delay - since, batch) for delay, batch in batches if not delay < since]
         return Handover(flows, solo.rem[slots].copy(), pending, solo.received, solo.flows_done)
 
