@@ -379,7 +379,10 @@ class Network:
         while state.hot_links.size:
             # Replays short of headroom join the network at ``at``; solve again there.
             assert self.replays is not None
-            self._add(self._hand_over(self.replays.on(state.hot_links), at))
+            joined = self._hand_over(self.replays.on(state.hot_links), at)
+            if not joined:
+                break  # the replays there end at this instant: nothing of theirs is left
+            self._add(joined)
             at, wait, more = state.run(at, at, at, 0.0)
             completed = np.concatenate([completed, more])
         self._updated_at = at
