@@ -13,8 +13,7 @@ import argparse
 import gc
 import importlib
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any
 
 from rich_argparse import RawDescriptionRichHelpFormatter
@@ -22,6 +21,7 @@ from rich_argparse import RawDescriptionRichHelpFormatter
 from libra_des import __version__
 from libra_des.errors import EXIT_BAD_INPUT, InputError
 from libra_des.safety import guarded
+from libra_des.startup import blas_threads, imports_frozen
 
 #: Command modules, in the order ``--help`` lists them.
 COMMANDS = ("quickstart", "run", "plan", "sweep", "cost", "profile", "validate", "figs", "report")
@@ -100,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run_command(argv: list[str]) -> int:
     """Parse the command line and run the chosen command's handler."""
-    with imports_frozen():
+    with imports_frozen(), blas_threads(chosen_command(argv)):  # start-up costs (startup.py)
         parser = build_parser(argv)
     try:
         args = parser.parse_args(argv)
@@ -112,27 +112,6 @@ def run_command(argv: list[str]) -> int:
     finally:
         gc.unfreeze()  # the collector as usual again (tests call main many times in one process)
     return code
-
-
-@contextmanager
-def imports_frozen() -> Iterator[None]:
-    """Run the body (the command's imports) with the garbage collector paused, then freeze
-    what it built (``gc.freeze``) until :func:`run_command` ends.
-
-    The modules, classes and pydantic validators of an import live as long as the process,
-    yet the collector walks them in every full pass, during the imports and after. Pausing
-    it and freezing them took about 45 ms of CPU off a 0.5 s ``libra-des plan`` run
-    (benchmarks/startup.py; re-enabling it without the freeze gave nothing back, as the
-    next full pass walks them all).
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-        gc.freeze()
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def command_name(argv: Sequence[str]) -> str:
