@@ -1,13 +1,14 @@
 """Process start-up of a command: what its imports cost beyond the code they load.
 
 Two costs of a fresh interpreter that a short command such as ``libra-des plan`` (about
-0.4 s, most of it imports) feels, both measured with ``benchmarks/startup.py`` on the 2-core
-development machine:
+0.4 s, most of it imports) feels, both measured on the 2-core development machine in fresh
+processes run alternately (as ``benchmarks/startup.py`` does):
 
 * **The garbage collector** walks the modules, classes and pydantic validators an import
   builds, in every full pass while they load and afterwards, though they live as long as
   the process. :func:`imports_frozen` pauses it over the imports and freezes what they built
-  (``gc.freeze``) until the command ends: about 45 ms of CPU less.
+  (``gc.freeze``) until the command ends: about 50 ms of CPU less (0.46 against 0.51-0.52 s
+  for ``plan ... --windows 20``, medians of 11).
 * **OpenBLAS's worker threads** (numpy's BLAS) spin-wait on the other cores for about 0.1 s
   of CPU after the library loads, whether or not any BLAS call follows (measured: a 0.5 s
   busy loop after ``import numpy`` costs 0.67 s of CPU, 0.54 s with one thread). On a busy
