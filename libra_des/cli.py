@@ -10,6 +10,7 @@ as one line asking for a bug report (:mod:`libra_des.safety`); 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import sys
 from collections.abc import Sequence
@@ -20,6 +21,7 @@ from rich_argparse import RawDescriptionRichHelpFormatter
 from libra_des import __version__
 from libra_des.errors import EXIT_BAD_INPUT, InputError
 from libra_des.safety import guarded
+from libra_des.startup import blas_threads, imports_frozen
 
 #: Command modules, in the order ``--help`` lists them.
 COMMANDS = ("quickstart", "run", "plan", "sweep", "cost", "profile", "validate", "figs", "report")
@@ -72,8 +74,10 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     command costs more than a short ``plan`` run."""
     parser = OneLineParser(prog="libra-des", description=DESCRIPTION, epilog=EXAMPLES)
     parser.add_argument("--version", action="version", version=f"libra-des {__version__}")
+    # prog given (argparse's default: the same name, formatted by the help formatter, whose
+    # first use imports rich: 30 ms of a short ``plan`` run).
     subs = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser,
-                                 metavar="COMMAND [ARGS]", title="commands")
+                                 metavar="COMMAND [ARGS]", title="commands", prog=parser.prog)
     only = chosen_command(argv) if argv is not None else None
     for name in COMMANDS:
         if only is not None and name != only:
@@ -96,12 +100,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run_command(argv: list[str]) -> int:
     """Parse the command line and run the chosen command's handler."""
-    args = build_parser(argv).parse_args(argv)
+    with imports_frozen(), blas_threads(chosen_command(argv)):  # start-up costs (startup.py)
+        parser = build_parser(argv)
     try:
-        code: int = args.handler(args)
-    except InputError as exc:
-        # Lower layers name model fields; a command maps them to the flags it was given.
-        raise exc.renamed(getattr(args, "flag_names", {})) from None
+        args = parser.parse_args(argv)
+        try:
+            code: int = args.handler(args)
+        except InputError as exc:
+            # Lower layers name model fields; a command maps them to the flags it was given.
+            raise exc.renamed(getattr(args, "flag_names", {})) from None
+    finally:
+        gc.unfreeze()  # the collector as usual again (tests call main many times in one process)
     return code
 
 

@@ -19,10 +19,13 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from libra_des import kinds
-from libra_des.config import MoeScenario, Scenario, TrainingScenario
 from libra_des.errors import InputError
+
+if TYPE_CHECKING:  # annotations only: ``plan``'s size checks need no scenario models
+    from libra_des.config import MoeScenario, Scenario, TrainingScenario
 
 #: Longest run accepted without ``--no-preflight``: one day (our choice).
 MAX_SECONDS = 24 * 3600.0

@@ -20,8 +20,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "libra_des"
 LAYERS: Mapping[str, int] = {
     "__init__": 0, "errors": 0, "storage": 0, "identity": 0, "tables": 0,
     "validation": 0, "plausibility": 0, "safety": 0, "outputs": 0, "sweep_safety": 0,
-    "registry": 0,
-    "config": 1, "training_balancers": 1,
+    "registry": 0, "startup": 0,
+    "config": 1, "scenario": 1, "training_balancers": 1,
     "workload": 2,
     "hardware": 3,
     "plan": 4,

@@ -30,16 +30,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from rich.console import Console
 
 from libra_des.commands.common import dumps, int_list, parse_list
 from libra_des.config import (
     ModelSpec,
     WorkloadSpec,
-    load_scenario,
     load_workload,
     read_yaml,
-    require_training,
     resolve_path,
     validate,
 )
@@ -51,6 +48,7 @@ from libra_des.preflight import check_plan_sizes
 from libra_des.workload.packing import PackedBatch, make_stream
 
 if TYPE_CHECKING:
+    from rich.console import Console
     from rich.table import Table
 
 #: What `--policy` takes: the groupings, plus WLB-LLM's packing (which groups as it packs).
@@ -151,6 +149,9 @@ def settings_from_args(args: argparse.Namespace) -> PlanSettings:
         "gbs": 128, "cp": None, "pool": 8, "heads": 1, "block": 16_384, "seed": 0, "slack": 0.03,
     }
     if args.scenario:
+        # Lazy: the scenario models are built only for --scenario (start-up time).
+        from libra_des.scenario import load_scenario, require_training
+
         sc = require_training(load_scenario(args.scenario, args.set),
                               "plan replays training planners")
         workload, model = sc.workload, sc.model
@@ -272,7 +273,8 @@ def tap_row(
         seqs = [g.batch.seq(int(i)) for i in g.grouping.pools[g.grouping.heaviest]]
         began = time.perf_counter()
         pool = plan_pool(seqs, cp=s.cp, model=s.model, heads_split=heads, block_size=block,
-                         packed_length=s.workload.packed_length, slack=s.slack)
+                         packed_length=s.workload.packed_length, slack=s.slack,
+                         check_policy=False)
         secs.append(g.seconds + time.perf_counter() - began)
         intra.append(pool.attention.imbalance)
         nbytes.append(pool.exchange_bytes)
@@ -336,20 +338,25 @@ def handle(args: argparse.Namespace) -> int:
 
         return handle_tap(args)
     s = settings_from_args(args)
-    total = len(s.pool_sizes) * len(s.policies) * len(s.heads_splits) * len(s.block_sizes)
-    err = Console(stderr=True)
-    if args.json or not err.is_terminal:
-        rows = replay(s)  # no progress bar to draw (nor its import to pay)
-    else:
-        from rich.progress import Progress
+    if args.json:  # no progress bar nor table: rich is not imported (start-up time)
+        print(dumps({"windows": s.windows, "results": rows_with_progress(s, None)}))
+        return 0
+    from rich.console import Console
 
-        with Progress(console=err, transient=True) as bar:
-            task = bar.add_task("replaying windows", total=total)
-            rows = replay(s, lambda: bar.advance(task))
-    if args.json:
-        print(dumps({"windows": s.windows, "results": rows}))
-    else:
-        out = Console()
-        # Redirected output has no terminal width; 120 columns keep every figure whole.
-        (out if out.is_terminal else Console(width=120)).print(table(s, rows))
+    rows = rows_with_progress(s, Console(stderr=True))
+    out = Console()
+    # Redirected output has no terminal width; 120 columns keep every figure whole.
+    (out if out.is_terminal else Console(width=120)).print(table(s, rows))
     return 0
+
+
+def rows_with_progress(s: PlanSettings, err: Console | None) -> list[dict[str, Any]]:
+    """The replay's rows, with a progress bar on ``err`` when it is a terminal."""
+    if err is None or not err.is_terminal:
+        return replay(s)  # no progress bar to draw (nor its import to pay)
+    from rich.progress import Progress
+
+    total = len(s.pool_sizes) * len(s.policies) * len(s.heads_splits) * len(s.block_sizes)
+    with Progress(console=err, transient=True) as bar:
+        task = bar.add_task("replaying windows", total=total)
+        return replay(s, lambda: bar.advance(task))

@@ -25,7 +25,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from libra_des.config import SCENARIO_KINDS
 from libra_des.registry import Registry
 
 if TYPE_CHECKING:
@@ -70,6 +69,8 @@ class KindRegistry(Registry[ScenarioKind]):
     whatever the order their modules were imported in."""
 
     def names(self) -> tuple[str, ...]:
+        from libra_des.config import SCENARIO_KINDS  # lazy: the scenario models (start-up)
+
         order = {name: i for i, name in enumerate(SCENARIO_KINDS)}
         return tuple(sorted(super().names(), key=lambda n: order.get(n, len(order))))
 

@@ -653,6 +653,7 @@ def plan_pool(
     chunks: int = 1,
     policy: str = "libra",
     compiled: bool | None = None,
+    check_policy: bool = True,
     **layout: Unpack[TileLayout],
 ) -> PoolPlan:
     """TAP for one pool: tiles -> placement -> exchange plan -> AttentionPlan (timed).
@@ -660,9 +661,12 @@ def plan_pool(
     ``layout`` is ``cp, model, heads_split, block_size, packed_length`` (see build_tiles).
     ``compiled``: placement and exchange rows by the compiled kernels (True), in plain Python
     and numpy (False) or as :func:`place` decides from the pool's size (None); the plan is the
-    same.
+    same. ``policy`` (the plan's label) must name a registered balancer that runs TAP; with
+    ``check_policy`` False the caller vouches for it: the registry's first look-up imports
+    every balancer and the scenario models, which ``libra-des plan`` (Libra's TAP under the
+    shipped ``libra`` label) does not need (start-up time).
     """
-    if policy not in training_balancers.tap_users():
+    if check_policy and policy not in training_balancers.tap_users():
         raise InputError("policy", policy, " | ".join(training_balancers.tap_users()))
     check_chunks(chunks, shard_model(layout["model"], layout["heads_split"])[0])
     began = time.perf_counter()

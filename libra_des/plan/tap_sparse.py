@@ -62,7 +62,10 @@ class WorkerLoads:
 
     def least_outside(self, skip: dict[int, int]) -> tuple[int, int] | None:
         """(load, id) of the least-loaded worker not in ``skip``; None when all are."""
-        return next((lw for lw in self.ranked if lw[1] not in skip), None)
+        for lw in self.ranked:  # a plain loop: next() over a generator took about twice as long
+            if lw[1] not in skip:
+                return lw
+        return None
 
 
 def greedy_sparse(
@@ -97,7 +100,11 @@ def greedy_sparse(
 
 def resident(gs: list[int], glen: list[int], exceptions: list[dict[int, int]], w: int) -> bool:
     """Whether worker ``w`` already holds every group of ``gs`` in full."""
-    return not any(exceptions[g].get(w, glen[g]) for g in gs)
+    # A plain loop: any() over a generator took about twice as long (hot: once per tile).
+    for g in gs:  # noqa: SIM110
+        if exceptions[g].get(w, glen[g]):
+            return False
+    return True
 
 
 def choose(

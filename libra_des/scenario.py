@@ -1,0 +1,349 @@
+"""Scenario models: the validated form of a whole scenario file (training and MoE prefill).
+
+A scenario kind is a :class:`ScenarioBase` subclass with only the sections and knobs it reads
+(layout, balancer, variance, memory), chosen by ``kind`` (:data:`SCENARIO_KINDS`). The models
+they are built from that ``libra-des plan`` also reads on its own (model shape, workload) and
+the YAML loading steps live in :mod:`libra_des.config`, which re-exports every name here on
+first use: building these models (and importing the balancer registry they consult) is work
+a short command that never loads a scenario need not pay.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, SerializeAsAny, ValidationError, field_validator, model_validator
+
+from libra_des import training_balancers
+from libra_des.config import (
+    Frozen,
+    ModelSpec,
+    MoeWorkload,
+    TrainingWorkload,
+    apply_overrides,
+    elaborate,
+    pydantic_line,
+    read_yaml,
+    validate,
+)
+from libra_des.errors import InputError
+from libra_des.validation import check_gpus, check_model, check_training
+
+
+class TrainingParallelism(Frozen):
+    """DP x PP x CP (x TP) layout; ``gbs`` packed sequences per optimizer step."""
+
+    dp: int = Field(default=1, gt=0)
+    pp: int = Field(default=1, gt=0)
+    cp: int = Field(default=1, gt=0)
+    tp: int = Field(default=1, gt=0)
+    gbs: int = Field(default=16, gt=0)
+    schedule: Literal["gpipe", "1f1b", "interleaved"] = "1f1b"
+    virtual_stages: int = Field(default=1, gt=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> TrainingParallelism:
+        if self.gbs % self.dp:
+            raise InputError("gbs", self.gbs, f"a multiple of dp={self.dp}")
+        if self.schedule != "interleaved" and self.virtual_stages != 1:
+            raise InputError("virtual_stages", self.virtual_stages, "1 unless interleaved")
+        return self
+
+    @property
+    def microbatches(self) -> int:
+        """Packed sequences (microbatches) per replica per step."""
+        return self.gbs // self.dp
+
+    @property
+    def gpus(self) -> int:
+        return self.dp * self.pp * self.cp * self.tp
+
+
+#: The training layout under its former name.
+Parallelism = TrainingParallelism
+
+
+class MoeParallelism(Frozen):
+    """Expert parallelism of a prefill node group: ``ep`` GPUs hold the experts; attention is
+    data-parallel (``tp`` 1) or tensor-parallel over the EP group (``tp`` = ``ep``)."""
+
+    ep: int = Field(default=8, gt=0)
+    tp: int = Field(default=1, gt=0)
+
+    @property
+    def gpus(self) -> int:
+        return self.ep
+
+
+class TrainingBalancerSpec(Frozen):
+    """A training balancer's section: the policy (``training_balancers``) and its knobs.
+
+    The knobs here are shared by every balancer: the shipped scenarios set TAP's knobs and
+    sweep ``balancer.policy`` over all four balancers by ``--set``, so a knob another
+    balancer does not read must stay valid. A balancer that reads knobs of its own declares a
+    subclass as its ``config`` (:class:`~libra_des.training_balancers.TrainingBalancer`;
+    WLB-LLM's ``wlb_defer_outliers``), and the section is validated with it.
+    """
+
+    policy: str = "libra"
+    pool_size: int = Field(default=8, gt=0)
+    # TAP's head split H and block size B; ``auto`` lets the configuration simulator choose
+    # them per run (libra_des.plan.tap_autotune).
+    heads_split: int | str = "auto"
+    block_size: int | str = "auto"
+    slack: float = Field(default=0.03, ge=0)
+    chunks: int = Field(default=4, gt=0)
+    vrsp: bool = True
+    pipeliner: bool = True
+
+    @field_validator("heads_split", "block_size", mode="before")
+    @classmethod
+    def _tap_knob(cls, value: Any) -> Any:
+        positive = isinstance(value, int) and not isinstance(value, bool) and value > 0
+        if value == "auto" or positive:
+            return value
+        raise ValueError("a positive integer or auto")
+
+    def tap_knobs(self) -> tuple[int, int]:
+        """(H, B) once resolved (``auto`` is replaced before planning)."""
+        h, b = self.heads_split, self.block_size
+        if not isinstance(h, int) or not isinstance(b, int):
+            raise InputError("balancer.heads_split", h, "resolved before planning (internal)")
+        return h, b
+
+
+#: The training balancer section under its former name.
+Balancer = TrainingBalancerSpec
+
+
+class MoeBalancerSpec(Frozen):
+    """An MoE system (``plan.moe.registry``) and the prefill knobs of docs/model.md B.
+
+    ``slots``: extra expert slots N per GPU; ``alpha``: locality share; ``predictor``: how
+    the next layer's routing is forecast; EPLB's ``redundant_experts`` per layer (the paper
+    replicates 8 hot experts per layer) and the token-sharding stop rule: max GPU load <=
+    mean * (1 + ``shard_tolerance``).
+    """
+
+    policy: str = "libra"
+    slots: int = Field(default=8, ge=0)
+    alpha: float = Field(default=0.5, ge=0, le=1)
+    predictor: Literal["oracle", "lookahead", "lina", "injected"] | None = None
+    accuracy: float | None = Field(default=None, ge=0, le=1)
+    error_bias: Literal["popular", "random"] = "popular"
+    dispatch: Literal["auto", "all2all", "allgather"] = "auto"
+    cpu_time: Literal["measured", "modelled"] = "modelled"
+    redundant_experts: int = Field(default=8, ge=0)
+    shard_tolerance: float = Field(default=0.01, ge=0)
+
+
+class VarianceSpec(Frozen):
+    """Runtime-variance knobs; ``enabled: false`` gives a noiseless run.
+
+    Fields left at ``None`` take the calibrated defaults of
+    :mod:`libra_des.hardware.variance` (fitted to the paper's 256-GPU attention-noise spread).
+    ``failslow_rate`` is the chance per GPU per step that an episode starts; an episode lasts
+    ``failslow_steps`` steps on average and slows the GPU by ``failslow_factor``.
+    """
+
+    enabled: bool = True
+    noise_sigma: float | None = Field(default=None, ge=0)
+    slow_gpu_fraction: float = Field(default=0.0, ge=0, le=1)
+    slow_factor: float = Field(default=1.0, ge=1)
+    failslow_rate: float | None = Field(default=None, ge=0, le=1)
+    failslow_factor: float | None = Field(default=None, ge=1)
+    failslow_steps: float | None = Field(default=None, ge=1)
+    degraded_link_fraction: float = Field(default=0.0, ge=0, le=1)
+    degraded_link_factor: float = Field(default=1.0, ge=1)
+
+
+class MemorySpec(Frozen):
+    """Training memory policy (see :mod:`libra_des.hardware.memory` and ``docs/memory.md``).
+
+    ``recompute``: what a layer's backward recomputes instead of keeping (none | selective |
+    full). ``keep_remote_kv``: keep the remote K/V groups, remote Q and computed O of TAP /
+    Ulysses until the backward (memory), or free them and fetch again (time). ``check``:
+    ``error`` refuses a run whose peak exceeds the usable HBM (exit 2), ``warn`` simulates it
+    and reports ``oom: true``. ``usable_fraction``: share of HBM a training job can fill
+    (assumption: CUDA context, NCCL buffers and allocator fragmentation take about 10%).
+    ``distributed_optimizer``: shard optimizer states over the reduction group (ZeRO-1).
+    """
+
+    recompute: Literal["none", "selective", "full"] = "none"
+    keep_remote_kv: bool = True
+    check: Literal["error", "warn"] = "error"
+    usable_fraction: float = Field(default=0.9, gt=0, le=1)
+    distributed_optimizer: bool = True
+
+
+class ScenarioBase(Frozen):
+    """The top-level keys every scenario kind shares.
+
+    Each kind is a subclass with only the sections and knobs it reads (a key of the other
+    kind is an unknown key: bad input); ``kind`` selects the subclass (:data:`SCENARIO_KINDS`).
+    """
+
+    kind: str
+    seed: int = Field(default=0, ge=0)
+    topology: str | dict[str, Any] = "h200-roce-railopt"
+    topology_params: dict[str, Any] = Field(default_factory=dict)
+    profile: str | dict[str, Any] | None = None
+    model: ModelSpec
+    variance: VarianceSpec = VarianceSpec()
+    #: Network model (``sim/network/model.py``): ``fast`` the alpha-beta cost model (training
+    #: folds its times into op durations, MoE runs them on shared per-GPU ports), ``detailed``
+    #: flows on the topology (training's attention exchange and hand-offs, MoE's dispatch,
+    #: combine and replica copies).
+    fidelity: Literal["fast", "detailed"] = "fast"
+    name: str = "scenario"
+
+    @model_validator(mode="after")
+    def _check_shared(self) -> ScenarioBase:
+        check_model(self.model)
+        check_gpus(self.gpus)
+        return self
+
+    @property
+    def gpus(self) -> int:
+        """GPUs the scenario occupies."""
+        raise NotImplementedError  # each kind's layout says
+
+    def tags(self) -> dict[str, Any]:
+        """What a trace's metadata says about the scenario."""
+        return {"scenario": self.name, "seed": self.seed, "kind": self.kind,
+                "fidelity": self.fidelity}
+
+
+class TrainingScenario(ScenarioBase):
+    """Long-context training: ``steps`` optimizer steps of a DP x PP x CP (x TP) job."""
+
+    kind: Literal["training"] = "training"
+    steps: int = Field(default=1, gt=0)
+    workload: TrainingWorkload
+    parallelism: TrainingParallelism = TrainingParallelism()
+    # SerializeAsAny: a balancer's own config subclass dumps its own knobs too.
+    balancer: SerializeAsAny[TrainingBalancerSpec] = TrainingBalancerSpec()
+    memory: MemorySpec = MemorySpec()
+    comm_free: bool = False
+    attention_only: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _balancer_model(cls, data: Any) -> Any:
+        """Validate ``balancer`` with the config model its policy declares (if it has one)."""
+        bal = data.get("balancer") if isinstance(data, Mapping) else None
+        if not isinstance(bal, Mapping):
+            return data
+        policy = bal.get("policy", TrainingBalancerSpec.model_fields["policy"].default)
+        own = training_balancers.config_of(policy) if isinstance(policy, str) else None
+        if own is None:
+            return data
+        return {**data, "balancer": validate(own, bal, "balancer.")}
+
+    @model_validator(mode="after")
+    def _check(self) -> TrainingScenario:
+        check_balancer(self.balancer, self.parallelism, self.model)
+        if self.workload.lengths is None:
+            raise InputError("workload.lengths", None, "a length distribution for training")
+        check_training(self)
+        return self
+
+    @property
+    def gpus(self) -> int:
+        return self.parallelism.gpus
+
+    def tags(self) -> dict[str, Any]:
+        return {**super().tags(), "policy": self.balancer.policy}
+
+
+class MoeScenario(ScenarioBase):
+    """MoE prefill: ``workload.batches`` batches through one EP group (docs/model.md B)."""
+
+    kind: Literal["moe_inference"] = "moe_inference"
+    workload: MoeWorkload
+    parallelism: MoeParallelism = MoeParallelism()
+    balancer: MoeBalancerSpec = MoeBalancerSpec()
+
+    @model_validator(mode="after")
+    def _check(self) -> MoeScenario:
+        if not self.model.is_moe:
+            raise InputError("model.experts", 0, "> 0 for moe_inference")
+        return self
+
+    @property
+    def gpus(self) -> int:
+        return self.parallelism.gpus
+
+    def tags(self) -> dict[str, Any]:
+        return {**super().tags(), "fidelity": self.fidelity, "policy": self.balancer.policy}
+
+
+#: A scenario of any kind (the union ``load_scenario`` returns one member of).
+Scenario = TrainingScenario | MoeScenario
+#: Scenario kinds by their ``kind`` value: the discriminated union's members. A YAML file
+#: without ``kind`` is a training scenario.
+SCENARIO_KINDS: Mapping[str, type[ScenarioBase]] = {
+    "training": TrainingScenario,
+    "moe_inference": MoeScenario,
+}
+DEFAULT_KIND = "training"
+
+
+def require_training(sc: Scenario, why: str) -> TrainingScenario:
+    """``sc`` as a training scenario, or bad input saying what needs one (``why``)."""
+    if not isinstance(sc, TrainingScenario):
+        raise InputError("kind", sc.kind, f"{TrainingScenario.model_fields['kind'].default} "
+                         f"({why})")
+    return sc
+
+
+def check_balancer(bal: TrainingBalancerSpec, par: TrainingParallelism, model: ModelSpec) -> None:
+    """Cross-field rules between a training balancer, the layout and the model."""
+    policies = training_balancers.names()
+    if bal.policy not in policies:
+        raise InputError("balancer.policy", bal.policy, " | ".join(policies))
+    if training_balancers.get(bal.policy).pool == "configured" and par.dp % bal.pool_size:
+        raise InputError("balancer.pool_size", bal.pool_size, f"a divisor of dp={par.dp}")
+    if not isinstance(bal.heads_split, int):
+        if not any(model.heads_q % h == 0 and (model.heads_q // h) % bal.chunks == 0
+                   for h in range(1, model.heads_q + 1)):
+            raise InputError("balancer.chunks", bal.chunks, f"a divisor of heads_q={model.heads_q}")
+        return
+    if model.heads_q % bal.heads_split:
+        raise InputError(
+            "balancer.heads_split", bal.heads_split, f"a divisor of heads_q={model.heads_q}"
+        )
+    per_shard = model.heads_q // bal.heads_split
+    if per_shard % bal.chunks:
+        raise InputError("balancer.chunks", bal.chunks, f"a divisor of heads_q/H={per_shard}")
+
+
+def validate_scenario(data: Any) -> Scenario:
+    """Validate a raw scenario mapping into the model its ``kind`` names."""
+    if not isinstance(data, Mapping):
+        raise InputError("scenario", data, "a YAML mapping")
+    kind = data.get("kind", DEFAULT_KIND)
+    model = SCENARIO_KINDS.get(kind) if isinstance(kind, str) else None
+    if model is None:
+        raise InputError("kind", kind, " | ".join(SCENARIO_KINDS))
+    try:
+        scenario: Scenario = model.model_validate(data)  # type: ignore[assignment]
+    except ValidationError as exc:
+        raise pydantic_line(exc, "", kind) from None
+    return scenario
+
+
+def load_scenario(path: str | Path, overrides: Iterable[str] = ()) -> Scenario:
+    """Describe -> elaborate -> validate one scenario file."""
+    raw = read_yaml(path)
+    if not isinstance(raw, Mapping):
+        raise InputError("scenario", str(path), "a YAML mapping at the top level")
+    base = Path(path).resolve().parent
+    data = elaborate(raw, base)
+    for text in overrides:
+        # Elaborate after each override so that `workload=longctx-1m` followed by
+        # `workload.lengths.kind=constant` edits the freshly included file.
+        data = elaborate(apply_overrides(data, [text]), base)
+    return validate_scenario(data)

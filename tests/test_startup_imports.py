@@ -1,0 +1,113 @@
+"""``libra-des plan`` stays a short command: what its run imports and starts, the lazy config
+names, and the start-up measures of :mod:`libra_des.startup`.
+
+The import set is checked on a real (small) run in a fresh interpreter, so imports made at
+run time count too (the balancer registry's first look-up, a progress bar, the help
+formatter's rich). Timing lives in ``benchmarks/startup.py``.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import libra_des.config as config
+from libra_des import scenario
+from libra_des.cli import main
+from libra_des.startup import BLAS_THREAD_VARIABLES, blas_threads
+
+#: Modules a ``plan --json`` run must not load: the scenario models and every balancer (the
+#: registry's first look-up), the simulator and its graph, rich (no table, no progress bar),
+#: scipy beyond the two normal-law ufuncs, the compiled kernels, the optional extras.
+HEAVY = (
+    "libra_des.scenario", "libra_des.plan.balancers", "libra_des.kinds.training", "simpy",
+    "networkx", "rich", "scipy.special", "scipy.linalg", "scipy.stats", "numba",
+    "matplotlib", "pandas", "torch",
+)
+PLAN = ["plan", "--workload", "longctx-1m", "--gbs", "16", "--windows", "2", "--json"]
+#: Runs the plan command in a fresh interpreter; prints its exit code, the heavy modules it
+#: loaded, its threads (Linux) and its JSON output.
+RUN_PLAN = (
+    "import contextlib, io, json, os, sys\n"
+    "from libra_des.cli import main\n"
+    "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+    f"    code = main({PLAN!r})\n"
+    f"heavy = [m for m in {HEAVY!r} if m in sys.modules]\n"
+    "tasks = len(os.listdir('/proc/self/task')) if os.path.isdir('/proc/self/task') else None\n"
+    "print(json.dumps({'code': code, 'heavy': heavy, 'threads': tasks,\n"
+    "                  'plan': json.loads(out.getvalue())}))\n"
+)
+
+
+def run_plan(**env: str) -> dict[str, Any]:
+    clean = {k: v for k, v in os.environ.items() if k not in BLAS_THREAD_VARIABLES}
+    done = subprocess.run([sys.executable, "-c", RUN_PLAN], capture_output=True, text=True,
+                          check=True, timeout=60, env={**clean, **env})
+    out: dict[str, Any] = json.loads(done.stdout)
+    for row in out["plan"]["results"]:
+        row.pop("plan_seconds")  # a timing
+    return out
+
+
+def test_plan_run_imports_nothing_heavy_and_starts_no_blas_threads() -> None:
+    out = run_plan()
+    assert (out["code"], out["heavy"]) == (0, [])
+    assert out["threads"] in (None, 1)  # OpenBLAS started without its worker threads
+    assert len(out["plan"]["results"]) == 1
+    # One BLAS thread changes no figure: the same run with four threads (as on a 4-core host).
+    many = run_plan(OPENBLAS_NUM_THREADS="4")
+    assert many["plan"] == out["plan"]
+    assert many["threads"] is None or many["threads"] >= out["threads"]  # the user's setting
+
+
+def test_blas_threads_restores_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in BLAS_THREAD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delitem(sys.modules, "numpy", raising=False)  # as in a fresh process
+    with blas_threads("plan"):
+        assert os.environ["OPENBLAS_NUM_THREADS"] == "1"
+    assert "OPENBLAS_NUM_THREADS" not in os.environ
+    with blas_threads("run"):  # a command with large linear algebra keeps the default
+        assert "OPENBLAS_NUM_THREADS" not in os.environ
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    with blas_threads("plan"):  # the user's setting wins
+        assert "OPENBLAS_NUM_THREADS" not in os.environ
+
+
+def test_scenario_names_resolve_lazily_to_one_object() -> None:
+    # Every class and function defined there (a new scenario model too) is re-exported.
+    defined = {name for name, v in vars(scenario).items()
+               if getattr(v, "__module__", None) == scenario.__name__}
+    assert defined <= config.SCENARIO_NAMES
+    for name in config.SCENARIO_NAMES:
+        assert getattr(config, name) is getattr(scenario, name)
+    from libra_des.config import TrainingScenario
+
+    assert TrainingScenario is scenario.TrainingScenario
+    with pytest.raises(AttributeError, match="no_such_name"):
+        _ = config.no_such_name  # type: ignore[attr-defined]
+
+
+def test_command_leaves_the_collector_as_it_found_it(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(PLAN) == 0
+    assert json.loads(capsys.readouterr().out)["windows"] == 2
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    gc.disable()
+    try:
+        assert main(["plan", "--windows", "0"]) == 2  # bad input: also restored
+        assert not gc.isenabled() and gc.get_freeze_count() == 0
+    finally:
+        gc.enable()
+
+
+def test_shipped_scenarios_still_load_through_config(tmp_path: Path) -> None:
+    sc = config.load_scenario(config.ROOT / "scenarios" / "quickstart.yaml")
+    assert isinstance(sc, scenario.TrainingScenario)
+    assert config.require_training(sc, "test") is sc
