@@ -25,13 +25,14 @@ def skewed_routing(
 
 
 def fields(plan: object) -> dict[str, object]:
-    """Every field of a plan, arrays as (dtype, shape, bytes), without the measured wall."""
+    """Every field of a plan and its dispatch bytes, arrays as (dtype, shape, bytes)."""
     out: dict[str, object] = {}
-    for f in dataclasses.fields(plan):  # type: ignore[arg-type]
-        value = getattr(plan, f.name)
+    names = [f.name for f in dataclasses.fields(plan) if f.name != "dispatch"]  # type: ignore[arg-type]
+    for name in [*names, "dispatch_bytes"]:
+        value = getattr(plan, name)
         if isinstance(value, np.ndarray):
             value = (value.dtype.str, value.shape, value.tobytes())
-        out[f.name] = value
+        out[name] = value
     return out
 
 

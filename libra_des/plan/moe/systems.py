@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -73,18 +74,20 @@ def finish(
     cpu_wall_s: float | None = None,
     counts: np.ndarray | None = None,
 ) -> MoeLayerPlan:
-    """Derive local work and exact dispatch bytes from a load matrix (``counts``: the
-    routing's :func:`origin_counts`, when the planner already has them)."""
+    """Derive local work and exact dispatch bytes (on first use) from a load matrix
+    (``counts``: the routing's :func:`origin_counts`, when the planner already has them)."""
     g = setup.shape[0]
     if counts is None:
         counts = pair_counts(routed, origin, setup)
+    if not np.array_equal(counts.sum(axis=0), load.sum(axis=0)):
+        raise ValueError("load does not conserve the pairs of every expert")
     return MoeLayerPlan(
         policy=policy,
         holders=holders,
         replicas=replicas,
         load=load,
         local=np.minimum(counts, load),
-        dispatch_bytes=dispatch_bytes(routed, origin, load, counts, setup),
+        dispatch=partial(dispatch_bytes, routed, origin, load, counts, setup),
         copy_bytes=np.zeros((g, g)) if copy_bytes is None else copy_bytes,
         sharding_iterations=iterations,
         cpu_wall_s=cpu_wall_s,
@@ -110,8 +113,6 @@ def dispatch_bytes(
     if not (setup.compiled and np.issubdtype(load.dtype, np.integer)):
         dest = materialise(routed, origin, load, counts)
         return dispatch_matrix(dest, origin, setup.shape[0], setup.token_bytes)
-    if not np.array_equal(counts.sum(axis=0), load.sum(axis=0)):
-        raise ValueError("load does not conserve the pairs of every expert")
     from libra_des.plan.moe import kernel  # lazy: numba's import is costly
 
     pairs = kernel.dispatch_pairs(routed, np.asarray(origin, dtype=np.int64),
