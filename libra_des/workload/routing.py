@@ -40,8 +40,11 @@ from libra_des.config import MOE_DATASETS, RoutingSpec
 from libra_des.errors import InputError
 from libra_des.workload.sampling import (
     Scratch,
+    compiled_gumbel_noise,
     compiled_gumbel_top_k,
     compiled_stream,
+    pcg_state,
+    set_pcg_state,
     skip_uniform_f32,
     thin_matmul,
     top_k_ascending,
@@ -319,20 +322,24 @@ def generate_trace(
         gate = np.float32(router.sharpness) * router.gate[layer]
         mixed = latents.mix(state)
         bias = np.ascontiguousarray(router.bias[:, layer])
+        # The compiled kernels hold the stream between the layer's chunks (nothing else
+        # draws there); it goes back to the generator before the next layer's normals.
+        stream = pcg_state(rng.bit_generator) if compiled else None  # type: ignore[arg-type]
         # Token chunks keep the [chunk, experts] scores in cache (about 3x faster).
         for lo in range(0, tokens, CHUNK):
             hi = min(lo + CHUNK, tokens)
             scores, part = buffer[: hi - lo], scratch.noise[: hi - lo]
             thin_matmul(mixed[lo:hi], gate, scores)
-            if compiled:  # the same sums and keys, in one compiled pass
-                noise = gumbel_noise(rng, part, True)
-                experts[lo:hi, layer, :] = compiled_gumbel_top_k(
-                    scores, bias, tok_dataset[lo:hi], noise, router.top_k,
-                    scratch.head(hi - lo))
+            if stream is not None:  # the same sums and keys, in one compiled pass
+                compiled_gumbel_top_k(scores, bias, tok_dataset[lo:hi],
+                                      compiled_gumbel_noise(stream, part), router.top_k,
+                                      scratch.head(hi - lo), experts[lo:hi, layer, :])
                 continue
             scores += np.take(bias, tok_dataset[lo:hi], axis=0, out=part)
             experts[lo:hi, layer, :] = gumbel_top_k(scores, router.top_k, rng,
                                                     scratch.head(hi - lo))
+        if stream is not None:
+            set_pcg_state(rng.bit_generator, stream)  # type: ignore[arg-type]
     return RoutingTrace(experts, request, tok_dataset, num_experts)
 
 

@@ -90,3 +90,24 @@ def perturbed_keys(
             sign = b >> 31
             ordered = ((b & np.int32(0x7FFFFFFF)) ^ sign) - sign
             keys[r, c] = (ordered & ~low) | np.int32(c)
+
+
+@numba.njit(cache=True, nogil=True)
+def sorted_tail(keys: np.ndarray, k: int, shift: int, out: np.ndarray) -> np.ndarray:
+    """``sampling.top_k_of_keys`` after the sort, in one pass: ``out[r]`` = the columns of the
+    ``k`` largest of row-sorted int32 ``keys[r]`` (ascending); returns the rows whose ``k + 1``
+    largest keys share their score bits (``exact_top_k`` redoes those)."""
+    rows, e = keys.shape
+    low = np.int32((1 << shift) - 1)
+    unsure = np.empty(rows, dtype=np.int64)
+    count = 0
+    for r in range(rows):
+        tied = False
+        for j in range(k):
+            a, b = keys[r, e - k - 1 + j], keys[r, e - k + j]
+            out[r, j] = b & low
+            tied = tied or (a >> shift) == (b >> shift)
+        if tied:
+            unsure[count] = r
+            count += 1
+    return unsure[:count]
