@@ -18,10 +18,10 @@ every numpy call of at least a few hundred elements, but not while SimPy runs (p
 Python, about half of the simulation's time), so the overlap is partial.
 
 Measured on the 2-core development machine under other jobs (``benchmarks/moe_prefetch.py``,
-benchmarks/README.md): at load 2.5 the thread's wall time is between 0.85x and 1.0x drawing in
-the run, for about 0.2-0.4 s more CPU; at load 4 it was slower than both other choices. So
-it is opt-in (``prefetch="thread"``), and :func:`serve`'s default stays the helper process
-where a CPU is spare, else drawing in the run.
+benchmarks/README.md): single runs at load 2.3-2.7 put the thread between 0.85x and 1.0x of
+drawing in the run's wall time, for 0.2-0.7 s more CPU; the benchmark's medians (load 2.4-3.9)
+put it behind both other choices. So it is opt-in (``prefetch="thread"``), and
+:func:`serve`'s default stays the helper process where a CPU is spare, else drawing in the run.
 
 Memory: at most two batches ahead of the simulation (one in the queue, one being drawn).
 An exception in the thread is raised in the main thread when it asks for that batch.
