@@ -111,3 +111,25 @@ def sorted_tail(keys: np.ndarray, k: int, shift: int, out: np.ndarray) -> np.nda
             unsure[count] = r
             count += 1
     return unsure[:count]
+
+
+@numba.njit(cache=True, nogil=True)
+def ar1_mix(state: np.ndarray, noise: np.ndarray, scale: float, rho: np.float32) -> None:
+    """``routing.ar1_update`` after its normal draw, in one pass over the flat float32 arrays:
+    ``state = float32(float64(noise) * scale + float64(state * rho))`` with the state product
+    in float32 and the sum in float64, each rounded as numpy's separate ufuncs round it."""
+    for i in range(state.size):
+        kept = state[i] * rho
+        state[i] = np.float32(np.float64(noise[i]) * scale + np.float64(kept))
+
+
+@numba.njit(cache=True, nogil=True)
+def token_latents(
+    req: np.ndarray, tok: np.ndarray, request: np.ndarray, w_req: np.float32,
+    w_tok: np.float32, out: np.ndarray,
+) -> None:
+    """``routing.TokenLatents.mix``: ``w_req * req[request] + w_tok * tok`` in float32."""
+    for t in range(tok.shape[0]):
+        r = request[t]
+        for d in range(tok.shape[1]):
+            out[t, d] = w_req * req[r, d] + w_tok * tok[t, d]
