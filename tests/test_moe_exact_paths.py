@@ -19,6 +19,7 @@ from libra_des.plan.moe.sharding import shard_remote_tokens
 from libra_des.workload.predictors import (
     ExpertSets,
     confusion,
+    draw_misses,
     replace_misses,
     topk_agreement,
 )
@@ -145,3 +146,21 @@ def test_compiled_expert_sets_equal_numpy_ones(experts: int) -> None:
     members = np.argsort(rng.random((50, experts)), axis=1)[:, :6].astype(np.int16)
     assert np.array_equal(set_words(members, -(-experts // 64)),
                           ExpertSets.of(members, experts).words)
+
+
+@pytest.mark.parametrize(("shape", "accuracy", "pending"), [
+    ((300, 8), 0.9, False), ((7, 3), 0.0, True), ((1, 1), 1.0, False), ((40, 5), 0.5, True),
+])
+def test_compiled_miss_draws_equal_numpys(
+    shape: tuple[int, int], accuracy: float, pending: bool
+) -> None:
+    """The same misses and the same generator state after (a pending 32-bit half too)."""
+    ref_rng, fast_rng = np.random.default_rng(11), np.random.default_rng(11)
+    if pending:  # leaves half a 64-bit output waiting, which float64 draws skip over
+        ref_rng.random(dtype=np.float32)
+        fast_rng.random(dtype=np.float32)
+    ref = draw_misses(ref_rng, shape, accuracy, compiled=False)
+    fast = draw_misses(fast_rng, shape, accuracy, compiled=True)
+    assert np.array_equal(ref, fast) and fast.dtype == np.bool_
+    assert ref_rng.bit_generator.state == fast_rng.bit_generator.state
+    assert np.array_equal(ref, np.random.default_rng(11).random(shape) >= accuracy) or pending

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from libra_des.config import load_scenario
+from libra_des.sim.moe import batch as batch_module
 from libra_des.sim.moe import prefetch
 from libra_des.sim.moe.simulator import WALL_CLOCK_FIELDS, simulate_moe
 from libra_des.workload.sampling import COMPILED_UNIFORMS
@@ -45,3 +46,23 @@ def test_a_failed_helper_leaves_the_run_to_draw_its_batches(
     monkeypatch.setattr(prefetch.sys, "executable", "false")  # exits at once, says nothing
     helped = simulate_moe(sc, np.random.default_rng(4), prefetch=True)
     assert helped == here
+
+
+@pytest.mark.parametrize("policy", ["libra", "eplb"])
+def test_batches_drawn_by_a_thread_give_the_same_result(policy: str) -> None:
+    sc = load_scenario(SCENARIO, [*SMALL, f"balancer.policy={policy}"])
+    here = simulate_moe(sc, np.random.default_rng(5), prefetch=False)
+    threaded = simulate_moe(sc, np.random.default_rng(5), prefetch="thread")
+    assert threaded == here
+
+
+def test_an_error_in_the_drawing_thread_reaches_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    sc = load_scenario(SCENARIO, SMALL)
+
+    def broken(*_: object, **__: object) -> None:
+        raise RuntimeError("generation failed")
+
+    # Libra draws no profile, so only the thread generates (the run reads its queue).
+    monkeypatch.setattr(batch_module, "generate_trace", broken)
+    with pytest.raises(RuntimeError, match="generation failed"):
+        simulate_moe(sc, np.random.default_rng(5), prefetch="thread")

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from libra_des.config import RoutingSpec
-from libra_des.workload.routing import RouterModel, generate_trace
+from libra_des.workload.routing import RouterModel, TokenLatents, generate_trace
 from libra_des.workload.sampling import (
     COMPILED_UNIFORMS,
     Scratch,
@@ -70,3 +70,21 @@ def test_compiled_trace_is_the_numpy_trace(experts: int, top_k: int) -> None:
     want = generate_trace(router, lengths, datasets, plain, compiled=False)
     assert np.array_equal(got.experts, want.experts)
     assert same_state(fast, plain)
+
+
+@pytest.mark.parametrize("rho", [0.0, 0.3, 0.8, 0.999])
+def test_compiled_latent_steps_are_numpys(rho: float) -> None:
+    """The AR(1) step and the token mix give numpy's floats bit for bit (the trace test
+    compares experts only, which a last-bit difference might not change)."""
+    router = RouterModel.build("qwen3-235b-a22b", 16, 2, 4, RoutingSpec(layer_correlation=rho))
+    latents = TokenLatents.of(router, np.array([300, 1, 77]))
+    plain_rng, fast_rng = np.random.default_rng(4), np.random.default_rng(4)
+    plain, fast = latents.initial(plain_rng), latents.initial(fast_rng)
+    for _ in range(3):
+        plain.step(rho, plain_rng)
+        fast.step(rho, fast_rng, compiled=True)
+        for a, b in ((plain.req, fast.req), (plain.tok, fast.tok),
+                     (latents.mix(plain), latents.mix(fast, compiled=True))):
+            assert a.dtype == b.dtype == np.float32
+            assert np.array_equal(a.view(np.int32), b.view(np.int32))
+    assert same_state(plain_rng, fast_rng)

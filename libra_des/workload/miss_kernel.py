@@ -97,6 +97,17 @@ def place_drawn(state: np.ndarray, rows: np.ndarray, m: int, cdf: np.ndarray, ro
 
 
 @numba.njit(cache=True, nogil=True)
+def miss_draws(state: np.ndarray, shape: tuple[int, int], accuracy: float) -> np.ndarray:
+    """``rng.random(shape) >= accuracy`` (``NoisyPredictor``'s misses) from the stream's
+    float64 uniforms in C order; ``state`` as ``sampling.pcg_state`` (updated)."""
+    miss = np.empty(shape, dtype=np.bool_)
+    for r in range(shape[0]):
+        for c in range(shape[1]):
+            miss[r, c] = next_double(state) >= accuracy
+    return miss
+
+
+@numba.njit(cache=True, nogil=True)
 def set_words(members: np.ndarray, n_words: int) -> np.ndarray:
     """``predictors.ExpertSets.of(members, ...).words``: each row's ids as bits of int64
     words (64 ids a word)."""

@@ -97,7 +97,7 @@ class NoisyPredictor:
 
     def predict(self, trace: RoutingTrace, layer: int, rng: np.random.Generator) -> np.ndarray:
         routed = trace.layer(layer).astype(np.int64)
-        miss = rng.random(routed.shape) >= self.accuracy[layer]
+        miss = draw_misses(rng, routed.shape, float(self.accuracy[layer]), self.compiled)
         if self.error_bias == "popular":
             weights = np.bincount(routed.ravel(), minlength=trace.num_experts) + 1.0
         else:
@@ -105,6 +105,22 @@ class NoisyPredictor:
         weights = weights / weights.sum()
         return replace_misses(routed, miss, weights, rng, confusion(weights, rng),
                               self.compiled)
+
+
+def draw_misses(
+    rng: np.random.Generator, shape: tuple[int, ...], accuracy: float, compiled: bool
+) -> np.ndarray:
+    """``rng.random(shape) >= accuracy``: which routed experts the predictor misses;
+    ``compiled`` (PCG64 only) draws the same uniforms in ``miss_kernel``."""
+    bits = rng.bit_generator
+    if not (compiled and isinstance(bits, np.random.PCG64) and len(shape) == 2):
+        return np.asarray(rng.random(shape) >= accuracy)
+    from libra_des.workload.miss_kernel import miss_draws  # lazy: numba is costly
+
+    state = pcg_state(bits)
+    miss = miss_draws(state, (int(shape[0]), int(shape[1])), accuracy)
+    set_pcg_state(bits, state)
+    return np.asarray(miss)
 
 
 def confusion(weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:

@@ -40,8 +40,11 @@ from libra_des.config import MOE_DATASETS, RoutingSpec
 from libra_des.errors import InputError
 from libra_des.workload.sampling import (
     Scratch,
+    compiled_gumbel_noise,
     compiled_gumbel_top_k,
     compiled_stream,
+    pcg_state,
+    set_pcg_state,
     skip_uniform_f32,
     thin_matmul,
     top_k_ascending,
@@ -251,11 +254,20 @@ class LatentState:
     noise: np.ndarray  # flat float32 scratch, as long as the larger state
     wide: np.ndarray  # flat float64 scratch, likewise
 
-    def step(self, rho: float, rng: np.random.Generator) -> None:
+    def step(self, rho: float, rng: np.random.Generator, compiled: bool = False) -> None:
+        """``compiled``: the arithmetic after each normal draw in one compiled pass
+        (``uniform_kernel.ar1_mix``, the same floats)."""
         for state in (self.req, self.tok):
             n = state.size
-            ar1_update(state, rho, rng, self.noise[:n].reshape(state.shape),
-                       self.wide[:n].reshape(state.shape))
+            if not compiled:
+                ar1_update(state, rho, rng, self.noise[:n].reshape(state.shape),
+                           self.wide[:n].reshape(state.shape))
+                continue
+            from libra_des.workload.uniform_kernel import ar1_mix  # lazy: numba is costly
+
+            rng.standard_normal(dtype=np.float32, out=self.noise[:n])
+            ar1_mix(state.reshape(-1), self.noise[:n], float(np.sqrt(1.0 - rho * rho)),
+                    np.float32(rho))
 
 
 @dataclass(frozen=True)
@@ -281,10 +293,17 @@ class TokenLatents:
         size = max(req.size, tok.size)
         return LatentState(req, tok, np.empty(size, dtype=np.float32), np.empty(size))
 
-    def mix(self, state: LatentState) -> np.ndarray:
-        """``[tokens, LATENT_DIM]`` latent of every token (request part + own part)."""
+    def mix(self, state: LatentState, compiled: bool = False) -> np.ndarray:
+        """``[tokens, LATENT_DIM]`` latent of every token (request part + own part);
+        ``compiled``: in one pass (``uniform_kernel.token_latents``, the same floats)."""
         w_req, w_tok = self.weights
-        return np.asarray(w_req * state.req[self.request] + w_tok * state.tok)
+        if not compiled:
+            return np.asarray(w_req * state.req[self.request] + w_tok * state.tok)
+        from libra_des.workload.uniform_kernel import token_latents  # lazy: numba is costly
+
+        out = np.empty_like(state.tok)
+        token_latents(state.req, state.tok, self.request, w_req, w_tok, out)
+        return out
 
 
 def generate_trace(
@@ -315,24 +334,28 @@ def generate_trace(
     compiled = compiled and router.top_k < num_experts
     for layer in range(layers):
         if layer:
-            state.step(latents.rho, rng)
+            state.step(latents.rho, rng, compiled)
         gate = np.float32(router.sharpness) * router.gate[layer]
-        mixed = latents.mix(state)
+        mixed = latents.mix(state, compiled)
         bias = np.ascontiguousarray(router.bias[:, layer])
+        # The compiled kernels hold the stream between the layer's chunks (nothing else
+        # draws there); it goes back to the generator before the next layer's normals.
+        stream = pcg_state(rng.bit_generator) if compiled else None  # type: ignore[arg-type]
         # Token chunks keep the [chunk, experts] scores in cache (about 3x faster).
         for lo in range(0, tokens, CHUNK):
             hi = min(lo + CHUNK, tokens)
             scores, part = buffer[: hi - lo], scratch.noise[: hi - lo]
             thin_matmul(mixed[lo:hi], gate, scores)
-            if compiled:  # the same sums and keys, in one compiled pass
-                noise = gumbel_noise(rng, part, True)
-                experts[lo:hi, layer, :] = compiled_gumbel_top_k(
-                    scores, bias, tok_dataset[lo:hi], noise, router.top_k,
-                    scratch.head(hi - lo))
+            if stream is not None:  # the same sums and keys, in one compiled pass
+                compiled_gumbel_top_k(scores, bias, tok_dataset[lo:hi],
+                                      compiled_gumbel_noise(stream, part), router.top_k,
+                                      scratch.head(hi - lo), experts[lo:hi, layer, :])
                 continue
             scores += np.take(bias, tok_dataset[lo:hi], axis=0, out=part)
             experts[lo:hi, layer, :] = gumbel_top_k(scores, router.top_k, rng,
                                                     scratch.head(hi - lo))
+        if stream is not None:
+            set_pcg_state(rng.bit_generator, stream)  # type: ignore[arg-type]
     return RoutingTrace(experts, request, tok_dataset, num_experts)
 
 

@@ -72,16 +72,41 @@ def compiled_stream(rng: np.random.Generator, uniforms: int) -> bool:
 
 def compiled_gumbel_top_k(
     scores: np.ndarray, bias: np.ndarray, dataset: np.ndarray, noise: np.ndarray, k: int,
-    scratch: Scratch,
+    scratch: Scratch, out: np.ndarray | None = None,
 ) -> np.ndarray:
     """``scores += bias[dataset]; scores -= noise`` (float32), then :func:`top_k_ascending`
-    (``k`` < columns): the sums and the sort keys come from one compiled pass
-    (``uniform_kernel``) where numpy makes eight over the block."""
-    from libra_des.workload.uniform_kernel import perturbed_keys  # lazy: numba is costly
+    (``k`` < columns) into ``out`` (int64 when not given): the sums and the sort keys come
+    from one compiled pass (``uniform_kernel``) where numpy makes eight over the block, and
+    the top ``k`` from another after numpy's sort."""
+    from libra_des.workload.uniform_kernel import (  # lazy: numba is costly
+        perturbed_keys,
+        sorted_tail,
+    )
 
     keys = scratch.words[1]
-    perturbed_keys(scores, bias, dataset, noise, column_bits(scores.shape[1]), keys)
-    return top_k_of_keys(scores, keys, k)
+    shift = column_bits(scores.shape[1])
+    perturbed_keys(scores, bias, dataset, noise, shift, keys)
+    keys.sort(axis=1)
+    if out is None:
+        out = np.empty((scores.shape[0], k), dtype=np.int64)
+    unsure = sorted_tail(keys, k, shift, out)
+    if unsure.size:
+        out[unsure] = exact_top_k(scores[unsure], k)
+    return out
+
+
+def compiled_gumbel_noise(state: np.ndarray, noise: np.ndarray) -> np.ndarray:
+    """Fill C-contiguous float32 ``noise`` with ``log(-log(u))`` of the stream's next
+    uniforms; ``state`` is the stream as :func:`pcg_state` (updated; the caller hands it back
+    to the generator once it has drawn what it needs)."""
+    from libra_des.workload.uniform_kernel import fill_uniform  # lazy: numba is costly
+
+    fill_uniform(state, noise.reshape(-1))
+    with np.errstate(divide="ignore"):  # u = 0 gives a -inf score, never picked
+        np.log(noise, out=noise)
+        np.negative(noise, out=noise)
+        np.log(noise, out=noise)
+    return noise
 
 
 def uniform_f32(rng: np.random.Generator, out: np.ndarray, compiled: bool) -> np.ndarray:

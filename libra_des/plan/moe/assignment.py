@@ -12,7 +12,9 @@ demand in token order), from which the dispatch byte matrix follows exactly.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -25,7 +27,9 @@ class MoeLayerPlan:
     ``replicas[g, e]``: an extra copy occupying a slot (``copied`` if it moved this layer);
     ``load[g, e]`` / ``local[g, e]``: pairs computed on ``g`` / of those, pairs whose token
     originated on ``g`` (they need no dispatch); ``dispatch_bytes[s, d]``: hidden-state bytes
-    GPU ``s`` must send to ``d`` (one copy per token and destination GPU);
+    GPU ``s`` must send to ``d`` (one copy per token and destination GPU), worked out by
+    ``dispatch`` on first use (AllGather systems never need it; counting the destinations
+    of every pair is the largest part of planning a layer);
     ``copy_bytes[s, d]``: expert-weight bytes copied from ``s`` to ``d`` for this layer;
     ``sharding_iterations``: greedy moves the CPU made; ``cpu_wall_s``: measured wall-clock
     of the CPU planning (``None`` unless timed).
@@ -36,10 +40,15 @@ class MoeLayerPlan:
     replicas: np.ndarray
     load: np.ndarray
     local: np.ndarray
-    dispatch_bytes: np.ndarray
+    dispatch: Callable[[], np.ndarray] = field(repr=False, compare=False)
     copy_bytes: np.ndarray
     sharding_iterations: int = 0
     cpu_wall_s: float | None = None
+
+    @cached_property
+    def dispatch_bytes(self) -> np.ndarray:
+        """``[G, G]`` dispatch bytes (computed once, on first use)."""
+        return np.asarray(self.dispatch())
 
     @property
     def gpus(self) -> int:

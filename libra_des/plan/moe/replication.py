@@ -74,10 +74,11 @@ def place_hottest(
 
 def libra_replicas(
     counts: np.ndarray, home: np.ndarray, slots: int, alpha: float,
-    node: np.ndarray | None = None,
+    node: np.ndarray | None = None, compiled: bool = False,
 ) -> np.ndarray:
     """``[G, E]`` replica mask from predicted ``counts[origin, expert]`` (``node``: node of
-    every GPU when the group spans nodes)."""
+    every GPU when the group spans nodes). ``compiled``: phase 2 runs in ``kernel``
+    (the same replicas)."""
     near = counts
     if node is not None:  # phase 1 copies only experts homed on the GPU's own node
         home_node = node[np.argmax(home, axis=0)]
@@ -85,6 +86,14 @@ def libra_replicas(
     replicas = locality_replicas(near, home, round(slots * alpha))
     free = slots - replicas.sum(axis=1)
     holders = home | replicas
+    if compiled:
+        from libra_des.plan.moe import kernel  # lazy: numba's import is costly
+
+        kernel.hottest_replicas(np.asarray(counts, dtype=np.int64), holders, replicas,
+                                np.asarray(free, dtype=np.int64),
+                                np.empty(0, dtype=np.int64) if node is None else node,
+                                np.argmax(home, axis=0))
+        return replicas
     while (free > 0).any():
         step = place_hottest(counts, holders, free, node, home)
         if step is None:

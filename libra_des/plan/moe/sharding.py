@@ -57,12 +57,22 @@ def greedy_moves(
     tolerance: float,
     max_iterations: int | None = None,
     node: np.ndarray | None = None,
+    compiled: bool = False,
 ) -> ShardResult:
-    """Move pairs from the most- to the least-loaded eligible GPU until balanced or stuck."""
+    """Move pairs from the most- to the least-loaded eligible GPU until balanced or stuck
+    (``compiled``: the loop runs in ``kernel``, with the same moves)."""
     load = load.astype(np.int64).copy()
     movable = movable.astype(np.int64).copy()
     loads = load.sum(axis=1)
     target = loads.mean() * (1.0 + tolerance)
+    if compiled:
+        from libra_des.plan.moe import kernel  # lazy: numba's import is costly
+
+        moves = kernel.greedy_moves(load, movable, np.asarray(receivers, dtype=np.bool_),
+                                    float(target), -1 if max_iterations is None
+                                    else max_iterations,
+                                    np.empty(0, dtype=np.int64) if node is None else node)
+        return ShardResult(load, int(moves))
     iterations = 0
     while max_iterations is None or iterations < max_iterations:
         src = int(np.argmax(loads))
@@ -95,8 +105,9 @@ def shard_remote_tokens(
     tolerance: float = 0.01,
     max_iterations: int | None = None,
     node: np.ndarray | None = None,
+    compiled: bool = False,
 ) -> ShardResult:
     """Libra's sharding of the remote pairs of ``counts[origin, expert]`` over ``holders``."""
     start = initial_load(counts, holders, home)
     movable = start - counts * holders
-    return greedy_moves(start, movable, holders, tolerance, max_iterations, node)
+    return greedy_moves(start, movable, holders, tolerance, max_iterations, node, compiled)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -42,6 +43,9 @@ class MoeSetup:
     token_bytes: float  # one token's hidden state
     expert_bytes: float  # one expert's weights
     gpus_per_node: int = 0  # 0: the whole group is one node
+    #: Run the planners' hot loops in ``plan.moe.kernel`` (numba; the same plans). Worth it
+    #: only where numba is loaded anyway (large runs, see ``sim.moe.batch``).
+    compiled: bool = False
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -70,23 +74,51 @@ def finish(
     cpu_wall_s: float | None = None,
     counts: np.ndarray | None = None,
 ) -> MoeLayerPlan:
-    """Derive local work and exact dispatch bytes from a load matrix (``counts``: the
-    routing's :func:`origin_counts`, when the planner already has them)."""
-    g, e = setup.shape
+    """Derive local work and exact dispatch bytes (on first use) from a load matrix
+    (``counts``: the routing's :func:`origin_counts`, when the planner already has them)."""
+    g = setup.shape[0]
     if counts is None:
-        counts = origin_counts(routed, origin, g, e)
-    dest = materialise(routed, origin, load, counts)
+        counts = pair_counts(routed, origin, setup)
+    if not np.array_equal(counts.sum(axis=0), load.sum(axis=0)):
+        raise ValueError("load does not conserve the pairs of every expert")
     return MoeLayerPlan(
         policy=policy,
         holders=holders,
         replicas=replicas,
         load=load,
         local=np.minimum(counts, load),
-        dispatch_bytes=dispatch_matrix(dest, origin, g, setup.token_bytes),
+        dispatch=partial(dispatch_bytes, routed, origin, load, counts, setup),
         copy_bytes=np.zeros((g, g)) if copy_bytes is None else copy_bytes,
         sharding_iterations=iterations,
         cpu_wall_s=cpu_wall_s,
     )
+
+
+def pair_counts(routed: np.ndarray, origin: np.ndarray, setup: MoeSetup) -> np.ndarray:
+    """:func:`~libra_des.plan.moe.assignment.origin_counts` (compiled when ``setup`` says)."""
+    if setup.compiled:
+        from libra_des.plan.moe import kernel  # lazy: numba's import is costly
+
+        return np.asarray(kernel.origin_counts(routed, np.asarray(origin, dtype=np.int64),
+                                               *setup.shape))
+    return origin_counts(routed, origin, *setup.shape)
+
+
+def dispatch_bytes(
+    routed: np.ndarray, origin: np.ndarray, load: np.ndarray, counts: np.ndarray,
+    setup: MoeSetup,
+) -> np.ndarray:
+    """``[G, G]`` dispatch bytes of the pairs placed by ``load`` (``materialise``, then
+    ``dispatch_matrix``; one compiled pass when ``setup`` says, the same bytes)."""
+    if not (setup.compiled and np.issubdtype(load.dtype, np.integer)):
+        dest = materialise(routed, origin, load, counts)
+        return dispatch_matrix(dest, origin, setup.shape[0], setup.token_bytes)
+    from libra_des.plan.moe import kernel  # lazy: numba's import is costly
+
+    pairs = kernel.dispatch_pairs(routed, np.asarray(origin, dtype=np.int64),
+                                  np.asarray(load, dtype=np.int64),
+                                  np.asarray(counts, dtype=np.int64))
+    return np.asarray(pairs * float(setup.token_bytes))
 
 
 def expert_totals(routed: np.ndarray, experts: int) -> np.ndarray:
@@ -145,13 +177,13 @@ def libra_plan(
     timer: Timer | None = None,
 ) -> MoeLayerPlan:
     """Locality-aware replicas from the prediction, then CPU sharding of the remote pairs."""
-    g, e = setup.shape
-    replicas = libra_replicas(origin_counts(predicted, origin, g, e), setup.home, setup.slots,
-                              setup.alpha, setup.node)
+    replicas = libra_replicas(pair_counts(predicted, origin, setup), setup.home, setup.slots,
+                              setup.alpha, setup.node, setup.compiled)
     holders = setup.home | replicas
-    counts = origin_counts(routed, origin, g, e)  # on the GPU, right after the gate
+    counts = pair_counts(routed, origin, setup)  # on the GPU, right after the gate
     start = timer() if timer else 0.0
-    shard = shard_remote_tokens(counts, holders, setup.home, setup.tolerance, node=setup.node)
+    shard = shard_remote_tokens(counts, holders, setup.home, setup.tolerance, node=setup.node,
+                                compiled=setup.compiled)
     wall = timer() - start if timer else None
     copies = copy_matrix(replicas, setup.home, setup.expert_bytes)
     return finish("libra", routed, origin, setup, holders, replicas, shard.load, copies,
@@ -162,9 +194,9 @@ def harmoeny_plan(
     routed: np.ndarray, origin: np.ndarray, setup: MoeSetup, timer: Timer | None = None
 ) -> MoeLayerPlan:
     """Greedy token moves on the exact routing; receivers fetch the weights they lack."""
-    counts = origin_counts(routed, origin, *setup.shape)
+    counts = pair_counts(routed, origin, setup)
     start = timer() if timer else 0.0
-    moves = harmoeny_moves(counts, setup.home, setup.tolerance)
+    moves = harmoeny_moves(counts, setup.home, setup.tolerance, setup.compiled)
     wall = timer() - start if timer else None
     fetch = copy_matrix(moves.fetched, setup.home, setup.expert_bytes)
     none = np.zeros_like(setup.home)

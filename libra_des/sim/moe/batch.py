@@ -42,7 +42,7 @@ from libra_des.workload.routing import (
     request_datasets,
     skip_trace,
 )
-from libra_des.workload.sampling import compiled_stream
+from libra_des.workload.sampling import COMPILED_UNIFORMS, compiled_stream
 
 
 @dataclass(frozen=True)
@@ -143,8 +143,11 @@ class BatchPlanner:
             assert profile is not None
             layout = rebalance_experts(profile.expert_load(), m.experts + bal.redundant_experts,
                                        1, 1, gpus)[0]
+        # The planners' compiled kernels where the routing generator's are used (numba is
+        # loaded for those anyway; it costs more than it saves on a small run).
+        compiled = batches * w.batch * w.seq_len * moe_layers * m.experts >= COMPILED_UNIFORMS
         setup = MoeSetup(static_home(m.experts, gpus), bal.slots, bal.alpha, bal.shard_tolerance,
-                         m.hidden * m.dtype_bytes, expert_bytes(m), gpus_per_node)
+                         m.hidden * m.dtype_bytes, expert_bytes(m), gpus_per_node, compiled)
         timer = time.perf_counter if bal.cpu_time == "measured" else None
         return cls(scenario, setup, wiring, batches, router, source, predictor, layout, rng, timer)
 

@@ -91,17 +91,17 @@ def produce(source: IO[bytes], out: IO[bytes]) -> None:
         out.flush()
 
 
-@dataclass
-class PrefetchedTraces(Sequence[RoutingTrace]):
-    """The batches as the helper delivers them (read in order; each is handed out once)."""
+class InOrder(Sequence[RoutingTrace]):
+    """Batches delivered in order by a producer (:meth:`receive`), each handed out once;
+    the subclass keeps ``size``, ``received`` (delivered, not yet asked for) and
+    ``next_batch``."""
 
     size: int
-    channel: IO[bytes]
-    #: Draws the batches here instead (from the same stream) should the helper fail.
-    local: Callable[[], BatchPlanner]
-    received: dict[int, RoutingTrace] = field(default_factory=dict)
-    next_batch: int = 0
-    fallback: BatchPlanner | None = None
+    received: dict[int, RoutingTrace]
+    next_batch: int
+
+    def receive(self) -> RoutingTrace:
+        raise NotImplementedError
 
     def __len__(self) -> int:
         return self.size
@@ -119,6 +119,19 @@ class PrefetchedTraces(Sequence[RoutingTrace]):
             self.received[self.next_batch] = self.receive()
             self.next_batch += 1
         return self.received.pop(index)
+
+
+@dataclass
+class PrefetchedTraces(InOrder):
+    """The batches as the helper delivers them (read in order; each is handed out once)."""
+
+    size: int
+    channel: IO[bytes]
+    #: Draws the batches here instead (from the same stream) should the helper fail.
+    local: Callable[[], BatchPlanner]
+    received: dict[int, RoutingTrace] = field(default_factory=dict)
+    next_batch: int = 0
+    fallback: BatchPlanner | None = None
 
     def receive(self) -> RoutingTrace:
         """The next batch from the helper; should it fail (a short read), the same batch

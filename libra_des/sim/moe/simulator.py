@@ -67,7 +67,7 @@ from libra_des.sim.moe.costs import (
 )
 from libra_des.sim.moe.cpu import cost_sources
 from libra_des.sim.moe.layer import CountingEnvironment, SharedLink
-from libra_des.sim.moe.prefetch import attach
+from libra_des.sim.moe.overlap import Prefetch, serve
 from libra_des.sim.moe.setup import check_memory, ep_group
 from libra_des.sim.network.analytic import AnalyticNetwork
 from libra_des.sim.network.flow_model import Network
@@ -178,15 +178,16 @@ def simulate_moe(
     progress: bool = False,
     traces: Sequence[RoutingTrace] | None = None,
     timeline: list[tuple[int, int, str, int | None, float, float]] | None = None,
-    prefetch: bool | None = None,
+    prefetch: Prefetch = None,
 ) -> dict[str, Any]:
     """Simulate MoE prefill for ``scenario``; returns the result dict (see module doc).
 
     ``traces`` (optional) replaces the routing source with ready batches (benchmarks reuse
     one generated trace across policies and accuracies). ``timeline`` (optional) is filled
     with every stage's (batch, layer, name, GPU, start, end) for a trace. ``prefetch``: draw
-    generated batches in a helper process meanwhile (``sim.moe.prefetch``: same results;
-    None: for large runs only).
+    generated batches meanwhile in a thread (``"thread"``, ``sim.moe.overlap``) or a helper
+    process (True or ``"process"``, ``sim.moe.prefetch``), the same results either way;
+    None: ``overlap.serve``'s rule; False: in the run.
     """
     topo = load_topology(scenario.topology, scenario.topology_params)
     group = ep_group(scenario, topo)
@@ -202,7 +203,7 @@ def simulate_moe(
     variance = VarianceModel.build(scenario.variance, group.gpus, var_rng)
     with ExitStack() as helper, Progress(transient=True, disable=not progress) as bar:
         run = MoeRun(
-            scenario, coster, attach(planner, start, group.gpus, helper, prefetch),
+            scenario, coster, serve(planner, start, group.gpus, helper, prefetch),
             Wiring.of(scenario), variance, (pred_rng, noise_rng),
             network_factory(scenario.fidelity, topo, cost, group.gpus, variance),
         )
