@@ -42,6 +42,9 @@ class AnalyticNetwork:
         self.cost = cost
         self.ports = ports
         self.gpus_per_node = cost.fabric.gpus_per_node
+        # Solo times by (bytes, same node): MoE prices the same replica copies layer after
+        # layer, and a cost-model call is the expensive part of a transfer here.
+        self._p2p: dict[tuple[float, bool], float] = {}
 
     def node(self, gpu: int) -> int:
         return gpu // self.gpus_per_node
@@ -73,7 +76,10 @@ class AnalyticNetwork:
 
     # ------------------------------------------------------------------ pricing
     def p2p(self, src: int, dst: int, nbytes: float) -> float:
-        return float(self.cost.p2p(float(nbytes), same_node=self.node(src) == self.node(dst)))
+        key = (float(nbytes), self.node(src) == self.node(dst))
+        if key not in self._p2p:
+            self._p2p[key] = float(self.cost.p2p(key[0], same_node=key[1]))
+        return self._p2p[key]
 
     def collective_seconds(
         self,
