@@ -103,16 +103,23 @@ def compare(
     return net, spy
 
 
-def without_latency(name: str, nodes: int) -> Topology:
+def without_latency(
+    name: str, nodes: int, level: int | None = None, latency: str = "0us"
+) -> Topology:
     """A shipped topology with every link latency 0 (so that arrivals, ends and starts meet
-    at one instant)."""
+    at one instant), or with ``latency`` on switch level ``level`` only."""
 
     def zero(spec: Any) -> Any:
         if isinstance(spec, dict):
             return {k: "0us" if k == "latency" else zero(v) for k, v in spec.items()}
         return [zero(v) for v in spec] if isinstance(spec, list) else spec
 
-    return load_topology(zero(read_spec(name)), {"nodes": nodes})
+    spec = read_spec(name)
+    if level is None:
+        spec = zero(spec)
+    else:
+        spec["levels"][level]["latency"] = latency
+    return load_topology(spec, {"nodes": nodes})
 
 
 # ---------------------------------------------------------------------- random mixes
@@ -195,13 +202,14 @@ def test_hand_over_at_a_chained_end_ahead_of_the_clock() -> None:
     GPU 24's NIC with coflow H (solved in the network: a transfer 56 -> 24 there keeps H from
     replaying) and speeds up as H's flows end one by one; the end that leaves GPU 0's NIC
     short of headroom is one the kernel chains past the clock, so A joins the network
-    there (``at > env.now``)."""
-    topo = load_topology("h200-roce-railopt", {"nodes": 8})
-    a = np.zeros((3, 3))
+    there (``at > env.now``), with its flow from GPU 1 still crossing a 6 ms spine."""
+    topo = without_latency("h200-roce-railopt", 8, level=2, latency="6ms")
+    a = np.zeros((4, 4))
     a[0, 1] = a[2, 1] = 256 * MB
+    a[3, 1] = MB
     h = np.zeros((4, 4))
     h[1:, 0] = np.array([8, 16, 24]) * MB
-    ga, gh = [0, 8, 16], [24, 32, 40, 48]
+    ga, gh = [0, 8, 16, 1], [24, 32, 40, 48]
     ops: list[Op] = [
         (0.0, 0, a2a(ga, a)), (0.0, 0, a2a(gh, 2 * h)),  # routes settle, A is profiled
         (0.0, 0, send(56, 24, MB)), (0.0, 0, send(0, 24, MB)),
@@ -209,7 +217,7 @@ def test_hand_over_at_a_chained_end_ahead_of_the_clock() -> None:
         (1.002, 0, a2a(gh, h)), (1.002, 0, send(0, 24, 64 * MB)),
     ]
     _, spy = compare(topo, ops)
-    assert spy.counts["ahead"] == 1 and spy.counts["handed"] == 1
+    assert spy.counts["ahead"] == 1 and spy.counts["handed"] == 1 and spy.counts["pending"] == 1
 
 
 def test_a_replay_met_at_its_last_instant_is_left_to_end() -> None:
