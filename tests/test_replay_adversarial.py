@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import simpy
 
+from libra_des.errors import InputError
 from libra_des.hardware.topology import Topology, load_topology, read_spec
 from libra_des.hardware.variance import BernoulliSlowdown, VarianceModel
 from libra_des.sim.network.flow_model import Network
@@ -324,3 +325,16 @@ def test_same_inputs_same_outputs() -> None:
     assert (a.flows_done, a.recomputations, a.replays.handed) == (
         b.flows_done, b.recomputations, b.replays.handed)
 
+
+
+@pytest.mark.parametrize("bad", [np.inf, np.nan])
+def test_non_finite_bytes_are_refused(bad: float) -> None:
+    """An inf entry "arrived" at once and counted inf bytes sent; a NaN one was skipped."""
+    net = Network(simpy.Environment(), load_topology("h200-roce-railopt", {"nodes": 1}))
+    matrix = np.full((4, 4), float(MB))
+    matrix[0, 1] = bad
+    with pytest.raises(InputError, match="send_bytes"):
+        net.collective("all_to_all", [0, 1, 2, 3], send_bytes=matrix)
+    with pytest.raises(InputError, match="nbytes"):
+        net.transfer(0, 1, bad)
+    assert not net.bytes_sent.any()
