@@ -241,6 +241,23 @@ def test_a_replay_met_at_its_last_instant_is_left_to_end() -> None:
     assert spy.counts["ends_now"] == 1 and spy.counts["handed"] == 0
 
 
+def test_a_replay_short_of_headroom_at_its_last_instant_is_left_to_end() -> None:
+    """Without latencies, replay A (GPUs 0 and 1 into 2) holds half of GPU 0's NVLink; a
+    transfer 0 -> 3 shares GPU 3's link with two others, one of which ends exactly when A
+    does. The transfer then speeds up past A's headroom at A's last instant: the update
+    finds nothing of A left to hand over and A ends as a replay."""
+    topo = without_latency("h200-roce-railopt", 1)
+    a = np.zeros((3, 3))
+    a[0, 2] = a[1, 2] = 3.0 * MB
+    ops: list[Op] = [(0.0, 0, a2a([0, 1, 2], a))]
+    ops += [(0.0, 0, send(src, 3, MB)) for src in (0, 4, 5)]
+    ops += [(1.0, 0, send(4, 3, 2.0 * MB)), (1.0, 0, send(5, 3, 64.0 * MB)),
+            (1.0, 0, send(0, 3, 64.0 * MB)), (1.0, 1, a2a([0, 1, 2], a))]
+    net, spy = compare(topo, ops)
+    assert net.replays is not None and net.replays.replayed == 1
+    assert spy.counts["ends_now"] == 1 and spy.counts["handed"] == 0
+
+
 def test_a_replay_waiting_for_its_latency_joins_with_its_batches() -> None:
     """An all-to-all over two nodes starts its NVLink flows about a microsecond before its
     RoCE flows. A transfer on GPU 0's NVLink arriving in between hands it over while the
