@@ -176,8 +176,8 @@ class Network:
     # ------------------------------------------------------------------ transfers
     def transfer(self, src: int, dst: int, nbytes: float) -> simpy.Event:
         """Send ``nbytes`` from GPU ``src`` to GPU ``dst``; the event fires on arrival."""
-        if not nbytes >= 0:
-            raise InputError("nbytes", nbytes, ">= 0")
+        if not 0 <= nbytes < np.inf:  # inf would count as sent and "arrive" at once
+            raise InputError("nbytes", nbytes, ">= 0, finite")
         links, latency = self.path(src, dst)
         done = self.env.event()
         self.bytes_sent[src] += nbytes
@@ -529,6 +529,7 @@ def send_matrix(n: int, nbytes: float, send_bytes: np.ndarray | None) -> np.ndar
     if send_bytes is None:
         return np.full((n, n), nbytes / n)
     matrix = np.asarray(send_bytes, dtype=float)
-    if matrix.shape != (n, n) or (matrix < 0).any():
-        raise InputError("send_bytes", matrix.shape, f"a non-negative {n}x{n} matrix")
+    # NaN entries would be skipped and inf ones "sent" at once (bytes counted: inf).
+    if matrix.shape != (n, n) or not ((matrix >= 0) & (matrix < np.inf)).all():
+        raise InputError("send_bytes", matrix.shape, f"a non-negative finite {n}x{n} matrix")
     return matrix

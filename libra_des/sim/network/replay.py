@@ -62,9 +62,11 @@ class Profile:
         return sum(flows[0].size for _, flows in self.batches)
 
 
-@dataclass
+@dataclass(eq=False)
 class Replay:
-    """A coflow running as a replay of its solo run, started at ``start``."""
+    """A coflow running as a replay of its solo run, started at ``start``. Compared by
+    identity: two replays started at one instant from alike profiles are still two (field
+    by field, ``list.remove`` would compare the profiles' arrays)."""
 
     start: float
     profile: Profile
