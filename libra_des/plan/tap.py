@@ -27,10 +27,12 @@ Layout assumptions of a pool (documented choices, not in the paper):
 
 from __future__ import annotations
 
+import importlib
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import TypedDict, Unpack
 
 import numpy as np
@@ -48,6 +50,7 @@ from libra_des.plan.attention import (
 )
 from libra_des.plan.tap_sparse import greedy_sparse
 from libra_des.plan.types import AttentionPlan, PairBytes
+from libra_des.startup import imports_frozen
 
 ArrayOrFloat = float | np.ndarray
 
@@ -371,11 +374,9 @@ def place_with(
         missing = missing_tokens(tiles, workers)
         chosen, load, delta = greedy_reference(tiles, order, flops, missing, capacity)
     elif compiled:
-        from libra_des.plan import tap_kernel  # lazy: numba's import is costly
-
         hold = tiles.holdings  # rows are in sample order (see holdings())
         hold_ptr = csr_ptr(np.bincount(hold.sample, minlength=tiles.sample_lengths.size))
-        chosen, load, delta = tap_kernel.greedy(
+        chosen, load, delta = kernels().greedy(
             order,
             flops,
             tiles.q_home.astype(np.int64),
@@ -394,6 +395,25 @@ def place_with(
     else:
         chosen, load, delta = greedy_sparse(tiles, order, flops, workers, capacity)
     return Placement(chosen, load, delta, capacity, order)
+
+
+def kernels() -> ModuleType:
+    """``tap_kernel``, imported lazily (numba's import and set-up cost about 0.4 s of CPU,
+    more than a small run's placements).
+
+    Its first load builds a few hundred thousand long-lived objects (numba's typing and
+    lowering registries); measured on scale-16384, a full collection ran in the middle of it
+    (about 50 ms) and the young collections around it another 25 ms. So the load runs with
+    the collector paused and freezes what it built, as ``startup.imports_frozen`` does for
+    a command's imports; a run's ``gc.unfreeze`` (simulator, CLI) gives them back.
+    """
+    name = "libra_des.plan.tap_kernel"
+    if name in sys.modules:
+        return sys.modules[name]
+    with imports_frozen():
+        module = importlib.import_module(name)
+        module.warm()
+    return module
 
 
 def greedy_reference(
@@ -470,9 +490,7 @@ def exchange_plan(tiles: TileSet, placement: Placement, compiled: bool = False) 
     hold = tiles.holdings  # rows are in sample order (see holdings())
     hold_ptr = csr_ptr(np.bincount(hold.sample, minlength=tiles.sample_lengths.size))
     if compiled:
-        from libra_des.plan import tap_kernel  # lazy: numba's import is costly
-
-        kv_group, kv_src, kv_dst, tokens = tap_kernel.kv_fetches(
+        kv_group, kv_src, kv_dst, tokens = kernels().kv_fetches(
             tiles.group_ptr.astype(np.int64), tiles.group_ids.astype(np.int64),
             placement.worker.astype(np.int64), tiles.num_groups, int(tiles.heads_split),
             hold_ptr, hold.worker.astype(np.int64), hold.tokens.astype(np.int64))
@@ -670,7 +688,15 @@ def plan_pool(
         raise InputError("policy", policy, " | ".join(training_balancers.tap_users()))
     check_chunks(chunks, shard_model(layout["model"], layout["heads_split"])[0])
     began = time.perf_counter()
-    tiles = build_tiles(seqs, **layout)
+    return plan_tiles(build_tiles(seqs, **layout), slack=slack, chunks=chunks, policy=policy,
+                      compiled=compiled, began=began)
+
+
+def plan_tiles(
+    tiles: TileSet, *, slack: float, chunks: int, policy: str, compiled: bool | None,
+    began: float,
+) -> PoolPlan:
+    """:func:`plan_pool` from the pool's tiles on (``began``: when its planning started)."""
     use_kernel = len(tiles) >= COMPILED_MIN_TILES if compiled is None else compiled
     placement = place_with(tiles, tiles.workers, slack, compiled=use_kernel)
     exchange = exchange_plan(tiles, placement, compiled=use_kernel)

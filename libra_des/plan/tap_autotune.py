@@ -2,7 +2,8 @@
 
 The paper picks its TAP settings by replaying the planners over GBS windows with the cost
 model. Here, for every candidate (H, B) the pools of a window are planned by TAP
-(:func:`libra_des.plan.tap.plan_pool`, unchanged) and costed with the cost model: the
+(:func:`libra_des.plan.tap.plan_pool`, unchanged; their tiles built in one pass,
+:func:`libra_des.plan.tile_batch.plan_pools`) and costed with the cost model: the
 predicted attention time of a pool is the slowest worker's Pipeliner makespan of the forward
 plus the backward (compute imbalance and exposed exchange both show up in it), and a
 candidate's score is the mean over the replayed pools. The lowest score among the candidates
@@ -35,7 +36,8 @@ from libra_des.plan.step import (
     pool_order,
     pool_size_of,
 )
-from libra_des.plan.tap import pipelined_time, plan_pool
+from libra_des.plan.tap import pipelined_time
+from libra_des.plan.tile_batch import plan_pools
 from libra_des.plan.types import AttentionPlan
 from libra_des.workload.packing import PackedBatch
 
@@ -147,10 +149,9 @@ def rank(
     out = []
     for h, b in todo:
         rows = []
-        for seqs in pools:
-            pool = plan_pool(seqs, cp=s.cp, model=s.model, heads_split=h, block_size=b,
-                             packed_length=s.packed_length, slack=s.slack, chunks=s.chunks,
-                             policy=s.policy, compiled=s.compiled)
+        for pool in plan_pools(pools, cp=s.cp, model=s.model, heads_split=h, block_size=b,
+                               packed_length=s.packed_length, slack=s.slack, chunks=s.chunks,
+                               policy=s.policy, compiled=s.compiled):
             t, c = predicted_seconds(pool.attention, cost, s.model, gpn)
             rows.append((t, c, pool.attention.imbalance, pool.exchange_bytes,
                          pool.attention.held_remote_bytes))

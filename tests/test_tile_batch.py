@@ -1,0 +1,95 @@
+"""Tiles of many pools built in one pass (plan/tile_batch.py) against build_tiles per pool,
+field by field and bit for bit; the same errors on bad input; the same pool plans."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from libra_des.config import ModelSpec
+from libra_des.errors import InputError
+from libra_des.plan.tap import Holdings, TileSet, build_tiles, plan_pool
+from libra_des.plan.tile_batch import BATCH_POOLS, batches, build_tiles_many, plan_pools
+
+MODEL = ModelSpec(name="k", layers=1, hidden=64, heads_q=8, heads_kv=2, head_dim=4, ffn=64,
+                  dtype_bytes=2)
+LENGTH = 4096
+
+
+def equal_tiles(a: TileSet, b: TileSet) -> None:
+    for f in dataclasses.fields(TileSet):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if isinstance(x, Holdings):
+            for name in ("sample", "worker", "tokens"):
+                u, v = getattr(x, name), getattr(y, name)
+                assert u.dtype == v.dtype and u.tobytes() == v.tobytes(), f"holdings.{name}"
+        elif isinstance(x, np.ndarray):
+            assert x.dtype == y.dtype and x.shape == y.shape, f.name
+            assert x.tobytes() == y.tobytes(), f.name  # bit for bit, floats included
+        else:
+            assert type(x) is type(y) and x == y, f.name
+
+
+def random_pool(rng: np.random.Generator, seqs: int) -> list[np.ndarray]:
+    pool = []
+    for _ in range(seqs):
+        raw = rng.integers(1, int(rng.choice([20, 300, LENGTH])), size=80)
+        pool.append(raw[np.cumsum(raw) <= LENGTH].astype(np.int64))  # may be empty
+    return pool
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    pools=st.integers(1, 5),
+    seqs=st.integers(1, 4),
+    cp=st.sampled_from([1, 2, 8]),
+    h=st.sampled_from([1, 2, 8]),
+    block=st.sampled_from([1, 37, 512, 5000]),
+)
+def test_batch_equals_per_pool(seed: int, pools: int, seqs: int, cp: int, h: int,
+                               block: int) -> None:
+    rng = np.random.default_rng(seed)
+    batch = [random_pool(rng, int(rng.integers(1, seqs + 1))) for _ in range(pools)]
+    kw = dict(cp=cp, model=MODEL, heads_split=h, block_size=block, packed_length=LENGTH)
+    got = build_tiles_many(batch, **kw)  # type: ignore[arg-type]
+    assert len(got) == pools
+    for pool, tiles in zip(batch, got, strict=True):
+        equal_tiles(tiles, build_tiles(pool, **kw))  # type: ignore[arg-type]
+
+
+def test_bad_input_raises_the_per_pool_error() -> None:
+    kw = dict(cp=2, model=MODEL, heads_split=2, block_size=64, packed_length=LENGTH)
+    good = [np.array([100, 200], dtype=np.int64)]
+    for bad in ([np.array([LENGTH, 1], dtype=np.int64)], [np.array([5, 0], dtype=np.int64)], []):
+        with pytest.raises(InputError) as want:
+            build_tiles(bad, **kw)  # type: ignore[arg-type]
+        with pytest.raises(InputError) as got:
+            build_tiles_many([good, bad], **kw)  # type: ignore[arg-type]
+        assert str(got.value) == str(want.value)
+    # Lists (not int64 arrays) take the per-pool path: the same tiles.
+    equal_tiles(build_tiles_many([[[100, 200]]], **kw)[0],  # type: ignore[arg-type]
+                build_tiles(good, **kw))  # type: ignore[arg-type]
+
+
+def test_plan_pools_equal_plan_pool_and_batches_cover_all() -> None:
+    rng = np.random.default_rng(3)
+    batch = [random_pool(rng, 3) for _ in range(4)]
+    kw = dict(cp=2, model=MODEL, heads_split=2, block_size=256, packed_length=LENGTH,
+              slack=0.03, chunks=2, policy="libra")
+    for compiled in (False, True):
+        got = plan_pools(batch, compiled=compiled, **kw)  # type: ignore[arg-type]
+        for pool, plan in zip(batch, got, strict=True):
+            want = plan_pool(pool, compiled=compiled, **kw)  # type: ignore[arg-type]
+            assert np.array_equal(plan.placement.worker, want.placement.worker)
+            assert plan.attention.worker_pairs.tobytes() == want.attention.worker_pairs.tobytes()
+            assert plan.attention.worker_doc_len.tobytes() == (
+                want.attention.worker_doc_len.tobytes())
+            assert np.array_equal(plan.attention.dispatch_bytes, want.attention.dispatch_bytes)
+    items = list(range(2 * BATCH_POOLS + 3))
+    assert [x for b in batches(items) for x in b] == items
+    assert max(len(b) for b in batches(items)) == BATCH_POOLS
