@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from libra_des.config import ModelSpec
 from libra_des.errors import InputError
-from libra_des.plan.tap import Holdings, TileSet, build_tiles, plan_pool
+from libra_des.plan.tap import Holdings, TileSet, build_tiles, plan_pool, tile_groups_numpy
 from libra_des.plan.tile_batch import BATCH_POOLS, batches, build_tiles_many, plan_pools
 
 MODEL = ModelSpec(name="k", layers=1, hidden=64, heads_q=8, heads_kv=2, head_dim=4, ffn=64,
@@ -93,3 +93,17 @@ def test_plan_pools_equal_plan_pool_and_batches_cover_all() -> None:
     items = list(range(2 * BATCH_POOLS + 3))
     assert [x for b in batches(items) for x in b] == items
     assert max(len(b) for b in batches(items)) == BATCH_POOLS
+
+
+@settings(max_examples=40, deadline=None)
+@given(counts=st.lists(st.integers(0, 9), min_size=0, max_size=30),
+       h=st.sampled_from([1, 2, 3, 8]), seed=st.integers(0, 2**16))
+def test_compiled_tile_groups_equal_numpy(counts: list[int], h: int, seed: int) -> None:
+    from libra_des.plan import tap_kernel
+
+    seg_count = np.array(counts, dtype=np.int64)
+    seg_sample = np.random.default_rng(seed).integers(0, 1000, size=int(seg_count.sum()))
+    got = tap_kernel.tile_groups(seg_sample, seg_count, h)
+    want = tile_groups_numpy(seg_sample, seg_count, h)
+    for x, y in zip(got, want, strict=True):
+        assert x.dtype == y.dtype and np.array_equal(x, y)

@@ -217,6 +217,27 @@ def kv_fetches(
     return out_g[:rows], out_s[:rows], out_d[:rows], out_k[:rows]
 
 
+@numba.njit(cache=True, nogil=True)
+def tile_groups(seg_sample: np.ndarray, seg_count: np.ndarray, h_count: int
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """``tap.tile_groups``: CSR of K(t), tile ``b*H + h`` reading group ``j*H + h`` for every
+    sample j of block b in segment order (integers only, so the same arrays)."""
+    blocks = seg_count.shape[0]
+    tile_ptr = np.zeros(blocks * h_count + 1, dtype=np.int64)
+    ids = np.empty(seg_sample.shape[0] * h_count, dtype=np.int64)
+    first, pos = 0, 0
+    for b in range(blocks):
+        count = seg_count[b]
+        for h in range(h_count):
+            t = b * h_count + h
+            tile_ptr[t + 1] = tile_ptr[t] + count
+            for k in range(first, first + count):
+                ids[pos] = seg_sample[k] * h_count + h
+                pos += 1
+        first += count
+    return tile_ptr, ids
+
+
 def warm() -> None:
     """Load both kernels (numba's CPU target and the on-disk caches) with empty inputs of the
     very types the planner passes (int64 arrays, Python int and float scalars), so the
@@ -224,3 +245,4 @@ def warm() -> None:
     none, one = np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64)
     greedy(none, none, none, none, one, none, none, 1, one, none, none, 1, 1, 0.0)
     kv_fetches(one, none, none, 0, 1, one, none, none)
+    tile_groups(none, none, 1)
