@@ -12,7 +12,14 @@ from hypothesis import strategies as st
 
 from libra_des.config import ModelSpec
 from libra_des.errors import InputError
-from libra_des.plan.tap import Holdings, TileSet, build_tiles, plan_pool, tile_groups_numpy
+from libra_des.plan.tap import (
+    Holdings,
+    TileSet,
+    build_tiles,
+    holdings_numpy,
+    plan_pool,
+    tile_groups_numpy,
+)
 from libra_des.plan.tile_batch import BATCH_POOLS, batches, build_tiles_many, plan_pools
 
 MODEL = ModelSpec(name="k", layers=1, hidden=64, heads_q=8, heads_kv=2, head_dim=4, ffn=64,
@@ -107,3 +114,23 @@ def test_compiled_tile_groups_equal_numpy(counts: list[int], h: int, seed: int) 
     want = tile_groups_numpy(seg_sample, seg_count, h)
     for x, y in zip(got, want, strict=True):
         assert x.dtype == y.dtype and np.array_equal(x, y)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), seqs=st.integers(1, 5), cp=st.sampled_from([1, 2, 3, 8]),
+       length=st.sampled_from([8, 100, 4096]))
+def test_compiled_holdings_equal_numpy(seed: int, seqs: int, cp: int, length: int) -> None:
+    from libra_des.plan import tap_kernel
+
+    rng = np.random.default_rng(seed)
+    pool = []
+    for _ in range(seqs):
+        raw = rng.integers(1, int(rng.choice([2, 10, length])) + 1, size=40)
+        pool.append(raw[np.cumsum(raw) <= length].astype(np.int64))  # may be empty
+    sizes = np.array([s.size for s in pool], dtype=np.int64)
+    lens = np.concatenate(pool) if pool else np.zeros(0, dtype=np.int64)
+    got = tap_kernel.holdings(lens, sizes, cp, length)
+    want = holdings_numpy(pool, cp, length)
+    for x, name in zip(got, ("sample", "worker", "tokens"), strict=True):
+        y = getattr(want, name)
+        assert x.dtype == y.dtype and np.array_equal(x, y), name

@@ -189,7 +189,21 @@ def pool_lengths(seqs: Sequence[np.ndarray], packed_length: int) -> list[np.ndar
 
 
 def holdings(seqs: Sequence[np.ndarray], cp: int, packed_length: int) -> Holdings:
-    """Token overlap of every sample with every CP shard of its replica."""
+    """Token overlap of every sample with every CP shard of its replica.
+
+    Once the compiled kernels are loaded, their one-pass form (``tap_kernel.holdings``, the
+    same integers) for lengths as the planner passes them (int64 arrays).
+    """
+    kernel = sys.modules.get("libra_des.plan.tap_kernel")
+    if kernel is not None and all(s.dtype == np.int64 for s in seqs):
+        sizes = np.array([s.size for s in seqs], dtype=np.int64)
+        lens = np.concatenate(seqs) if seqs else np.zeros(0, dtype=np.int64)
+        return Holdings(*kernel.holdings(lens, sizes, int(cp), int(packed_length)))
+    return holdings_numpy(seqs, cp, packed_length)
+
+
+def holdings_numpy(seqs: Sequence[np.ndarray], cp: int, packed_length: int) -> Holdings:
+    """:func:`holdings` with numpy (before the kernels are loaded; the tests' reference)."""
     bounds = np.arange(cp + 1, dtype=np.int64) * packed_length // cp
     lens = np.concatenate(seqs)
     starts = np.concatenate([np.cumsum(s) - s for s in seqs])

@@ -238,6 +238,38 @@ def tile_groups(seg_sample: np.ndarray, seg_count: np.ndarray, h_count: int
     return tile_ptr, ids
 
 
+@numba.njit(cache=True, nogil=True)
+def holdings(lens: np.ndarray, sizes: np.ndarray, cp: int, packed_length: int
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``tap.holdings`` (sample, worker, tokens rows, in sample then shard order) of the
+    sequences whose samples are ``lens``, ``sizes[p]`` of them in sequence ``p``."""
+    bounds = np.arange(cp + 1) * packed_length // cp
+    rows = 0
+    for p in range(sizes.shape[0]):  # upper bound: every sample overlaps one shard more
+        rows += sizes[p] + cp
+    sample = np.empty(rows, dtype=np.int64)
+    worker = np.empty(rows, dtype=np.int64)
+    tokens = np.empty(rows, dtype=np.int64)
+    j, n = 0, 0
+    for p in range(sizes.shape[0]):
+        start, c = 0, 0
+        for _ in range(sizes[p]):
+            end = start + lens[j]
+            while bounds[c + 1] <= start:  # the shard holding the sample's first token
+                c += 1
+            k = c
+            while True:
+                sample[n], worker[n] = j, p * cp + k
+                tokens[n] = min(bounds[k + 1], end) - max(bounds[k], start)
+                n += 1
+                if bounds[k + 1] >= end:
+                    break
+                k += 1
+            start = end
+            j += 1
+    return sample[:n], worker[:n], tokens[:n]
+
+
 def warm() -> None:
     """Load both kernels (numba's CPU target and the on-disk caches) with empty inputs of the
     very types the planner passes (int64 arrays, Python int and float scalars), so the
@@ -246,3 +278,4 @@ def warm() -> None:
     greedy(none, none, none, none, one, none, none, 1, one, none, none, 1, 1, 0.0)
     kv_fetches(one, none, none, 0, 1, one, none, none)
     tile_groups(none, none, 1)
+    holdings(none, none, 1, 1)
