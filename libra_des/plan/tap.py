@@ -395,11 +395,10 @@ def place_with(
         raise InputError("workers", workers, f">= the pool's {tiles.workers} workers")
     if slack < 0:
         raise InputError("slack", slack, ">= 0")
-    n = len(tiles)
     flops = tiles.flops.astype(np.int64)
     total = int(flops.sum())
     capacity = (1.0 + slack) * float(total) / workers
-    order = np.lexsort((np.arange(n), -flops))
+    order = np.argsort(-flops, kind="stable")  # decreasing f, ties by id (lexsort's order)
     if reference or total >= EXACT_FLOAT_INT:
         missing = missing_tokens(tiles, workers)
         chosen, load, delta = greedy_reference(tiles, order, flops, missing, capacity)
