@@ -134,3 +134,18 @@ def test_compiled_holdings_equal_numpy(seed: int, seqs: int, cp: int, length: in
     for x, name in zip(got, ("sample", "worker", "tokens"), strict=True):
         y = getattr(want, name)
         assert x.dtype == y.dtype and np.array_equal(x, y), name
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), tiles=st.integers(0, 300), workers=st.integers(1, 9))
+def test_compiled_worker_work_equals_bincount(seed: int, tiles: int, workers: int) -> None:
+    from libra_des.plan import tap_kernel
+
+    rng = np.random.default_rng(seed)
+    worker = rng.integers(0, workers, size=tiles)
+    flops = rng.integers(0, 2**40, size=tiles)
+    doc_len = rng.random(tiles) * rng.integers(1, 10**6)
+    weight, pairs = tap_kernel.worker_work(worker, flops, doc_len, workers)
+    f = flops.astype(np.float64)
+    assert weight.tobytes() == np.bincount(worker, f * doc_len, minlength=workers).tobytes()
+    assert pairs.tobytes() == np.bincount(worker, f, minlength=workers).tobytes()

@@ -533,6 +533,14 @@ def exchange_plan(tiles: TileSet, placement: Placement, compiled: bool = False) 
         kv_group, kv_src, kv_dst, tokens = kv_fetches(tiles, placement.worker, workers,
                                                       hold_ptr)
     kv_bytes = tokens * tiles.kv_bytes_per_token
+    if compiled and tiles.q_bytes.dtype == np.int64 and tiles.o_bytes.dtype == np.int64:
+        dispatch, ret, remotes = kernels().pair_bytes(
+            kv_src, kv_dst, kv_bytes, int64s(tiles.q_home), int64s(placement.worker),
+            tiles.q_bytes, tiles.o_bytes, workers)
+        # np.bincount of no entries gives integer zeros: the numpy form's matrices then.
+        dispatch = dispatch if kv_src.size + remotes else dispatch.astype(np.int64)
+        ret = ret if remotes else ret.astype(np.int64)
+        return ExchangePlan(kv_group, kv_src, kv_dst, kv_bytes, dispatch, ret)
     remote = placement.worker != tiles.q_home
     q_src, q_dst = tiles.q_home[remote], placement.worker[remote]
     dispatch = pair_matrix(
@@ -673,9 +681,15 @@ def fold_attention_plan(
 ) -> AttentionPlan:
     """Fold the placement and exchange into the simulator's per-worker record."""
     workers = int(placement.loads.shape[0])
-    flops = tiles.flops.astype(np.float64)
-    weight = np.bincount(placement.worker, weights=flops * tiles.doc_len, minlength=workers)
-    pairs = np.bincount(placement.worker, weights=flops, minlength=workers)
+    kernel = sys.modules.get("libra_des.plan.tap_kernel")  # loaded: its one-pass form
+    if kernel is not None and tiles.flops.dtype == np.int64 and tiles.doc_len.dtype == float:
+        weight, pairs = kernel.worker_work(int64s(placement.worker), tiles.flops,
+                                           tiles.doc_len, workers)
+    else:
+        flops = tiles.flops.astype(np.float64)
+        weight = np.bincount(placement.worker, weights=flops * tiles.doc_len,
+                             minlength=workers)
+        pairs = np.bincount(placement.worker, weights=flops, minlength=workers)
     doc = np.divide(weight, pairs, out=np.zeros(workers), where=pairs > 0)
     return AttentionPlan(
         policy=policy,

@@ -270,6 +270,41 @@ def holdings(lens: np.ndarray, sizes: np.ndarray, cp: int, packed_length: int
     return sample[:n], worker[:n], tokens[:n]
 
 
+@numba.njit(cache=True, nogil=True)
+def pair_bytes(kv_src: np.ndarray, kv_dst: np.ndarray, kv_bytes: np.ndarray,
+               q_home: np.ndarray, worker: np.ndarray, q_bytes: np.ndarray,
+               o_bytes: np.ndarray, workers: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """``tap.exchange_plan``'s [W, W] dispatch (KV rows, then each remote tile's Q) and
+    return (each remote tile's O) bytes, added in that order as ``np.bincount`` adds them
+    (float64 sums of integer byte counts), and the count of remote tiles."""
+    dispatch = np.zeros(workers * workers)
+    ret = np.zeros(workers * workers)
+    for i in range(kv_src.shape[0]):
+        dispatch[kv_src[i] * workers + kv_dst[i]] += float(kv_bytes[i])
+    remote = 0
+    for t in range(worker.shape[0]):
+        src, dst = q_home[t], worker[t]
+        if src != dst:
+            dispatch[src * workers + dst] += float(q_bytes[t])
+            ret[dst * workers + src] += float(o_bytes[t])
+            remote += 1
+    return dispatch.reshape((workers, workers)), ret.reshape((workers, workers)), remote
+
+
+@numba.njit(cache=True, nogil=True)
+def worker_work(worker: np.ndarray, flops: np.ndarray, doc_len: np.ndarray, workers: int
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """``tap.fold_attention_plan``'s per-worker Σ f·doc_len and Σ f (float64, added in tile
+    order as ``np.bincount`` adds them)."""
+    weight = np.zeros(workers)
+    pairs = np.zeros(workers)
+    for t in range(worker.shape[0]):
+        f = float(flops[t])
+        weight[worker[t]] += f * doc_len[t]
+        pairs[worker[t]] += f
+    return weight, pairs
+
+
 def warm() -> None:
     """Load both kernels (numba's CPU target and the on-disk caches) with empty inputs of the
     very types the planner passes (int64 arrays, Python int and float scalars), so the
@@ -279,3 +314,5 @@ def warm() -> None:
     kv_fetches(one, none, none, 0, 1, one, none, none)
     tile_groups(none, none, 1)
     holdings(none, none, 1, 1)
+    pair_bytes(none, none, none, none, none, none, none, 1)
+    worker_work(none, none, np.zeros(0), 1)
