@@ -24,17 +24,28 @@ import numpy as np
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def keys(d: np.ndarray, load: np.ndarray, headroom: float, any_cand: bool, w: int) -> tuple:
-    """(primary, secondary) sort key of worker ``w``: the reference's np.where(cand, d, max)
-    and load when some worker is a candidate, else load and Δcomm."""
+def keys(dw: int, lw: int, headroom: float, any_cand: bool) -> tuple:
+    """(primary, secondary) sort key of a worker with Δcomm ``dw`` and load ``lw``: the
+    reference's np.where(cand, d, max) and load when some worker is a candidate, else load
+    and Δcomm."""
     if any_cand:
-        return (d[w] if load[w] <= headroom else np.iinfo(np.int64).max), load[w]
-    return load[w], d[w]
+        return (dw if lw <= headroom else np.iinfo(np.int64).max), lw
+    return lw, dw
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def comm(d: np.ndarray, w: int, kv_bpt: int, q: int, home: int) -> int:
+    """Δcomm of worker ``w`` from its missing KV tokens ``d[w]``: their bytes, plus V_Q + V_O
+    (``q``) unless ``w`` is the tile's Q-home (the reference's ``d * kv_bpt + q``, then
+    ``d[home] -= q``: the same int64 values, wrap-around included)."""
+    return d[w] * kv_bpt + (0 if w == home else q)
 
 
 @numba.njit(cache=True, nogil=True)
-def choose(d: np.ndarray, load: np.ndarray, headroom: float) -> int:
-    """argmin (Δcomm, load, id) over workers with load <= headroom, else (load, Δcomm, id).
+def choose(d: np.ndarray, load: np.ndarray, headroom: float, kv_bpt: int, q: int,
+           home: int) -> int:
+    """argmin (Δcomm, load, id) over workers with load <= headroom, else (load, Δcomm, id),
+    Δcomm from missing tokens as :func:`comm` gives it.
 
     The reference takes the minimum primary key, then, among equals, the lowest (secondary,
     id), reading non-candidates as int64 max; that is the lexicographic minimum of
@@ -47,10 +58,10 @@ def choose(d: np.ndarray, load: np.ndarray, headroom: float) -> int:
         if load[w] <= headroom:
             any_cand = True
             break
-    first, second = keys(d, load, headroom, any_cand, 0)
+    first, second = keys(comm(d, 0, kv_bpt, q, home), load[0], headroom, any_cand)
     arg = 0
     for w in range(1, workers):
-        k1, k2 = keys(d, load, headroom, any_cand, w)
+        k1, k2 = keys(comm(d, w, kv_bpt, q, home), load[w], headroom, any_cand)
         if k1 < first or (k1 == first and k2 < second):
             first, second, arg = k1, k2, w
     return arg
@@ -134,11 +145,8 @@ def greedy(
                 d[who[e]] -= glen[g]
                 e = nxt[e]
         q = qo[t]
-        for w in range(workers):
-            d[w] = d[w] * kv_bpt + q
-        d[home] -= q
-        r = choose(d, load, capacity - f)
-        delta[t] = d[r]
+        r = choose(d, load, capacity - f, kv_bpt, q, home)
+        delta[t] = comm(d, r, kv_bpt, q, home)
         for k in range(lo, hi):
             g = gids[k]
             if not fetched[g, r]:
