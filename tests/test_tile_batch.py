@@ -20,7 +20,7 @@ from libra_des.plan.tap import (
     plan_pool,
     tile_groups_numpy,
 )
-from libra_des.plan.tile_batch import BATCH_POOLS, batches, build_tiles_many, plan_pools
+from libra_des.plan.tile_batch import BATCH_SEQUENCES, batches, build_tiles_many, plan_pools
 
 MODEL = ModelSpec(name="k", layers=1, hidden=64, heads_q=8, heads_kv=2, head_dim=4, ffn=64,
                   dtype_bytes=2)
@@ -97,9 +97,14 @@ def test_plan_pools_equal_plan_pool_and_batches_cover_all() -> None:
             assert plan.attention.worker_doc_len.tobytes() == (
                 want.attention.worker_doc_len.tobytes())
             assert np.array_equal(plan.attention.dispatch_bytes, want.attention.dispatch_bytes)
-    items = list(range(2 * BATCH_POOLS + 3))
-    assert [x for b in batches(items) for x in b] == items
-    assert max(len(b) for b in batches(items)) == BATCH_POOLS
+    # Batches cover every pool in order, at most BATCH_SEQUENCES sequences each (a wider
+    # pool alone).
+    items = [[0] * n for n in (8,) * 40 + (BATCH_SEQUENCES + 1, 3, BATCH_SEQUENCES, 1)]
+    got = list(batches(items))
+    assert [x for b in got for x in b] == items
+    assert all(sum(map(len, b)) <= BATCH_SEQUENCES or len(b) == 1 for b in got)
+    assert len(got[0]) == BATCH_SEQUENCES // 8
+    assert [len(b) for b in got[-4:]] == [1, 1, 1, 1]
 
 
 @settings(max_examples=40, deadline=None)

@@ -90,32 +90,24 @@ def grid(model: ModelSpec, chunks: int, shard_tokens: int) -> list[tuple[int, in
 
 
 def predicted_seconds(
-    plans: Sequence[AttentionPlan], cost: CostModel, model: ModelSpec, gpus_per_node: int
-) -> list[tuple[float, float]]:
-    """(makespan, compute) of the slowest worker, forward + backward, for one layer of each
-    plan. The plans' all-to-alls are priced in one stacked call (``hardware/a2a_batch.py``:
+    plan: AttentionPlan, cost: CostModel, model: ModelSpec, gpus_per_node: int
+) -> tuple[float, float]:
+    """(makespan, compute) of the slowest worker, forward + backward, for one layer.
+
+    The plan's four all-to-alls are priced in one stacked call (``hardware/a2a_batch.py``:
     the same seconds as one :meth:`CostModel.all_to_allv` each, bit for bit)."""
-    traffic = [
-        ((p.dispatch_bytes, p.return_bytes), (p.return_bytes.T, p.dispatch_bytes.T))
-        for p in plans
-    ]
-    secs = all_to_allv_batch(
-        cost, (mat / p.chunks for p, t in zip(plans, traffic, strict=True)
-               for pair in t for mat in pair),
-        gpus_per_node=gpus_per_node)
-    out = []
-    for k, plan in enumerate(plans):
-        pairs = plan.worker_pairs / np.maximum(plan.worker_heads, 1)
-        m = plan.chunks
-        total, compute = 0.0, 0.0
-        for i, backward in enumerate((False, True)):
-            c = np.asarray(cost.attention(pairs, plan.worker_doc_len, plan.worker_heads,
-                                          model.heads_kv, model.head_dim, backward=backward))
-            d, r = secs[4 * k + 2 * i], secs[4 * k + 2 * i + 1]
-            total += float(np.max(pipelined_time(c / m, d, r, m)))
-            compute += float(c.max())
-        out.append((total, compute))
-    return out
+    pairs = plan.worker_pairs / np.maximum(plan.worker_heads, 1)
+    m = plan.chunks
+    dispatch, ret = plan.dispatch_bytes, plan.return_bytes
+    traffic = (dispatch, ret, ret.T, dispatch.T)  # forward out and back, then the backward's
+    secs = all_to_allv_batch(cost, (mat / m for mat in traffic), gpus_per_node=gpus_per_node)
+    total, compute = 0.0, 0.0
+    for i, backward in enumerate((False, True)):
+        c = np.asarray(cost.attention(pairs, plan.worker_doc_len, plan.worker_heads,
+                                      model.heads_kv, model.head_dim, backward=backward))
+        total += float(np.max(pipelined_time(c / m, secs[2 * i], secs[2 * i + 1], m)))
+        compute += float(c.max())
+    return total, compute
 
 
 def representative_pools(loads: np.ndarray) -> list[int]:
@@ -157,13 +149,13 @@ def rank(
     todo = candidates or grid(s.model, s.chunks, -(-s.packed_length // s.cp))
     out = []
     for h, b in todo:
-        planned = plan_pools(pools, cp=s.cp, model=s.model, heads_split=h, block_size=b,
-                             packed_length=s.packed_length, slack=s.slack, chunks=s.chunks,
-                             policy=s.policy, compiled=s.compiled)
-        times = predicted_seconds([pool.attention for pool in planned], cost, s.model, gpn)
-        rows = [(t, c, pool.attention.imbalance, pool.exchange_bytes,
-                 pool.attention.held_remote_bytes)
-                for pool, (t, c) in zip(planned, times, strict=True)]
+        rows = []
+        for pool in plan_pools(pools, cp=s.cp, model=s.model, heads_split=h, block_size=b,
+                               packed_length=s.packed_length, slack=s.slack, chunks=s.chunks,
+                               policy=s.policy, compiled=s.compiled):
+            t, c = predicted_seconds(pool.attention, cost, s.model, gpn)
+            rows.append((t, c, pool.attention.imbalance, pool.exchange_bytes,
+                         pool.attention.held_remote_bytes))
         t, c, imb, nbytes, _ = (float(x) for x in np.mean(rows, axis=0))
         remote = max(r[-1] for r in rows)
         out.append(Candidate(h, b, t, c, t - c, imb, nbytes, remote, fits(remote)))

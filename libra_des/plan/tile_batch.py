@@ -44,17 +44,26 @@ from libra_des.plan.tap import (
 T = TypeVar("T")
 
 
-#: Pools whose tiles one numpy pass builds. Measured on scale-16384's 512 pools (976 tiles,
-#: 13.7k group references each): per pool 0.245 s a step; in batches of 2 / 4 / 8 / 16 / 32
-#: pools 0.20 / 0.17 / 0.17-0.21 / 0.16-0.19 / 0.16 s; all 512 at once 0.26-0.76 s (arrays
-#: of tens of MB, out of cache and faulted in afresh). Our choice from those.
-BATCH_POOLS = 16
+#: Packed sequences whose tiles one numpy pass builds. Measured on scale-16384's 512 pools of
+#: 8 sequences (976 tiles, 13.7k group references each): per pool 0.245 s a step; in batches
+#: of 2 / 4 / 8 / 16 / 32 pools 0.20 / 0.17 / 0.17-0.21 / 0.16-0.19 / 0.16 s; all 512 at once
+#: 0.26-0.76 s (arrays of tens of MB, out of cache and faulted in afresh). 16 pools of 8 is
+#: our choice; a pool wider than this (DistCA's, all DP replicas) is built on its own, so
+#: no batch holds more tiles than the per-pool planner did or than this bound.
+BATCH_SEQUENCES = 128
 
 
-def batches(pools: Sequence[T]) -> Iterator[Sequence[T]]:
-    """``pools`` in consecutive batches of :data:`BATCH_POOLS`."""
-    for start in range(0, len(pools), BATCH_POOLS):
-        yield pools[start:start + BATCH_POOLS]
+def batches(pools: Sequence[Sequence[T]]) -> Iterator[Sequence[Sequence[T]]]:
+    """``pools`` in consecutive batches of at most :data:`BATCH_SEQUENCES` sequences (a wider
+    pool alone)."""
+    start, size = 0, 0
+    for end, pool in enumerate(pools):
+        if end > start and size + len(pool) > BATCH_SEQUENCES:
+            yield pools[start:end]
+            start, size = end, 0
+        size += len(pool)
+    if start < len(pools):
+        yield pools[start:]
 
 
 def plan_pools(
@@ -65,11 +74,12 @@ def plan_pools(
     policy: str = "libra",
     compiled: bool | None = None,
     **layout: Unpack[TileLayout],
-) -> list[PoolPlan]:
+) -> Iterator[PoolPlan]:
     """:func:`~libra_des.plan.tap.plan_pool` for every pool, the tiles built in one pass.
 
-    ``plan_seconds`` of each pool is its own placement and exchange time plus an equal share
-    of the shared tile building.
+    The plans come one at a time (a wide pool's plan holds dense [W, W] byte matrices: the
+    caller keeps what it needs of each before the next is made). ``plan_seconds`` of each
+    pool is its own placement and exchange time plus an equal share of the tile building.
     """
     if policy not in training_balancers.tap_users():
         raise InputError("policy", policy, " | ".join(training_balancers.tap_users()))
@@ -77,9 +87,9 @@ def plan_pools(
     began = time.perf_counter()
     tile_sets = build_tiles_many(pools, **layout)
     share = (time.perf_counter() - began) / max(len(tile_sets), 1)
-    return [plan_tiles(tiles, slack=slack, chunks=chunks, policy=policy, compiled=compiled,
+    return (plan_tiles(tiles, slack=slack, chunks=chunks, policy=policy, compiled=compiled,
                        began=time.perf_counter() - share)
-            for tiles in tile_sets]
+            for tiles in tile_sets)
 
 
 def fast_lengths(pools: Sequence[Sequence[np.ndarray]], packed_length: int
