@@ -39,6 +39,10 @@ BUILTIN = "libra_des.plan.balancers"
 PoolRule = Literal["replica", "configured", "all"]
 #: (scenario, one pool's sequences, compiled TAP kernel or not) -> the slot's attention plan.
 AttentionPlanner = Callable[["Scenario", "list[np.ndarray]", "bool | None"], "AttentionPlan"]
+#: (scenario, many pools' sequences, compiled TAP kernel or not) -> their attention plans.
+PoolsPlanner = Callable[
+    ["Scenario", "list[list[np.ndarray]]", "bool | None"], "list[AttentionPlan]"
+]
 #: (scenario, the stream's window, deferred samples) -> (window, changed samples, deferred).
 WindowPacker = Callable[
     ["Scenario", "PackedBatch", "np.ndarray"], "tuple[PackedBatch, bool, np.ndarray]"
@@ -54,6 +58,8 @@ class TrainingBalancer:
     ``runs_tap``: its attention plan is TAP's (so ``auto`` H and B are searched for it).
     ``real_token_linear``: linear layers run on the slot's real tokens, not the padded length.
     ``packer``: repacks the stream's window its own way (None: the window as drawn).
+    ``attention_many``: the same plans as ``attention`` for many pools in one call (faster
+    where the planner shares work across pools; None: one ``attention`` call per pool).
     ``config``: the model of its ``balancer:`` section, a subclass of
     :class:`~libra_des.config.TrainingBalancerSpec` adding the knobs it reads (None: the
     shared model, which every shipped balancer uses; see that class for why).
@@ -67,6 +73,7 @@ class TrainingBalancer:
     runs_tap: bool = False
     real_token_linear: bool = False
     packer: WindowPacker | None = field(default=None, compare=False)
+    attention_many: PoolsPlanner | None = field(default=None, compare=False)
     config: type[TrainingBalancerSpec] | None = field(default=None, compare=False)
 
     def pool_size(self, bal: TrainingBalancerSpec, dp: int) -> int:

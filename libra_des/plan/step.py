@@ -122,6 +122,17 @@ def attention_plan(
     return balancer_of(scenario).attention(scenario, seqs, compiled)
 
 
+def attention_plans(
+    scenario: Scenario, pools: list[list[np.ndarray]], compiled: bool | None = None
+) -> list[AttentionPlan]:
+    """:func:`attention_plan` of every pool, in order (one call where the balancer plans many
+    pools at once, the same plans)."""
+    balancer = balancer_of(scenario)
+    if balancer.attention_many is not None:
+        return balancer.attention_many(scenario, pools, compiled)
+    return [balancer.attention(scenario, seqs, compiled) for seqs in pools]
+
+
 def placement_kernel(scenario: Scenario) -> bool | None:
     """True when the step's pools are many enough to pay for loading the compiled kernel
     (``COMPILED_MIN_POOLS``); None leaves the choice to each pool's size."""
@@ -146,13 +157,10 @@ def build_step_plan(
     order = pool_order(scenario, weights, pool)
     seq_of = order.reshape(par.microbatches, pipelines, pool).transpose(1, 0, 2)
     compiled = placement_kernel(scenario)
-    slots = tuple(
-        tuple(
-            attention_plan(scenario, [window.seq(int(i)) for i in seq_of[e, m]], compiled)
-            for m in range(par.microbatches)
-        )
-        for e in range(pipelines)
-    )
+    pools = [[window.seq(int(i)) for i in seq_of[e, m]]
+             for e in range(pipelines) for m in range(par.microbatches)]
+    plans = iter(attention_plans(scenario, pools, compiled))
+    slots = tuple(tuple(next(plans) for _m in range(par.microbatches)) for _e in range(pipelines))
     planned = float(causal_pairs(window.lengths)) * scenario.model.heads_q
     intra = float(np.mean([p.imbalance for row in slots for p in row]))
     return StepPlan(

@@ -27,10 +27,12 @@ Layout assumptions of a pool (documented choices, not in the paper):
 
 from __future__ import annotations
 
+import importlib
 import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import TypedDict, Unpack
 
 import numpy as np
@@ -48,6 +50,7 @@ from libra_des.plan.attention import (
 )
 from libra_des.plan.tap_sparse import greedy_sparse
 from libra_des.plan.types import AttentionPlan, PairBytes
+from libra_des.startup import imports_frozen
 
 ArrayOrFloat = float | np.ndarray
 
@@ -186,7 +189,21 @@ def pool_lengths(seqs: Sequence[np.ndarray], packed_length: int) -> list[np.ndar
 
 
 def holdings(seqs: Sequence[np.ndarray], cp: int, packed_length: int) -> Holdings:
-    """Token overlap of every sample with every CP shard of its replica."""
+    """Token overlap of every sample with every CP shard of its replica.
+
+    Once the compiled kernels are loaded, their one-pass form (``tap_kernel.holdings``, the
+    same integers) for lengths as the planner passes them (int64 arrays).
+    """
+    kernel = sys.modules.get("libra_des.plan.tap_kernel")
+    if kernel is not None and all(s.dtype == np.int64 for s in seqs):
+        sizes = np.array([s.size for s in seqs], dtype=np.int64)
+        lens = np.concatenate(seqs) if seqs else np.zeros(0, dtype=np.int64)
+        return Holdings(*kernel.holdings(lens, sizes, int(cp), int(packed_length)))
+    return holdings_numpy(seqs, cp, packed_length)
+
+
+def holdings_numpy(seqs: Sequence[np.ndarray], cp: int, packed_length: int) -> Holdings:
+    """:func:`holdings` with numpy (before the kernels are loaded; the tests' reference)."""
     bounds = np.arange(cp + 1, dtype=np.int64) * packed_length // cp
     lens = np.concatenate(seqs)
     starts = np.concatenate([np.cumsum(s) - s for s in seqs])
@@ -306,7 +323,23 @@ def build_tiles(
 def tile_groups(
     seg_sample: np.ndarray, seg_count: np.ndarray, h_count: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """CSR of K(t): tile ``b*H + h`` reads group ``j*H + h`` for every sample j in block b."""
+    """CSR of K(t): tile ``b*H + h`` reads group ``j*H + h`` for every sample j in block b.
+
+    Once the compiled kernels are loaded (a run that places with them), their one-pass form
+    (``tap_kernel.tile_groups``, the same integers): these arrays are the largest of a pool's
+    tiles (about 14k group references a pool at scale-16384), 0.07 s of numpy a step there.
+    """
+    kernel = sys.modules.get("libra_des.plan.tap_kernel")
+    if kernel is not None and seg_sample.dtype == np.int64 and seg_count.dtype == np.int64:
+        ptr, ids = kernel.tile_groups(seg_sample, seg_count, int(h_count))
+        return ptr, ids
+    return tile_groups_numpy(seg_sample, seg_count, h_count)
+
+
+def tile_groups_numpy(
+    seg_sample: np.ndarray, seg_count: np.ndarray, h_count: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`tile_groups` with numpy (before the kernels are loaded; the tests' reference)."""
     block_ptr = csr_ptr(seg_count)
     tile_count = np.repeat(seg_count, h_count)
     tile, pos = expand_runs(tile_count)
@@ -362,31 +395,28 @@ def place_with(
         raise InputError("workers", workers, f">= the pool's {tiles.workers} workers")
     if slack < 0:
         raise InputError("slack", slack, ">= 0")
-    n = len(tiles)
     flops = tiles.flops.astype(np.int64)
     total = int(flops.sum())
     capacity = (1.0 + slack) * float(total) / workers
-    order = np.lexsort((np.arange(n), -flops))
+    order = np.argsort(-flops, kind="stable")  # decreasing f, ties by id (lexsort's order)
     if reference or total >= EXACT_FLOAT_INT:
         missing = missing_tokens(tiles, workers)
         chosen, load, delta = greedy_reference(tiles, order, flops, missing, capacity)
     elif compiled:
-        from libra_des.plan import tap_kernel  # lazy: numba's import is costly
-
         hold = tiles.holdings  # rows are in sample order (see holdings())
         hold_ptr = csr_ptr(np.bincount(hold.sample, minlength=tiles.sample_lengths.size))
-        chosen, load, delta = tap_kernel.greedy(
+        chosen, load, delta = kernels().greedy(
             order,
             flops,
-            tiles.q_home.astype(np.int64),
+            int64s(tiles.q_home),
             (tiles.q_bytes + tiles.o_bytes).astype(np.int64),
-            tiles.group_ptr.astype(np.int64),
-            tiles.group_ids.astype(np.int64),
+            int64s(tiles.group_ptr),
+            int64s(tiles.group_ids),
             np.repeat(tiles.sample_lengths, tiles.heads_split).astype(np.int64),
             int(tiles.heads_split),
             hold_ptr,
-            hold.worker.astype(np.int64),
-            hold.tokens.astype(np.int64),
+            int64s(hold.worker),
+            int64s(hold.tokens),
             int(workers),
             int(tiles.kv_bytes_per_token),
             capacity,
@@ -394,6 +424,25 @@ def place_with(
     else:
         chosen, load, delta = greedy_sparse(tiles, order, flops, workers, capacity)
     return Placement(chosen, load, delta, capacity, order)
+
+
+def kernels() -> ModuleType:
+    """``tap_kernel``, imported lazily (numba's import and set-up cost about 0.4 s of CPU,
+    more than a small run's placements).
+
+    Its first load builds a few hundred thousand long-lived objects (numba's typing and
+    lowering registries); measured on scale-16384, a full collection ran in the middle of it
+    (about 50 ms) and the young collections around it another 25 ms. So the load runs with
+    the collector paused and freezes what it built, as ``startup.imports_frozen`` does for
+    a command's imports; a run's ``gc.unfreeze`` (simulator, CLI) gives them back.
+    """
+    name = "libra_des.plan.tap_kernel"
+    if name in sys.modules:
+        return sys.modules[name]
+    with imports_frozen():
+        module = importlib.import_module(name)
+        module.warm()
+    return module
 
 
 def greedy_reference(
@@ -452,6 +501,12 @@ def choose(d: np.ndarray, load: np.ndarray, headroom: float) -> int:
 # ----------------------------------------------------------------------------- exchange
 
 
+def int64s(values: np.ndarray) -> np.ndarray:
+    """``values`` as int64 for the kernels, copied only when they are of another type (the
+    kernels only read them)."""
+    return np.asarray(values, dtype=np.int64)
+
+
 def csr_ptr(count: np.ndarray) -> np.ndarray:
     """Offsets (length n+1) of consecutive runs of ``count`` items."""
     return np.concatenate([[0], np.cumsum(count, dtype=np.int64)])
@@ -470,16 +525,22 @@ def exchange_plan(tiles: TileSet, placement: Placement, compiled: bool = False) 
     hold = tiles.holdings  # rows are in sample order (see holdings())
     hold_ptr = csr_ptr(np.bincount(hold.sample, minlength=tiles.sample_lengths.size))
     if compiled:
-        from libra_des.plan import tap_kernel  # lazy: numba's import is costly
-
-        kv_group, kv_src, kv_dst, tokens = tap_kernel.kv_fetches(
-            tiles.group_ptr.astype(np.int64), tiles.group_ids.astype(np.int64),
-            placement.worker.astype(np.int64), tiles.num_groups, int(tiles.heads_split),
-            hold_ptr, hold.worker.astype(np.int64), hold.tokens.astype(np.int64))
+        kv_group, kv_src, kv_dst, tokens = kernels().kv_fetches(
+            int64s(tiles.group_ptr), int64s(tiles.group_ids), int64s(placement.worker),
+            tiles.num_groups, int(tiles.heads_split), hold_ptr, int64s(hold.worker),
+            int64s(hold.tokens))
     else:
         kv_group, kv_src, kv_dst, tokens = kv_fetches(tiles, placement.worker, workers,
                                                       hold_ptr)
     kv_bytes = tokens * tiles.kv_bytes_per_token
+    if compiled and tiles.q_bytes.dtype == np.int64 and tiles.o_bytes.dtype == np.int64:
+        dispatch, ret, remotes = kernels().pair_bytes(
+            kv_src, kv_dst, kv_bytes, int64s(tiles.q_home), int64s(placement.worker),
+            tiles.q_bytes, tiles.o_bytes, workers)
+        # np.bincount of no entries gives integer zeros: the numpy form's matrices then.
+        dispatch = dispatch if kv_src.size + remotes else dispatch.astype(np.int64)
+        ret = ret if remotes else ret.astype(np.int64)
+        return ExchangePlan(kv_group, kv_src, kv_dst, kv_bytes, dispatch, ret)
     remote = placement.worker != tiles.q_home
     q_src, q_dst = tiles.q_home[remote], placement.worker[remote]
     dispatch = pair_matrix(
@@ -620,9 +681,15 @@ def fold_attention_plan(
 ) -> AttentionPlan:
     """Fold the placement and exchange into the simulator's per-worker record."""
     workers = int(placement.loads.shape[0])
-    flops = tiles.flops.astype(np.float64)
-    weight = np.bincount(placement.worker, weights=flops * tiles.doc_len, minlength=workers)
-    pairs = np.bincount(placement.worker, weights=flops, minlength=workers)
+    kernel = sys.modules.get("libra_des.plan.tap_kernel")  # loaded: its one-pass form
+    if kernel is not None and tiles.flops.dtype == np.int64 and tiles.doc_len.dtype == float:
+        weight, pairs = kernel.worker_work(int64s(placement.worker), tiles.flops,
+                                           tiles.doc_len, workers)
+    else:
+        flops = tiles.flops.astype(np.float64)
+        weight = np.bincount(placement.worker, weights=flops * tiles.doc_len,
+                             minlength=workers)
+        pairs = np.bincount(placement.worker, weights=flops, minlength=workers)
     doc = np.divide(weight, pairs, out=np.zeros(workers), where=pairs > 0)
     return AttentionPlan(
         policy=policy,
@@ -670,7 +737,15 @@ def plan_pool(
         raise InputError("policy", policy, " | ".join(training_balancers.tap_users()))
     check_chunks(chunks, shard_model(layout["model"], layout["heads_split"])[0])
     began = time.perf_counter()
-    tiles = build_tiles(seqs, **layout)
+    return plan_tiles(build_tiles(seqs, **layout), slack=slack, chunks=chunks, policy=policy,
+                      compiled=compiled, began=began)
+
+
+def plan_tiles(
+    tiles: TileSet, *, slack: float, chunks: int, policy: str, compiled: bool | None,
+    began: float,
+) -> PoolPlan:
+    """:func:`plan_pool` from the pool's tiles on (``began``: when its planning started)."""
     use_kernel = len(tiles) >= COMPILED_MIN_TILES if compiled is None else compiled
     placement = place_with(tiles, tiles.workers, slack, compiled=use_kernel)
     exchange = exchange_plan(tiles, placement, compiled=use_kernel)

@@ -2,7 +2,8 @@
 
 The paper picks its TAP settings by replaying the planners over GBS windows with the cost
 model. Here, for every candidate (H, B) the pools of a window are planned by TAP
-(:func:`libra_des.plan.tap.plan_pool`, unchanged) and costed with the cost model: the
+(:func:`libra_des.plan.tap.plan_pool`, unchanged; their tiles built in one pass,
+:func:`libra_des.plan.tile_batch.plan_pools`) and costed with the cost model: the
 predicted attention time of a pool is the slowest worker's Pipeliner makespan of the forward
 plus the backward (compute imbalance and exposed exchange both show up in it), and a
 candidate's score is the mean over the replayed pools. The lowest score among the candidates
@@ -27,6 +28,7 @@ import numpy as np
 
 from libra_des.config import ModelSpec
 from libra_des.config import TrainingScenario as Scenario
+from libra_des.hardware.a2a_batch import all_to_allv_batch
 from libra_des.hardware.costs import CostModel
 from libra_des.plan.step import (
     balancer_of,
@@ -35,7 +37,8 @@ from libra_des.plan.step import (
     pool_order,
     pool_size_of,
 )
-from libra_des.plan.tap import pipelined_time, plan_pool
+from libra_des.plan.tap import pipelined_time
+from libra_des.plan.tile_batch import plan_pools
 from libra_des.plan.types import AttentionPlan
 from libra_des.workload.packing import PackedBatch
 
@@ -89,20 +92,20 @@ def grid(model: ModelSpec, chunks: int, shard_tokens: int) -> list[tuple[int, in
 def predicted_seconds(
     plan: AttentionPlan, cost: CostModel, model: ModelSpec, gpus_per_node: int
 ) -> tuple[float, float]:
-    """(makespan, compute) of the slowest worker, forward + backward, for one layer."""
+    """(makespan, compute) of the slowest worker, forward + backward, for one layer.
+
+    The plan's four all-to-alls are priced in one stacked call (``hardware/a2a_batch.py``:
+    the same seconds as one :meth:`CostModel.all_to_allv` each, bit for bit)."""
     pairs = plan.worker_pairs / np.maximum(plan.worker_heads, 1)
     m = plan.chunks
+    dispatch, ret = plan.dispatch_bytes, plan.return_bytes
+    traffic = (dispatch, ret, ret.T, dispatch.T)  # forward out and back, then the backward's
+    secs = all_to_allv_batch(cost, (mat / m for mat in traffic), gpus_per_node=gpus_per_node)
     total, compute = 0.0, 0.0
-    traffic = (
-        (plan.dispatch_bytes, plan.return_bytes),
-        (plan.return_bytes.T, plan.dispatch_bytes.T),
-    )
-    for backward, (out, back) in zip((False, True), traffic, strict=True):
+    for i, backward in enumerate((False, True)):
         c = np.asarray(cost.attention(pairs, plan.worker_doc_len, plan.worker_heads,
                                       model.heads_kv, model.head_dim, backward=backward))
-        d = cost.all_to_allv(out / m, gpus_per_node=gpus_per_node)
-        r = cost.all_to_allv(back / m, gpus_per_node=gpus_per_node)
-        total += float(np.max(pipelined_time(c / m, d, r, m)))
+        total += float(np.max(pipelined_time(c / m, secs[2 * i], secs[2 * i + 1], m)))
         compute += float(c.max())
     return total, compute
 
@@ -147,10 +150,9 @@ def rank(
     out = []
     for h, b in todo:
         rows = []
-        for seqs in pools:
-            pool = plan_pool(seqs, cp=s.cp, model=s.model, heads_split=h, block_size=b,
-                             packed_length=s.packed_length, slack=s.slack, chunks=s.chunks,
-                             policy=s.policy, compiled=s.compiled)
+        for pool in plan_pools(pools, cp=s.cp, model=s.model, heads_split=h, block_size=b,
+                               packed_length=s.packed_length, slack=s.slack, chunks=s.chunks,
+                               policy=s.policy, compiled=s.compiled):
             t, c = predicted_seconds(pool.attention, cost, s.model, gpn)
             rows.append((t, c, pool.attention.imbalance, pool.exchange_bytes,
                          pool.attention.held_remote_bytes))

@@ -7,7 +7,8 @@ import numpy as np
 from libra_des.config import TrainingScenario as Scenario
 from libra_des.plan.baselines import ulysses_plan
 from libra_des.plan.step import pipeliner_chunks
-from libra_des.plan.tap import plan_pool
+from libra_des.plan.tap import TileLayout, plan_pool
+from libra_des.plan.tile_batch import batches, plan_pools
 from libra_des.plan.types import AttentionPlan
 
 
@@ -28,10 +29,23 @@ def ulysses_real(scenario: Scenario, seqs: list[np.ndarray], _compiled: bool | N
 
 def tap(scenario: Scenario, seqs: list[np.ndarray], compiled: bool | None) -> AttentionPlan:
     """TAP over one pool's sequences (``compiled`` chooses the placement kernel, same result)."""
+    return plan_pool(seqs, **tap_settings(scenario), compiled=compiled).attention
+
+
+def tap_many(scenario: Scenario, pools: list[list[np.ndarray]], compiled: bool | None
+             ) -> list[AttentionPlan]:
+    """:func:`tap` for every pool, their tiles built a batch of pools at a time (same plans;
+    only the attention plans are kept, as :func:`tap` keeps them)."""
+    settings = tap_settings(scenario)
+    return [pool.attention for batch in batches(pools)
+            for pool in plan_pools(batch, **settings, compiled=compiled)]
+
+
+def tap_settings(scenario: Scenario) -> TapSettings:
+    """The scenario's TAP knobs and pool layout, as :func:`plan_pool` takes them."""
     bal = scenario.balancer
     heads_split, block_size = bal.tap_knobs()
-    pool = plan_pool(
-        seqs,
+    return TapSettings(
         cp=scenario.parallelism.cp,
         model=scenario.model,
         heads_split=heads_split,
@@ -40,6 +54,12 @@ def tap(scenario: Scenario, seqs: list[np.ndarray], compiled: bool | None) -> At
         slack=bal.slack,
         chunks=pipeliner_chunks(scenario),
         policy=bal.policy,
-        compiled=compiled,
     )
-    return pool.attention
+
+
+class TapSettings(TileLayout):
+    """:class:`TileLayout` and the pool planner's other knobs but ``compiled``."""
+
+    slack: float
+    chunks: int
+    policy: str
