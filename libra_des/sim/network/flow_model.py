@@ -54,7 +54,7 @@ from libra_des.hardware.hierarchy import Step, decompose, level_ranks
 from libra_des.hardware.topology import LinkId, Topology
 from libra_des.hardware.variance import VarianceModel
 from libra_des.sim.network.fluid import DONE_TOLERANCE, FluidState
-from libra_des.sim.network.replay import Profile, Replay, ReplayBook
+from libra_des.sim.network.replay import Profile, Replay, ReplayBook, per_gpu
 from libra_des.sim.network.solver import (
     CHECK_TOLERANCE,
     MAX_DENSE_LINKS,
@@ -242,13 +242,12 @@ class Network:
             return done.succeed()
         flows = (paths.ravel()[pick], sizes, gpus[pick % n], np.full(pick.size, -1))
         batches = self._by_latency(latency, pick, flows)
+        senders = gpus[pick // n]
         if book is not None and profile is None:
-            # Senders in the batches' order (``_by_latency`` sorts stably by latency).
-            srcs = gpus[pick // n][np.argsort(latency.ravel()[pick], kind="stable")]
-            profile = book.make(key, matrix, batches, srcs)
+            profile = book.make(key, matrix, batches, per_gpu(senders, sizes))
             if self._replay(profile, done):
                 return done
-        np.add.at(self.bytes_sent, gpus[pick // n], sizes)
+        np.add.at(self.bytes_sent, senders, sizes)
         group = self.state.group(pick.size)
         self._waiting[group] = done
         for delay, (p, s, d, _) in batches:

@@ -66,6 +66,7 @@ class FluidState:
         # With replays (:meth:`watch_reserved`): their peak loads per link, and the links a
         # run found short of headroom.
         self.reserved, self.hot = np.zeros(0), np.zeros(0, dtype=np.int64)
+        self.watching = False
         self.ctr = np.zeros(7, dtype=np.int64)
         self.ctr[fluid_kernel.NFREE] = slots
 
@@ -111,16 +112,17 @@ class FluidState:
                 for a in (self.deg, self.lmark, self.touched, self.scratch, self.count, self.left)
             )
         self.cap = np.array(capacity, dtype=float)
-        if self.hot.size:
+        if self.watching:
             self.watch_reserved()
 
     def watch_reserved(self) -> None:
-        """Make runs check the links replays reserve (:mod:`.replay`); sizes the arrays."""
-        extra = self.cap.size - self.hot.size
-        if extra > 0 or not self.hot.size:
+        """Make runs check the links replays reserve (:mod:`.replay`): one entry per link
+        in ``reserved``, ``reached`` and ``hot`` (grown with the links)."""
+        self.watching = True
+        if self.reserved.size < self.cap.size:
             self.reserved = _grow(self.reserved, self.cap.size)
-            self.reached = np.zeros(max(self.cap.size, 1), dtype=np.int64)
-            self.hot = np.zeros(max(self.cap.size, 1), dtype=np.int64)
+            self.reached = np.zeros(self.cap.size, dtype=np.int64)
+            self.hot = np.zeros(self.cap.size, dtype=np.int64)
 
     @property
     def hot_links(self) -> np.ndarray:

@@ -111,17 +111,17 @@ def run_alone(
 
 
 def profile_of(
-    template: FluidState, batches: Batches, srcs: np.ndarray
+    template: FluidState, batches: Batches, sent: tuple[np.ndarray, np.ndarray]
 ) -> tuple[Profile, int]:
-    """Run the coflow alone to its end (``srcs``: each flow's sending GPU, in the order
-    the batches list them): what a replay needs, and the solves it took."""
+    """Run the coflow alone to its end (``sent``: the bytes each GPU sends, see
+    :func:`per_gpu`): what a replay needs, and the solves it took."""
     solo, makespan, completed = run_alone(template, batches, np.inf)
     assert completed, "a coflow alone always completes"
     paths, sizes, dsts = (np.concatenate([flows[k] for _, flows in batches]) for k in range(3))
     links = np.unique(template.plinks[paths])
     links = links[links >= 0]
-    profile = Profile(makespan, links, solo.peak[links].copy(), batches,
-                      per_gpu(srcs, sizes), per_gpu(dsts, sizes))
+    profile = Profile(makespan, links, solo.peak[links].copy(), batches, sent,
+                      per_gpu(dsts, sizes))
     return profile, solo.recomputations
 
 
@@ -154,10 +154,11 @@ class ReplayBook:
         return None
 
     def make(
-        self, ranks: tuple[int, ...], matrix: np.ndarray, batches: Batches, srcs: np.ndarray
+        self, ranks: tuple[int, ...], matrix: np.ndarray, batches: Batches,
+        sent: tuple[np.ndarray, np.ndarray],
     ) -> Profile:
         """Run the all-to-all alone and keep its profile."""
-        profile, solves = profile_of(self.state, batches, srcs)
+        profile, solves = profile_of(self.state, batches, sent)
         self.solo_runs += 1
         self.solo_solves += solves
         self.profiles.setdefault((ranks, float(matrix.sum())), []).append(
