@@ -21,6 +21,7 @@ _EXPORTS = {
     "Result": "libra_des.api",
     "cost": "libra_des.api",
     "cost_model": "libra_des.api",
+    "cost_report": "libra_des.api",
     "load_scenario": "libra_des.api",
     "simulate": "libra_des.api",
     "step_plan": "libra_des.api",
@@ -31,11 +32,19 @@ _EXPORTS = {
 
 __all__ = [
     "CheckError", "InputError", "Result", "__version__",
-    "cost", "cost_model", "load_scenario", "load_sweep", "simulate", "step_plan",
+    "cost", "cost_model", "cost_report", "load_scenario", "load_sweep", "simulate", "step_plan",
 ]
 
 if TYPE_CHECKING:
-    from libra_des.api import Result, cost, cost_model, load_scenario, simulate, step_plan
+    from libra_des.api import (
+        Result,
+        cost,
+        cost_model,
+        cost_report,
+        load_scenario,
+        simulate,
+        step_plan,
+    )
     from libra_des.errors import CheckError, InputError
     from libra_des.tables import load_sweep
 

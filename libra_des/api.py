@@ -35,23 +35,20 @@ from libra_des import config
 from libra_des.config import Scenario, ScenarioBase
 from libra_des.errors import InputError
 from libra_des.identity import portable_paths
-from libra_des.validation import MAX_TOKENS
 
 if TYPE_CHECKING:
+    from libra_des.hardware.cost_ops import CostOp, CostReport
     from libra_des.hardware.costs import CostModel
     from libra_des.hardware.fabric import Fabric
     from libra_des.hardware.profile import Profile
     from libra_des.plan.step import StepPlan
 
-__all__ = ["Result", "cost", "cost_model", "fabric_for", "load_scenario", "simulate", "step_plan"]
+__all__ = ["Result", "cost", "cost_choices", "cost_model", "cost_ops", "cost_report",
+           "fabric_for", "load_scenario", "simulate", "step_plan"]
 
 #: Latest step :func:`step_plan` replays to (every earlier step is planned on the way):
 #: 10,000 steps take about a minute; our choice, far beyond a simulated run's steps.
 MAX_PLAN_STEP = 10_000
-#: ``cost`` bounds, as ``libra-des cost`` has them: 1 TiB (above any GPU's memory) and
-#: 2^24 GEMM rows/columns; our choices.
-MAX_NBYTES = float(1 << 40)
-MAX_GEMM_DIM = 1 << 24
 #: A scenario object or the path of a scenario YAML file.
 ScenarioLike = Scenario | str | os.PathLike[str]
 #: ``--set`` strings, or dotted keys mapped to values.
@@ -239,7 +236,7 @@ def cost_model(
     return CostModel(prof, fabric_for(prof, topology, group, gpus_per_node), efficiency)
 
 
-def cost(
+def cost_report(
     op: str,
     *,
     nbytes: float | None = None,
@@ -257,40 +254,42 @@ def cost(
     profile: str | None = None,
     topology: str | None = None,
     efficiency: bool = True,
-) -> float:
-    """Seconds of one operation, as ``libra-des cost --json`` reports them.
+) -> CostReport:
+    """One operation priced as ``libra-des cost`` reports it: seconds, the ``--json`` fields
+    and the printed line (:class:`~libra_des.hardware.cost_ops.CostReport`).
 
-    A collective (``all_reduce``, ``all_to_all``, ...) needs ``nbytes`` (nccl-tests' size) and
-    ``group``; ``attention`` needs ``doc_lengths`` and ``heads``; ``gemm`` needs
-    ``gemm=(m, n, k)``. For the chosen algorithm or bus bandwidth use :func:`cost_model`.
+    ``op`` is a registered cost op (:func:`cost_ops`): a collective (``all_reduce``,
+    ``all_to_all``, ...) needs ``nbytes`` (nccl-tests' size) and ``group``; ``attention``
+    needs ``doc_lengths`` and ``heads``; ``gemm`` needs ``gemm=(m, n, k)``.
     """
-    from libra_des.hardware.profile import COLLECTIVE_OPS, DTYPE_BYTES
+    from libra_des.hardware import cost_ops
+    from libra_des.hardware.cost_ops import CostQuery
 
-    ops = (*COLLECTIVE_OPS, "attention", "gemm")
-    if op not in ops:
-        raise InputError("op", op, " | ".join(ops))
+    priced = cost_ops.get(op)
     model = cost_model(profile, topology, group, gpus_per_node, efficiency)
-    if op == "attention":
-        if doc_lengths is None or heads is None:
-            raise InputError("doc_lengths", doc_lengths, "lengths and heads (for attention)")
-        kv = heads if kv_heads is None else kv_heads
-        if isinstance(doc_lengths, str | bytes) or not all(is_int(n) for n in doc_lengths):
-            raise InputError("doc_lengths", doc_lengths, "a list of integer token counts")
-        if not is_int(heads) or not is_int(kv) or kv < 1 or heads % kv:
-            raise InputError("kv_heads", kv, f"an integer divisor of heads={heads}")
-        if not is_int(head_dim) or max(doc_lengths, default=0) > MAX_TOKENS:
-            raise InputError("doc_lengths", f"head_dim={head_dim}, longest "
-                             f"{max(doc_lengths, default=0)}",
-                             f"an integer head_dim; documents of <= {MAX_TOKENS:,} tokens")
-        return model.attention_docs(list(doc_lengths), heads, kv, head_dim, backward, cp)
-    if op == "gemm":
-        if not isinstance(gemm, tuple | list) or len(gemm) != 3 or not all(
-                is_int(x) and 1 <= x <= MAX_GEMM_DIM for x in gemm):
-            raise InputError("gemm", gemm, f"(m, n, k) for a GEMM, integers 1..{MAX_GEMM_DIM:,}")
-        if dtype not in DTYPE_BYTES:
-            raise InputError("dtype", dtype, " | ".join(DTYPE_BYTES))
-        return float(model.gemm(*gemm, dtype=dtype))
-    if isinstance(nbytes, bool) or not isinstance(nbytes, int | float) or not (
-            0 <= nbytes <= MAX_NBYTES):
-        raise InputError("nbytes", nbytes, f"a size in bytes, 0..2^40 (for {op})")
-    return model.collective(op, nbytes, group, gpus_per_node, algorithm).seconds
+    query = CostQuery(nbytes, group, gpus_per_node, algorithm, doc_lengths, heads, kv_heads,
+                      head_dim, cp, backward, gemm, dtype)
+    return priced.price(model, query, op)
+
+
+def cost(op: str, **arguments: Any) -> float:
+    """Seconds of one operation, as ``libra-des cost --json`` reports them (the arguments of
+    :func:`cost_report`; for the chosen algorithm or bus bandwidth use it or
+    :func:`cost_model`)."""
+    return cost_report(op, **arguments).seconds
+
+
+def cost_ops() -> tuple[CostOp, ...]:
+    """The registered cost ops, in ``libra-des cost --op``'s order."""
+    from libra_des.hardware import cost_ops as registry
+
+    return registry.REGISTRY.items()
+
+
+def cost_choices() -> dict[str, tuple[str, ...]]:
+    """The names ``libra-des cost`` offers: ops, collective algorithms and GEMM dtypes."""
+    from libra_des.hardware.collectives import ALGORITHMS
+    from libra_des.hardware.profile import DTYPE_BYTES
+
+    return {"op": tuple(o.name for o in cost_ops()), "algorithm": ALGORITHMS,
+            "dtype": tuple(DTYPE_BYTES)}

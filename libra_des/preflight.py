@@ -55,19 +55,11 @@ def mean_sample_tokens(sc: TrainingScenario) -> float:
     return max(guess, float(dist.min), 1.0)
 
 
-def detailed_factor(gpus: int) -> float:
-    """Detailed over fast fidelity's time for one step. Measured with
-    ``benchmarks/detailed.py`` (quickstart layout, replayed all-to-alls): 1.9x at 128 GPUs,
-    4.4x at 256, 7.1x at 512, 14x at 1,024: it grows about as the GPUs (hand-overs of
-    replays grow as more pools share spines), hence GPUs / 64, and at least 8 (our
-    assumption for small runs, whose fixed costs dominate)."""
-    return max(8.0, gpus / 64)
-
-
 def training_estimate(sc: TrainingScenario) -> Estimate:
     # Lazy: ``libra-des plan`` needs only check_plan_sizes, and these pull in the cost model.
     from libra_des.plan.step import pool_size_of
     from libra_des.plan.tap_autotune import MIN_BLOCK
+    from libra_des.sim.network import models as network_models
 
     par = sc.parallelism
     workers = pool_size_of(sc) * par.cp  # W: one pool's lockstep workers
@@ -82,13 +74,15 @@ def training_estimate(sc: TrainingScenario) -> Estimate:
                       + 200.0 * blocks)
     per_step_s = (2e-6 * workers**2 + 5e-6 * samples + 5e-4 * par.gpus + 2e-4 * ops
                   + 2e-5 * blocks)
-    per_step_s *= detailed_factor(par.gpus) if sc.fidelity == "detailed" else 1
+    per_step_s *= network_models.get(sc.fidelity).training_wall(par.gpus)
     # Steps run one after another; each keeps its records (about a tenth of its peak).
     memory = BASE_BYTES + per_step_bytes * (1 + 0.1 * (sc.steps - 1))
     return Estimate(memory, 3.0 + per_step_s * sc.steps)
 
 
 def moe_estimate(sc: MoeScenario) -> Estimate:
+    from libra_des.sim.network import models as network_models  # lazy: as training's
+
     m, w = sc.model, sc.workload
     moe_layers = max(m.layers - m.dense_layers, 1)
     tokens = w.batch * w.seq_len
@@ -98,10 +92,8 @@ def moe_estimate(sc: MoeScenario) -> Estimate:
     scratch = 4.0 * 2048 * m.experts * 4  # generator chunk scores
     memory = BASE_BYTES + trace_bytes + scratch + 64.0 * tokens * m.top_k
     per_layer = 0.1 * max(1.0, tokens / 16_384)
-    # Detailed fidelity runs dispatch / combine as flows, about G^2 per layer: walls measured
-    # with benchmarks/moe_fidelity.py grow from 1x (8 GPUs) to 3-4x (32) of fast mode; our
-    # bound 1 + G/8 stays above them.
-    per_layer *= 1 + sc.parallelism.ep / 8 if sc.fidelity == "detailed" else 1
+    # The network model's stretch of a layer's wall (its registration says why).
+    per_layer *= network_models.get(sc.fidelity).moe_wall(sc.parallelism.ep)
     seconds = 3.0 + w.batches * moe_layers * per_layer + 2e-6 * profile_tokens * moe_layers
     return Estimate(memory, seconds)
 

@@ -9,7 +9,8 @@ unless the registry lets a later registration replace an earlier one (``replace`
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from importlib.metadata import entry_points
 from typing import Any, Generic, Protocol, TypeVar
 
 from libra_des.errors import InputError
@@ -63,3 +64,20 @@ class Registry(Generic[T]):
         if not self._loaded:
             self._loaded = True  # before loading: the loaded modules register themselves
             self._load_items(self)
+
+
+def shipped_then_entry_points(
+    shipped: Callable[[], Iterable[T]], group: str, kind: type[T]
+) -> Callable[[Registry[T]], None]:
+    """The usual loader: the ``shipped`` items in order, then every entry point of ``group``
+    that loads a ``kind`` (loading one may also register itself, as a plug-in module does)."""
+
+    def load(registry: Registry[T]) -> None:
+        for item in shipped():
+            registry.register(item)
+        for point in entry_points(group=group):
+            loaded = point.load()
+            if isinstance(loaded, kind):
+                registry.register(loaded)
+
+    return load

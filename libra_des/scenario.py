@@ -40,15 +40,15 @@ class TrainingParallelism(Frozen):
     cp: int = Field(default=1, gt=0)
     tp: int = Field(default=1, gt=0)
     gbs: int = Field(default=16, gt=0)
-    schedule: Literal["gpipe", "1f1b", "interleaved"] = "1f1b"
+    #: A registered pipeline schedule (``sim/training/schedules.py``; the training kind's
+    #: ``elaborate`` looks it up, with the model chunks it takes).
+    schedule: str = "1f1b"
     virtual_stages: int = Field(default=1, gt=0)
 
     @model_validator(mode="after")
     def _check(self) -> TrainingParallelism:
         if self.gbs % self.dp:
             raise InputError("gbs", self.gbs, f"a multiple of dp={self.dp}")
-        if self.schedule != "interleaved" and self.virtual_stages != 1:
-            raise InputError("virtual_stages", self.virtual_stages, "1 unless interleaved")
         return self
 
     @property
@@ -192,11 +192,11 @@ class ScenarioBase(Frozen):
     profile: str | dict[str, Any] | None = None
     model: ModelSpec
     variance: VarianceSpec = VarianceSpec()
-    #: Network model (``sim/network/model.py``): ``fast`` the alpha-beta cost model (training
-    #: folds its times into op durations, MoE runs them on shared per-GPU ports), ``detailed``
-    #: flows on the topology (training's attention exchange and hand-offs, MoE's dispatch,
-    #: combine and replica copies).
-    fidelity: Literal["fast", "detailed"] = "fast"
+    #: Network model, a name registered in ``sim/network/models.py`` (the kinds' ``elaborate``
+    #: looks it up): ``fast`` the alpha-beta cost model (training folds its times into op
+    #: durations, MoE runs them on shared per-GPU ports), ``detailed`` flows on the topology
+    #: (training's attention exchange and hand-offs, MoE's dispatch, combine, replica copies).
+    fidelity: str = "fast"
     name: str = "scenario"
 
     @model_validator(mode="after")

@@ -23,9 +23,11 @@ def simulate(
     want_trace: bool = False,
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """Run a scenario; returns (result, trace or None). Wall-clock fields: ``wall_s``."""
+    kind = kinds.kind_of(scenario)
+    kind.elaborate(scenario)  # the names only registries above the config can check
     rng = np.random.default_rng(scenario.seed)
     t0 = time.perf_counter()
-    return kinds.kind_of(scenario).simulate(scenario, rng, t0, progress, want_trace, trace_ranks)
+    return kind.simulate(scenario, rng, t0, progress, want_trace, trace_ranks)
 
 
 def elaborate_peak(scenario: Scenario) -> float:

@@ -7,6 +7,8 @@ Collectives: ``--op all_reduce --bytes 8388608 --group 4 [--topology T --gpus-pe
 
 Without ``--topology`` the profile's own machine is used (its ``interconnect.topology``, e.g.
 ``h200-8x-nvswitch`` for the default H200 profile), grown to as many nodes as the group needs.
+The ops are the API's registered cost ops (:func:`libra_des.api.cost_report` prices each);
+this command reads flags, asks for what an op needs, and prints.
 """
 
 from __future__ import annotations
@@ -15,37 +17,32 @@ import argparse
 import math
 from typing import Any
 
-import numpy as np
-
-from libra_des.api import fabric_for
+from libra_des import api
 from libra_des.commands.common import dumps, positive_ints
 from libra_des.errors import InputError
-from libra_des.hardware.collectives import ALGORITHMS
-from libra_des.hardware.costs import CostModel
-from libra_des.hardware.kernels import cp_shard, shard_pairs
-from libra_des.hardware.profile import COLLECTIVE_OPS, DTYPE_BYTES, load_profile
 from libra_des.plausibility import check_numbers
 from libra_des.validation import MAX_GPUS, MAX_TOKENS
-
-OPS = (*COLLECTIVE_OPS, "attention", "gemm")
 
 #: The cost model's argument names -> this command's flags (errors name what the user typed).
 FLAG_NAMES = {
     "op": "--op", "algorithm": "--algorithm", "group": "--group", "nbytes": "--bytes",
     "gpus_per_node": "--gpus-per-node", "doc_lengths": "--doc-lengths", "heads_q": "--heads",
     "heads_kv": "--kv-heads", "head_dim": "--head-dim", "m": "--m", "n": "--n", "k": "--k",
+    "heads": "--heads", "kv_heads": "--kv-heads", "dtype": "--dtype",
 }
 
 
 def register(subs: argparse._SubParsersAction) -> None:
+    choices = api.cost_choices()
     p = subs.add_parser("cost", help="time one collective, attention call or GEMM")
     p.add_argument("--profile", default=None, help="profile name or JSON (default h200-sxm)")
-    p.add_argument("--op", required=True, help=" | ".join(OPS))
+    p.add_argument("--op", required=True, help=" | ".join(choices["op"]))
     p.add_argument("--bytes", type=float, default=None, help="nccl-tests size in bytes")
     p.add_argument("--group", type=int, default=None, help="number of GPUs")
     p.add_argument("--gpus-per-node", type=int, default=None, help="GPUs of the group per node")
     p.add_argument("--topology", default=None, help="topology name or YAML (default: profile's)")
-    p.add_argument("--algorithm", default=None, help=" | ".join(ALGORITHMS) + " (default: fastest)")
+    p.add_argument("--algorithm", default=None,
+                   help=" | ".join(choices["algorithm"]) + " (default: fastest)")
     p.add_argument(
         "--no-fit", action="store_true", help="datasheet alpha-beta, no fitted efficiency"
     )
@@ -58,15 +55,9 @@ def register(subs: argparse._SubParsersAction) -> None:
     p.add_argument("--m", type=int, default=None, help="gemm: rows")
     p.add_argument("--n", type=int, default=None, help="gemm: columns")
     p.add_argument("--k", type=int, default=None, help="gemm: inner dimension")
-    p.add_argument("--dtype", default="bf16", help=" | ".join(DTYPE_BYTES))
+    p.add_argument("--dtype", default="bf16", help=" | ".join(choices["dtype"]))
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=handle, flag_names=FLAG_NAMES)
-
-
-def require(args: argparse.Namespace, *names: str) -> None:
-    for name in names:
-        if getattr(args, name.replace("-", "_")) is None:
-            raise InputError(f"--{name}", None, f"a value (needed for --op {args.op})")
 
 
 #: Upper bounds of the numeric flags: (maximum, why). Our choices, far beyond real calls.
@@ -82,6 +73,8 @@ FLAG_LIMITS = {
     "k": (1 << 24, "GEMM inner dimension"),
 }
 MAX_BYTES = float(1 << 40)  # 1 TiB: far above any GPU's memory
+#: Where an op's needed argument comes from: the flags that give it.
+NEEDED_FLAGS = {"gemm": ("m", "n", "k")}
 
 
 def check_flags(args: argparse.Namespace) -> None:
@@ -100,20 +93,48 @@ def check_flags(args: argparse.Namespace) -> None:
         raise InputError("--kv-heads", args.kv_heads, f"a divisor of --heads={args.heads}")
 
 
+def require(args: argparse.Namespace, needs: tuple[str, ...]) -> None:
+    """Each argument the op needs, given (named by the flags that give it)."""
+    for need in needs:
+        for flag in NEEDED_FLAGS.get(need, (need,)):
+            if getattr(args, flag) is None:
+                raise InputError(f"--{flag.replace('_', '-')}", None,
+                                 f"a value (needed for --op {args.op})")
+
+
+def doc_lengths(args: argparse.Namespace) -> list[int] | None:
+    if args.doc_lengths is None:
+        return None
+    lengths = positive_ints("--doc-lengths", args.doc_lengths)
+    if len(lengths) > 1_000_000 or max(lengths) > MAX_TOKENS:
+        raise InputError("--doc-lengths", f"{len(lengths)} lengths up to {max(lengths)}",
+                         f"at most 10^6 documents of <= {MAX_TOKENS:,} tokens")
+    return lengths
+
+
+def query(args: argparse.Namespace, nbytes: float | None) -> dict[str, Any]:
+    """The API's arguments from the flags."""
+    gemm = (args.m, args.n, args.k) if None not in (args.m, args.n, args.k) else None
+    return {
+        "nbytes": nbytes, "group": args.group or 1, "gpus_per_node": args.gpus_per_node,
+        "algorithm": args.algorithm, "doc_lengths": doc_lengths(args), "heads": args.heads,
+        "kv_heads": args.kv_heads, "head_dim": args.head_dim, "cp": args.cp,
+        "backward": args.backward, "gemm": gemm, "dtype": args.dtype,
+        "profile": args.profile, "topology": args.topology, "efficiency": not args.no_fit,
+    }
+
+
 def handle(args: argparse.Namespace) -> int:
-    if args.op not in OPS:
-        raise InputError("--op", args.op, " | ".join(OPS))
+    op = {o.name: o for o in api.cost_ops()}.get(args.op)
+    if op is None:
+        raise InputError("--op", args.op, " | ".join(api.cost_choices()["op"]))
     check_flags(args)
-    profile = load_profile(args.profile)
-    group = args.group or 1
-    fabric = fabric_for(profile, args.topology, group, args.gpus_per_node)
-    model = CostModel(profile, fabric, efficiency=not args.no_fit)
-    if args.op == "attention":
-        result, text = attention(model, args)
-    elif args.op == "gemm":
-        result, text = gemm(model, args)
+    require(args, op.needs)
+    if op.sized and args.bytes is None:
+        result, text = sweep(args)
     else:
-        result, text = collective(model, args)
+        report = api.cost_report(args.op, **query(args, args.bytes))
+        result, text = report.fields, report.text
     check_numbers(result)  # a non-finite or negative answer is a bug, never printed
     print(dumps(result) if args.json else text)
     return 0
@@ -123,69 +144,13 @@ def handle(args: argparse.Namespace) -> int:
 SWEEP_BYTES = tuple(float(2**k) for k in range(10, 31, 2))
 
 
-def collective(model: CostModel, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
-    require(args, "group")
-    if args.bytes is None:
-        return sweep(model, args)
-    out, text = one_collective(model, args, args.bytes)
-    return out, text
-
-
-def one_collective(
-    model: CostModel, args: argparse.Namespace, nbytes: float
-) -> tuple[dict[str, Any], str]:
-    res = model.collective(args.op, nbytes, args.group, args.gpus_per_node, args.algorithm)
-    out = {"seconds": res.seconds, "algorithm": res.algorithm, "busbw_gbs": res.busbw_gbs}
-    out.update(model.explain(args.op, nbytes, args.group, args.gpus_per_node, args.algorithm))
-    gpn = args.gpus_per_node or min(args.group, model.fabric.gpus_per_node)
-    text = (
-        f"{args.op} of {nbytes:.0f} B on {args.group} GPUs ({gpn} per node): "
-        f"{res.seconds * 1e6:.2f} us via {res.algorithm}, bus bandwidth {res.busbw_gbs:.1f} GB/s "
-        f"({res.tier} curves)"
-    )
-    return out, text
-
-
-def sweep(model: CostModel, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+def sweep(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     """Without ``--bytes``: every size of :data:`SWEEP_BYTES`; ``tier`` is the worst row's."""
     rows, lines = [], []
     for size in SWEEP_BYTES:
-        out, text = one_collective(model, args, size)
-        rows.append({"bytes": size, **out})
-        lines.append(text)
+        report = api.cost_report(args.op, **query(args, size))
+        rows.append({"bytes": size, **report.fields})
+        lines.append(report.text)
     order = ("measured", "borrowed", "datasheet")
     worst = max((str(r["tier"]) for r in rows), key=order.index)
     return {"tier": worst, "rows": rows}, "\n".join(lines)
-
-
-def attention(model: CostModel, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
-    require(args, "doc-lengths", "heads")
-    lengths = positive_ints("--doc-lengths", args.doc_lengths)
-    if len(lengths) > 1_000_000 or max(lengths) > MAX_TOKENS:
-        raise InputError("--doc-lengths", f"{len(lengths)} lengths up to {max(lengths)}",
-                         f"at most 10^6 documents of <= {MAX_TOKENS:,} tokens")
-    kv = args.kv_heads if args.kv_heads is not None else args.heads
-    secs = model.attention_docs(lengths, args.heads, kv, args.head_dim, args.backward, args.cp)
-    q, k = cp_shard(np.asarray(lengths, dtype=np.float64), args.cp)
-    pairs = float(shard_pairs(q, k).sum())
-    flops = (
-        4.0 * args.head_dim * args.heads * pairs * (model.attn.bwd_flops if args.backward else 1)
-    )
-    tflops = flops / secs / 1e12 if secs > 0 else 0.0
-    pass_ = "backward" if args.backward else "forward"
-    text = (
-        f"attention {pass_} over {len(lengths)} documents, {args.heads} heads: "
-        f"{secs * 1e3:.4f} ms ({tflops:.0f} TFLOP/s)"
-    )
-    return {"seconds": secs, "tflops": tflops}, text
-
-
-def gemm(model: CostModel, args: argparse.Namespace) -> tuple[dict[str, Any], str]:
-    require(args, "m", "n", "k")
-    if args.dtype not in DTYPE_BYTES:
-        raise InputError("--dtype", args.dtype, " | ".join(DTYPE_BYTES))
-    secs = float(model.gemm(args.m, args.n, args.k, args.dtype))
-    tflops = 2.0 * args.m * args.n * args.k / secs / 1e12 if secs > 0 else 0.0
-    shape = f"{args.m}x{args.k} @ {args.k}x{args.n} {args.dtype}"
-    text = f"gemm {shape}: {secs * 1e6:.2f} us ({tflops:.0f} TFLOP/s)"
-    return {"seconds": secs, "tflops": tflops}, text

@@ -53,6 +53,7 @@ def summary_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
 
 def handle(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, args.set)
+    kinds.kind_of(scenario).elaborate(scenario)  # registered names, before any work
     parsed = None if args.trace_ranks is None else int_list("--trace-ranks", args.trace_ranks, 0)
     ranks = trace_ranks(scenario, args.trace, args.trace_ranks, parsed)
     if not args.no_preflight:

@@ -64,10 +64,13 @@ def summary(r: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 def elaborate(scenario: MoeScenario) -> None:
-    """The MoE system must be registered (the config layer, below the registry, cannot see)."""
+    """The MoE system and the network model must be registered (the config layer, below the
+    registries, cannot see them)."""
     from libra_des.plan.moe.registry import moe_system
+    from libra_des.sim.network import models as network_models
 
     moe_system(scenario.balancer.policy)
+    network_models.get(scenario.fidelity)
 
 
 KIND = register(ScenarioKind(

@@ -104,6 +104,19 @@ def tap_text(r: Mapping[str, Any]) -> str:
     return f"{bal.get('heads_split')}, {bal.get('block_size')}"
 
 
+def elaborate(scenario: TrainingScenario) -> None:
+    """The names the config layer cannot see: the pipeline schedule (and the model chunks it
+    takes), the network model and the length law (with the fields it needs)."""
+    from libra_des.sim.network import models as network_models
+    from libra_des.sim.training import schedules
+    from libra_des.workload import lengths
+
+    par = scenario.parallelism
+    schedules.get(par.schedule).check(par.virtual_stages)
+    network_models.get(scenario.fidelity)
+    lengths.check(scenario.workload.lengths)
+
+
 KIND = register(ScenarioKind(
     name="training",
     model=TrainingScenario,
@@ -112,4 +125,5 @@ KIND = register(ScenarioKind(
     summary=summary,
     estimate=training_estimate,
     trace_ranks=training_trace_ranks,
+    elaborate=elaborate,
 ))

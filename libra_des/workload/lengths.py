@@ -13,6 +13,11 @@ Model assumptions:
   length per line, or ``.npy``).
 * ``constant``: every sample has ``value`` tokens (``median`` when ``value`` is unset).
 * ``mixture``: each sample picks a component with probability proportional to its weight.
+
+Laws are looked up by ``workload.lengths.kind`` in :data:`REGISTRY`, never branched on: a law
+is one :class:`LengthLaw` (name, sampler, moment, the fields it needs) and a :func:`register`
+call; the shipped ones (:data:`SHIPPED`) are registered on the first look-up, then the entry
+points of the group ``libra_des.length_laws``.
 """
 
 from __future__ import annotations
@@ -20,13 +25,14 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from libra_des.config import LengthDist
 from libra_des.errors import InputError
+from libra_des.registry import Registry, shipped_then_entry_points
 from libra_des.workload.normal import ndtr, ndtri
 
 #: Standard-normal 99th percentile, Phi^-1(0.99).
@@ -156,17 +162,27 @@ def read_lengths(path: str) -> np.ndarray:
 
 def make_sampler(dist: LengthDist) -> Sampler:
     """A function ``(n, rng) -> int64 lengths`` for ``dist`` (files are read once, here)."""
-    if dist.kind == "constant":
-        value = dist.value if dist.value is not None else dist.median
-        assert value is not None
-        const = finish(np.array([float(value)]), dist)[0]
-        return lambda n, rng: np.full(n, const, dtype=np.int64)
-    if dist.kind == "empirical":
-        assert dist.path is not None
-        pool = finish(read_lengths(dist.path).astype(np.float64), dist)
-        return lambda n, rng: pool[rng.integers(0, pool.size, size=n)]
-    if dist.kind == "mixture":
-        return mixture_sampler(dist)
+    return law_of(dist).sampler(dist)
+
+
+def constant_value(dist: LengthDist) -> float:
+    value = dist.value if dist.value is not None else dist.median
+    assert value is not None  # the law's check
+    return float(value)
+
+
+def constant_sampler(dist: LengthDist) -> Sampler:
+    const = finish(np.array([constant_value(dist)]), dist)[0]
+    return lambda n, rng: np.full(n, const, dtype=np.int64)
+
+
+def empirical_sampler(dist: LengthDist) -> Sampler:
+    assert dist.path is not None  # the law's check
+    pool = finish(read_lengths(dist.path).astype(np.float64), dist)
+    return lambda n, rng: pool[rng.integers(0, pool.size, size=n)]
+
+
+def lognormal_pareto_sampler(dist: LengthDist) -> Sampler:
     law = spliced_law(dist)
     return lambda n, rng: finish(law.quantile(rng.random(n)), dist)
 
@@ -195,25 +211,36 @@ def sample_lengths(dist: LengthDist, n: int, rng: np.random.Generator) -> np.nda
 
 
 def moment(dist: LengthDist, k: int) -> float:
-    """E[l^k] of the distribution, analytic where a closed form exists.
+    """E[l^k] of the distribution, analytic where a closed form exists (its law's moment).
 
     ``lognormal_pareto`` uses the continuous law (token rounding ignored, ``min`` ignored);
     ``empirical`` is the file's own mean; ``mixture`` the weighted sum of its components.
     """
-    cap = float(dist.max) if dist.max is not None else math.inf
-    if dist.kind == "constant":
-        value = dist.value if dist.value is not None else dist.median
-        assert value is not None
-        return float(min(max(value, dist.min), cap)) ** k
-    if dist.kind == "empirical":
-        assert dist.path is not None
-        pool = np.minimum(read_lengths(dist.path).astype(np.float64), cap)
-        return float(np.mean(np.maximum(pool, dist.min) ** k))
-    if dist.kind == "mixture":
-        w = np.array([c.weight for c in dist.components], dtype=np.float64)
-        parts = [moment(c.dist, k) for c in dist.components]
-        return float(np.dot(w / w.sum(), parts))
-    return spliced_law(dist).clipped_moment(k, cap)
+    return law_of(dist).moment(dist, k)
+
+
+def cap_of(dist: LengthDist) -> float:
+    return float(dist.max) if dist.max is not None else math.inf
+
+
+def constant_moment(dist: LengthDist, k: int) -> float:
+    return min(max(constant_value(dist), dist.min), cap_of(dist)) ** k
+
+
+def empirical_moment(dist: LengthDist, k: int) -> float:
+    assert dist.path is not None  # the law's check
+    pool = np.minimum(read_lengths(dist.path).astype(np.float64), cap_of(dist))
+    return float(np.mean(np.maximum(pool, dist.min) ** k))
+
+
+def mixture_moment(dist: LengthDist, k: int) -> float:
+    w = np.array([c.weight for c in dist.components], dtype=np.float64)
+    parts = [moment(c.dist, k) for c in dist.components]
+    return float(np.dot(w / w.sum(), parts))
+
+
+def lognormal_pareto_moment(dist: LengthDist, k: int) -> float:
+    return spliced_law(dist).clipped_moment(k, cap_of(dist))
 
 
 def length_cv(dist: LengthDist) -> float:
@@ -249,3 +276,81 @@ def fit_to_data(lengths: np.ndarray, tail_quantile: float) -> dict[str, float | 
         "min": int(data[0]),
         "max": int(data[-1]),
     }
+
+
+# ----------------------------------------------------------------------------- the laws
+
+
+def no_fields(_dist: LengthDist) -> None:
+    """A law that reads only the shared fields (``min``, ``max``)."""
+
+
+@dataclass(frozen=True)
+class LengthLaw:
+    """One length law as ``workload.lengths.kind`` names it.
+
+    ``sampler(dist)``: the ``(n, rng) -> int64 lengths`` function of a distribution of this
+    law (files read once, there); ``moment(dist, k)``: E[l^k], in closed form where one exists;
+    ``check(dist)``: the fields the law needs, refused (one line) before any work.
+    """
+
+    name: str
+    sampler: Callable[[LengthDist], Sampler] = field(compare=False)
+    moment: Callable[[LengthDist, int], float] = field(compare=False)
+    check: Callable[[LengthDist], None] = field(default=no_fields, compare=False)
+
+
+def needs_median(dist: LengthDist) -> None:
+    if dist.median is None:
+        raise InputError("workload.lengths.median", None, "> 0 for lognormal_pareto (with p99)")
+
+
+def needs_value(dist: LengthDist) -> None:
+    if dist.value is None and dist.median is None:
+        raise InputError("workload.lengths.value", None, "> 0 for constant")
+
+
+def needs_path(dist: LengthDist) -> None:
+    if not dist.path:
+        raise InputError(PATH_FIELD, None, "a lengths file for empirical")
+
+
+def needs_components(dist: LengthDist) -> None:
+    if not dist.components:
+        raise InputError("workload.lengths.components", (), "a non-empty list for mixture")
+    for part in dist.components:
+        check(part.dist)
+
+
+#: Entry-point group third-party length laws register under.
+GROUP = "libra_des.length_laws"
+#: The shipped laws, registered on the first look-up (``lognormal_pareto`` is the default).
+SHIPPED = (
+    LengthLaw("lognormal_pareto", lognormal_pareto_sampler, lognormal_pareto_moment,
+              needs_median),
+    LengthLaw("empirical", empirical_sampler, empirical_moment, needs_path),
+    LengthLaw("constant", constant_sampler, constant_moment, needs_value),
+    LengthLaw("mixture", mixture_sampler, mixture_moment, needs_components),
+)
+
+
+#: The process's registry (a plug-in registry is the one piece of module state by design).
+REGISTRY: Registry[LengthLaw] = Registry(
+    "length law", "workload.lengths.kind",
+    shipped_then_entry_points(lambda: SHIPPED, GROUP, LengthLaw),
+)
+register = REGISTRY.register
+names = REGISTRY.names
+
+
+def law_of(dist: LengthDist) -> LengthLaw:
+    """The registered law of ``dist``, its fields checked (bad input: one line)."""
+    law = REGISTRY.get(dist.kind)
+    law.check(dist)
+    return law
+
+
+def check(dist: LengthDist | None) -> None:
+    """Refuse, before any work, a distribution of no registered law or missing its fields."""
+    if dist is not None:
+        law_of(dist)

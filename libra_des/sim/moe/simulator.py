@@ -5,10 +5,11 @@ through every layer of the model on an EP group. Per MoE layer it builds the sys
 from the batch's routing (and, where the system predicts, the predicted routing), costs every
 stage, and executes the stage graph in SimPy (``libra_des.sim.moe.layer``), where replica
 copies on the copy engine contend with dispatch and combine for each GPU's link. The network
-model follows ``fidelity`` (:func:`network_factory`): ``fast`` times dispatch, combine and
-copies with the alpha-beta cost model on one processor-sharing port per GPU; ``detailed``
-runs them as flows on the topology (max-min fair link sharing, the collective algorithm's
-transfer DAG). Compute, CPU planning and host fetches are timed alike in both.
+model is the one ``fidelity`` names in :mod:`libra_des.sim.network.models`
+(:func:`network_factory`): ``fast`` times dispatch, combine and copies with the alpha-beta
+cost model on one processor-sharing port per GPU; ``detailed`` runs them as flows on the
+topology (max-min fair link sharing, the collective algorithm's transfer DAG). Compute, CPU
+planning and host fetches are timed alike in both.
 
 System designs (what runs where, what waits for what):
 
@@ -69,9 +70,9 @@ from libra_des.sim.moe.cpu import cost_sources
 from libra_des.sim.moe.layer import CountingEnvironment, SharedLink
 from libra_des.sim.moe.overlap import Prefetch, serve
 from libra_des.sim.moe.setup import check_memory, ep_group
-from libra_des.sim.network.analytic import AnalyticNetwork
-from libra_des.sim.network.flow_model import Network
+from libra_des.sim.network import models as network_models
 from libra_des.sim.network.model import NetworkModel
+from libra_des.sim.network.models import NetworkSetup
 from libra_des.workload import routing as routing_module
 from libra_des.workload import sampling, trace_cache
 from libra_des.workload.routing import RoutingTrace
@@ -222,14 +223,14 @@ def simulate_moe(
 def network_factory(
     fidelity: str, topology: Topology, cost: CostModel, gpus: int, variance: VarianceModel
 ) -> Callable[[simpy.Environment], NetworkModel]:
-    """The run's network model (module docstring): flows on ``topology`` at ``detailed``
-    fidelity (degraded links from ``variance``), else the alpha-beta model on one
-    processor-sharing port per GPU of the EP group."""
+    """The run's registered network model (module docstring), offered one processor-sharing
+    port per GPU of the EP group (the α-β model shares them; the flow model shares links)."""
+    model = network_models.get(fidelity)
+    setup = NetworkSetup(topology, cost, variance, lambda env: [SharedLink(env)
+                                                                 for _ in range(gpus)])
 
     def make(env: simpy.Environment) -> NetworkModel:
-        if fidelity == "detailed":
-            return Network(env, topology, variance)
-        return AnalyticNetwork(env, cost, [SharedLink(env) for _ in range(gpus)])
+        return model.build(env, setup)
 
     return make
 

@@ -10,14 +10,22 @@ is the model chunk on that device (always 0 unless interleaved); the virtual sta
 
 Executing these orders with equal op times and free communication gives the textbook bubbles
 (p-1)/(m+p-1) for GPipe and 1F1B and (p-1)/(v·m+p-1) for interleaved 1F1B; tests check this.
+
+Schedules are looked up by ``parallelism.schedule`` in :data:`REGISTRY`, never branched on:
+a schedule is one :class:`PipelineSchedule` (its name, its builder, whether it takes model
+chunks) and a :func:`register` call. The shipped ones (:data:`SHIPPED`) are registered on the
+first look-up, then the entry points of the group ``libra_des.schedules``
+(``tests/toy_schedule.py`` is a complete third-party example).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Literal
 
 from libra_des.errors import InputError
+from libra_des.registry import Registry, shipped_then_entry_points
 
 Kind = Literal["F", "B"]
 
@@ -117,12 +125,52 @@ def interleaved(p: int, m: int, v: int) -> Schedule:
     return Schedule("interleaved", p, m, v, tuple(orders))
 
 
+#: (stages p, microbatches m, model chunks per device v) -> the per-device op orders.
+Builder = Callable[[int, int, int], Schedule]
+#: Entry-point group third-party schedules register under.
+GROUP = "libra_des.schedules"
+
+
+@dataclass(frozen=True)
+class PipelineSchedule:
+    """One pipeline schedule as the scenario names it (``parallelism.schedule``).
+
+    ``build(p, m, v)`` gives its op orders (every device's ops must respect the dependencies of
+    :meth:`Schedule.dependency`, or the run deadlocks and its built-in check fails);
+    ``chunks``: it runs ``parallelism.virtual_stages`` model chunks per device (else that knob
+    must stay 1).
+    """
+
+    name: str
+    build: Builder = field(compare=False)
+    chunks: bool = False
+
+    def check(self, virtual_stages: int) -> None:
+        """Refuse model chunks a schedule without them would silently ignore."""
+        if not self.chunks and virtual_stages != 1:
+            takes = " | ".join(s.name for s in REGISTRY.items() if s.chunks)
+            raise InputError("parallelism.virtual_stages", virtual_stages,
+                             f"1 unless the schedule takes model chunks ({takes})")
+
+
+#: The shipped schedules, registered on the first look-up.
+SHIPPED = (
+    PipelineSchedule("gpipe", lambda p, m, _v: gpipe(p, m)),
+    PipelineSchedule("1f1b", lambda p, m, _v: one_f_one_b(p, m)),
+    PipelineSchedule("interleaved", interleaved, chunks=True),
+)
+
+
+#: The process's registry (a plug-in registry is the one piece of module state by design).
+REGISTRY: Registry[PipelineSchedule] = Registry(
+    "pipeline schedule", "parallelism.schedule",
+    shipped_then_entry_points(lambda: SHIPPED, GROUP, PipelineSchedule),
+)
+register = REGISTRY.register
+names = REGISTRY.names
+get = REGISTRY.get
+
+
 def build_schedule(name: str, p: int, m: int, v: int = 1) -> Schedule:
-    """Dispatch on the scenario's ``parallelism.schedule``."""
-    if name == "gpipe":
-        return gpipe(p, m)
-    if name == "1f1b":
-        return one_f_one_b(p, m)
-    if name == "interleaved":
-        return interleaved(p, m, v)
-    raise InputError("parallelism.schedule", name, "gpipe | 1f1b | interleaved")
+    """The op orders of the schedule registered as ``name`` (``parallelism.schedule``)."""
+    return get(name).build(p, m, v)

@@ -4,9 +4,9 @@ Describe -> elaborate -> run: the scenario (describe) is elaborated into a topol
 model, a variance model and, per step, a :class:`~libra_des.plan.step.StepPlan`; the step is
 then run as SimPy processes
 (:mod:`libra_des.sim.training.pipeline`) over precomputed, noise-folded op
-durations (:mod:`libra_des.sim.training.stagetimes`). ``detailed`` fidelity replaces the analytic
-attention exchange with per-chunk flows on the flow-level network
-(:mod:`libra_des.sim.training.detailed`).
+durations (:mod:`libra_des.sim.training.stagetimes`). A network model that replays training
+(``detailed``: the flow-level network; :mod:`libra_des.sim.network.models`) replaces the
+analytic attention exchange with per-chunk traffic on it (:mod:`libra_des.sim.training.detailed`).
 """
 
 from __future__ import annotations
@@ -35,7 +35,9 @@ from libra_des.plan.step import (
     pool_size_of,
 )
 from libra_des.plan.tap_autotune import Ranking, resolve_knobs
+from libra_des.sim.network import models as network_models
 from libra_des.sim.network.model import NetworkModel
+from libra_des.sim.network.models import Fidelity, NetworkSetup
 from libra_des.sim.training.detailed import DetailedPipelineSim, flow_times
 from libra_des.sim.training.memory import (
     MemoryReport,
@@ -224,10 +226,11 @@ def simulate_step(
     p2p = p2p_times(scenario, cluster, lin)
     sync = sync_fn(scenario, cluster, schedule, lin)
     sim: PipelineSim
-    if scenario.fidelity == "detailed":
+    fidelity = network_models.get(scenario.fidelity)
+    if fidelity.replays_training:
         sim = DetailedPipelineSim(
-            schedule, times, plan, layout, network_factory(scenario, cluster), lin.act_bytes, sync,
-            backward_traffic(scenario),
+            schedule, times, plan, layout, network_factory(fidelity, cluster), lin.act_bytes,
+            sync, backward_traffic(scenario),
         )
     else:
         width = layout.pool * par.cp
@@ -307,15 +310,14 @@ def executed_pair_heads(
 
 
 def network_factory(
-    scenario: Scenario, cluster: Cluster
+    fidelity: Fidelity, cluster: Cluster
 ) -> Callable[[simpy.Environment], NetworkModel]:
-    """Flow network on the scenario's topology (free of noise when comm is free)."""
-    # Imported here: its max-min solver loads scipy.linalg (about 0.12 s), which fast
-    # fidelity never uses.
-    from libra_des.sim.network.flow_model import Network
+    """The registered network model on the scenario's topology (no per-GPU ports: the
+    replayed exchange shares links, not ports)."""
+    setup = NetworkSetup(cluster.topology, cluster.cost, cluster.variance)
 
     def make(env: simpy.Environment) -> NetworkModel:
-        return Network(env, cluster.topology, cluster.variance)
+        return fidelity.build(env, setup)
 
     return make
 

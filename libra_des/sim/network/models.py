@@ -1,0 +1,120 @@
+"""The network-model registry: what a scenario's ``fidelity`` names, looked up, never branched on.
+
+A network model (:class:`~libra_des.sim.network.model.NetworkModel`) is one class; making a
+scenario able to name it is one :class:`Fidelity` passed to :func:`register`: its name, how
+to build it for a run (:data:`Builder`, from the run's :class:`NetworkSetup`), whether the
+training simulator replays each op's exchange and hand-offs on it, and the factors by which
+it stretches a run's wall time for the preflight estimate. The shipped models (:data:`SHIPPED`,
+``fast`` and ``detailed``) are registered on the first look-up, then the entry points of the
+group ``libra_des.network_models``; ``tests/toy_network.py`` is a complete third-party example.
+
+Builders import their model when called, so looking a model up (the preflight does, for
+every run) costs nothing: the flow model's max-min solver loads scipy.linalg, which fast
+runs never use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from libra_des.registry import Registry, shipped_then_entry_points
+
+if TYPE_CHECKING:
+    import simpy
+
+    from libra_des.hardware.costs import CostModel
+    from libra_des.hardware.topology import Topology
+    from libra_des.hardware.variance import VarianceModel
+    from libra_des.sim.network.analytic import Port
+    from libra_des.sim.network.model import NetworkModel
+
+#: Entry-point group third-party network models register under.
+GROUP = "libra_des.network_models"
+
+
+@dataclass(frozen=True)
+class NetworkSetup:
+    """What a run offers a network model: its topology, cost model, link variance, and the
+    simulator's per-GPU ports (MoE's processor-sharing links; None: the simulator has none)."""
+
+    topology: Topology
+    cost: CostModel
+    variance: VarianceModel
+    ports: Callable[[simpy.Environment], Sequence[Port]] | None = None
+
+
+#: (the run's SimPy environment, its setup) -> the network model of the run.
+Builder = Callable[["simpy.Environment", NetworkSetup], "NetworkModel"]
+
+
+def unchanged(_size: int) -> float:
+    """A model whose runs take about fast fidelity's time."""
+    return 1.0
+
+
+@dataclass(frozen=True)
+class Fidelity:
+    """One network model as ``fidelity`` names it.
+
+    ``build``: the model for one run. ``replays_training``: the training simulator runs each
+    op's attention exchange and stage hand-offs on it (``sim/training/detailed.py``); False:
+    training folds the cost model's α-β times into op durations (no network object; the model
+    then times MoE only). ``training_wall(gpus)`` and ``moe_wall(ep)``: wall time over fast
+    fidelity's, for one training step of that many GPUs and one MoE layer of that EP group
+    (the preflight estimate; measured where the model ships).
+    """
+
+    name: str
+    build: Builder = field(compare=False)
+    replays_training: bool = False
+    training_wall: Callable[[int], float] = field(default=unchanged, compare=False)
+    moe_wall: Callable[[int], float] = field(default=unchanged, compare=False)
+
+
+def analytic(env: simpy.Environment, setup: NetworkSetup) -> NetworkModel:
+    """α-β solo times, as jobs on the simulator's ports when it has them (``fast``)."""
+    from libra_des.sim.network.analytic import AnalyticNetwork
+
+    return AnalyticNetwork(env, setup.cost, None if setup.ports is None else setup.ports(env))
+
+
+def flows(env: simpy.Environment, setup: NetworkSetup) -> NetworkModel:
+    """Flows on the topology's routes, max-min fair, degraded links from the variance."""
+    from libra_des.sim.network.flow_model import Network
+
+    return Network(env, setup.topology, setup.variance)
+
+
+def detailed_training_wall(gpus: int) -> float:
+    """Detailed over fast fidelity's time for one step. Measured with
+    ``benchmarks/detailed.py`` (quickstart layout, replayed all-to-alls): 1.9x at 128 GPUs,
+    4.4x at 256, 7.1x at 512, 14x at 1,024: it grows about as the GPUs (hand-overs of
+    replays grow as more pools share spines), hence GPUs / 64, and at least 8 (our
+    assumption for small runs, whose fixed costs dominate)."""
+    return max(8.0, gpus / 64)
+
+
+def detailed_moe_wall(ep: int) -> float:
+    """Detailed fidelity runs dispatch / combine as flows, about G^2 per layer: walls measured
+    with ``benchmarks/moe_fidelity.py`` grow from 1x (8 GPUs) to 3-4x (32) of fast mode; our
+    bound 1 + G/8 stays above them."""
+    return 1 + ep / 8
+
+
+#: The shipped models, registered on the first look-up (``fast`` first: the default).
+SHIPPED = (
+    Fidelity("fast", analytic),
+    Fidelity("detailed", flows, replays_training=True, training_wall=detailed_training_wall,
+             moe_wall=detailed_moe_wall),
+)
+
+
+#: The process's registry (a plug-in registry is the one piece of module state by design).
+REGISTRY: Registry[Fidelity] = Registry(
+    "network model", "fidelity", shipped_then_entry_points(lambda: SHIPPED, GROUP, Fidelity)
+)
+register = REGISTRY.register
+names = REGISTRY.names
+get = REGISTRY.get
