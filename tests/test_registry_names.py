@@ -1,7 +1,9 @@
-"""No module compares against a balancer, MoE system, predictor or scenario-kind name.
+"""No module compares against a registered name: balancer, MoE system, predictor, scenario
+kind, pipeline schedule, length law or network model (fidelity).
 
-Adding a balancer, a system or a kind is registering it (``training_balancers``,
-``plan.moe.registry``, ``workload.predictors.PREDICTORS``, ``kinds``); code that asks
+Adding one is registering it (``training_balancers``, ``plan.moe.registry``,
+``workload.predictors.PREDICTORS``, ``kinds``, ``sim.training.schedules``,
+``workload.lengths``, ``sim.network.models``); code that asks
 ``policy == "libra"`` would silently leave a newcomer out. The registries themselves (and the
 modules that declare one entry each) may name what they register.
 """
@@ -16,17 +18,22 @@ import pytest
 
 from libra_des import kinds, training_balancers
 from libra_des.plan.moe.registry import moe_system_names
+from libra_des.sim.network import models as network_models
+from libra_des.sim.training import schedules
+from libra_des.workload import lengths
 from libra_des.workload.predictors import PREDICTORS
 
 PACKAGE = Path(__file__).resolve().parent.parent / "libra_des"
 #: Modules that declare registry entries: they name what they register.
 REGISTRIES = ("training_balancers.py", "plan/balancers/", "plan/moe/", "kinds/",
-              "workload/predictors.py", "config.py")
+              "workload/predictors.py", "config.py", "sim/training/schedules.py",
+              "workload/lengths.py", "sim/network/models.py")
 
 
 def names() -> frozenset[str]:
     return frozenset({*training_balancers.names(), *moe_system_names(), *PREDICTORS,
-                      *kinds.names()})
+                      *kinds.names(), *schedules.names(), *lengths.names(),
+                      *network_models.names()})
 
 
 def constants(node: ast.AST) -> Iterator[str]:
@@ -63,11 +70,13 @@ def test_no_comparison_against_a_registered_name() -> None:
     'x = p in ("ulysses", "distca")',
     'ok = "lina" != predictor',
     'if kind not in {"moe_inference"}:\n    pass',
+    'if scenario.fidelity == "detailed":\n    pass',
+    'x = 1 if name == "interleaved" else 0',
 ])
 def test_checker_sees_a_comparison(text: str) -> None:
     assert len(named_comparisons(text, names())) >= 1
 
 
 def test_checker_ignores_other_strings_and_loops() -> None:
-    text = 'for p in ("libra", "ulysses"):\n    pass\nif mode == "fast":\n    pass\n'
+    text = 'for p in ("libra", "ulysses"):\n    pass\nif mode == "quick":\n    pass\n'
     assert named_comparisons(text, names()) == []

@@ -74,7 +74,7 @@ FLAG_LIMITS = {
 }
 MAX_BYTES = float(1 << 40)  # 1 TiB: far above any GPU's memory
 #: Where an op's needed argument comes from: the flags that give it.
-NEEDED_FLAGS = {"gemm": ("m", "n", "k")}
+NEEDED_FLAGS = {"gemm": ("m", "n", "k"), "nbytes": ("bytes",)}
 
 
 def check_flags(args: argparse.Namespace) -> None:
