@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import simpy
 import toy_cost_op
 import toy_length_law
 import toy_network
@@ -27,6 +28,7 @@ from libra_des.errors import InputError
 from libra_des.hardware import cost_ops
 from libra_des.registry import Registry, shipped_then_entry_points
 from libra_des.sim.network import models as network_models
+from libra_des.sim.network.model import NetworkModel
 from libra_des.sim.training import schedules
 from libra_des.workload import lengths
 
@@ -85,8 +87,21 @@ def test_a_schedule_without_chunks_refuses_them() -> None:
         train("parallelism.schedule=toy_serial", "parallelism.virtual_stages=2")
 
 
+def test_a_nested_law_names_its_own_path() -> None:
+    parts = '[{weight: 1, dist: {kind: constant}}]'
+    with pytest.raises(InputError) as err:
+        train("workload.lengths.kind=mixture", f"workload.lengths.components={parts}")
+    assert err.value.field == "workload.lengths.components.0.dist.value"
+    with pytest.raises(InputError) as err:
+        train("workload.lengths.kind=mixture",
+              "workload.lengths.components=[{weight: 1, dist: {kind: magic}}]")
+    assert err.value.field == "workload.lengths.components.0.dist.kind"
+    assert "toy_uniform" in err.value.allowed
+
+
 def test_toy_network_replays_training_and_times_moe() -> None:
     """Infinite bandwidth: no slower than the flow model on the same plans, and it ran."""
+    assert isinstance(toy_network.IdealNetwork(simpy.Environment()), NetworkModel)
     ideal, flows = train("fidelity=toy_ideal"), train("fidelity=detailed")
     assert ideal["attention_flops_per_step"] == flows["attention_flops_per_step"]
     assert 0 < ideal["step_time_s"]["mean"] <= flows["step_time_s"]["mean"]

@@ -16,9 +16,9 @@ from libra_des.errors import InputError
 from libra_des.workload.lengths import LengthLaw, Sampler, register
 
 
-def needs_max(dist: LengthDist) -> None:
+def needs_max(dist: LengthDist, where: str) -> None:
     if dist.max is None:
-        raise InputError("workload.lengths.max", None, "a longest length for toy_uniform")
+        raise InputError(f"{where}.max", None, "a longest length for toy_uniform")
 
 
 def sampler(dist: LengthDist) -> Sampler:

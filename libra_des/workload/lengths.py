@@ -281,7 +281,7 @@ def fit_to_data(lengths: np.ndarray, tail_quantile: float) -> dict[str, float | 
 # ----------------------------------------------------------------------------- the laws
 
 
-def no_fields(_dist: LengthDist) -> None:
+def no_fields(_dist: LengthDist, _where: str) -> None:
     """A law that reads only the shared fields (``min``, ``max``)."""
 
 
@@ -291,35 +291,36 @@ class LengthLaw:
 
     ``sampler(dist)``: the ``(n, rng) -> int64 lengths`` function of a distribution of this
     law (files read once, there); ``moment(dist, k)``: E[l^k], in closed form where one exists;
-    ``check(dist)``: the fields the law needs, refused (one line) before any work.
+    ``check(dist, where)``: the fields the law needs, refused (one line naming ``where``, the
+    distribution's dotted path, e.g. ``workload.lengths``) before any work.
     """
 
     name: str
     sampler: Callable[[LengthDist], Sampler] = field(compare=False)
     moment: Callable[[LengthDist, int], float] = field(compare=False)
-    check: Callable[[LengthDist], None] = field(default=no_fields, compare=False)
+    check: Callable[[LengthDist, str], None] = field(default=no_fields, compare=False)
 
 
-def needs_median(dist: LengthDist) -> None:
+def needs_median(dist: LengthDist, where: str) -> None:
     if dist.median is None:
-        raise InputError("workload.lengths.median", None, "> 0 for lognormal_pareto (with p99)")
+        raise InputError(f"{where}.median", None, "> 0 for lognormal_pareto (with p99)")
 
 
-def needs_value(dist: LengthDist) -> None:
+def needs_value(dist: LengthDist, where: str) -> None:
     if dist.value is None and dist.median is None:
-        raise InputError("workload.lengths.value", None, "> 0 for constant")
+        raise InputError(f"{where}.value", None, "> 0 for constant")
 
 
-def needs_path(dist: LengthDist) -> None:
+def needs_path(dist: LengthDist, where: str) -> None:
     if not dist.path:
-        raise InputError(PATH_FIELD, None, "a lengths file for empirical")
+        raise InputError(f"{where}.path", None, "a lengths file for empirical")
 
 
-def needs_components(dist: LengthDist) -> None:
+def needs_components(dist: LengthDist, where: str) -> None:
     if not dist.components:
-        raise InputError("workload.lengths.components", (), "a non-empty list for mixture")
-    for part in dist.components:
-        check(part.dist)
+        raise InputError(f"{where}.components", (), "a non-empty list for mixture")
+    for i, part in enumerate(dist.components):
+        law_of(part.dist, f"{where}.components.{i}.dist")
 
 
 #: Entry-point group third-party length laws register under.
@@ -343,10 +344,16 @@ register = REGISTRY.register
 names = REGISTRY.names
 
 
-def law_of(dist: LengthDist) -> LengthLaw:
-    """The registered law of ``dist``, its fields checked (bad input: one line)."""
-    law = REGISTRY.get(dist.kind)
-    law.check(dist)
+WHERE = "workload.lengths"
+
+
+def law_of(dist: LengthDist, where: str = WHERE) -> LengthLaw:
+    """The registered law of ``dist`` (at dotted path ``where``), its fields checked."""
+    try:
+        law = REGISTRY.get(dist.kind)
+    except InputError as exc:  # the registry names the top-level field
+        raise exc.renamed({REGISTRY.field: f"{where}.kind"}) from None
+    law.check(dist, where)
     return law
 
 
