@@ -164,14 +164,14 @@ def settings(
     s = PlanSettings(
         workload=spec,
         model=chosen,
-        gbs=base["gbs"] if gbs is None else gbs,
-        cp=cp if cp is not None else base["cp"] or default_cp(spec.packed_length),
-        pool_sizes=tuple(pool_sizes or (base["pool"],)),
-        heads_splits=tuple(heads_splits or (base["heads"],)),
-        block_sizes=tuple(block_sizes or (base["block"],)),
+        gbs=base["gbs"] if gbs is None else int(gbs),
+        cp=int(cp) if cp is not None else base["cp"] or default_cp(spec.packed_length),
+        pool_sizes=tuple(int(v) for v in pool_sizes or (base["pool"],)),
+        heads_splits=tuple(int(v) for v in heads_splits or (base["heads"],)),
+        block_sizes=tuple(int(v) for v in block_sizes or (base["block"],)),
         policies=check_policies(policies or ("vrsp",)),
-        windows=windows,
-        seed=base["seed"] if seed is None else seed,
+        windows=int(windows),
+        seed=base["seed"] if seed is None else int(seed),
         slack=float(base["slack"]),
     )
     check_settings(s)
