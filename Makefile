@@ -30,10 +30,10 @@ run: $(STAMP_FIGS)
 	$(BIN)/libra-des quickstart --out out
 
 lint: $(STAMP_DEV)
-	$(BIN)/ruff check libra_des tests benchmarks calibration
+	$(BIN)/ruff check libra_des paper_figs tests benchmarks calibration
 
 typecheck: $(STAMP_DEV)
-	$(BIN)/mypy libra_des
+	$(BIN)/mypy libra_des paper_figs
 
 pytest: $(STAMP_DEV)
 	$(BIN)/python -m pytest -n 2 tests

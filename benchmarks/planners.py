@@ -22,10 +22,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from libra_des.commands.plan import load_model
 from libra_des.config import load_workload
 from libra_des.plan.grouping import vrsp
 from libra_des.plan.tap import build_tiles, place_with
+from libra_des.plan_replay import load_model
 from libra_des.workload.packing import make_stream
 
 

@@ -12,7 +12,7 @@ so that every point plans the same tiles. One knob moves at a time from a noisel
 
 Reported per policy and point: mean step time over seeds, and its ratio to the policy's own
 noiseless step (the *exposure*). Output: JSON (``--out``), read by
-``libra_des/figures/variance_sensitivity.py``.
+``paper_figs/libra_train/variance_sensitivity.py``.
 
     .venv/bin/python benchmarks/variance_sensitivity.py [--seeds 3] [--out runs/variance.json]
 """

@@ -8,7 +8,8 @@
 * :func:`content_key` replaces each file a scenario names by the SHA-256 of its bytes, so two
   clones (different folders, same files) agree and an edited topology file changes the key.
 * :func:`code_fingerprint` hashes the package's own sources (and the shipped calibration
-  profiles, which the cost model reads), so a code edit invalidates stale sweep points.
+  profiles, which the cost model reads), so a code edit invalidates stale sweep points;
+  plotting sources (:data:`PLOTTING`) are left out, as they cannot change a result.
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ from typing import Any
 #: The project root: the folder that holds the package (and topologies/, workloads/, ...).
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = Path(__file__).resolve().parent
-#: Plotting code cannot change a result, so it stays out of the fingerprint.
-FIGURES = PACKAGE / "figures"
+#: Plotting code cannot change a result, so it stays out of the fingerprint: the report's
+#: figures here (the paper figures, ``paper_figs/``, sit outside the package and are never
+#: hashed).
+PLOTTING = (PACKAGE / "report_figures.py",)
 #: Data the simulator reads besides its code: the shipped calibration profiles.
 DATA_DIRS = (ROOT / "calibration" / "profiles",)
 
@@ -85,7 +88,7 @@ def code_fingerprint() -> str:
     Cached per process: sources do not change under a running simulation.
     """
     digest = hashlib.sha256()
-    files = [p for p in source_files(PACKAGE, (".py",)) if not p.is_relative_to(FIGURES)]
+    files = [p for p in source_files(PACKAGE, (".py",)) if p not in PLOTTING]
     for folder in DATA_DIRS:
         if folder.is_dir():
             files += source_files(folder, (".json",))

@@ -20,17 +20,19 @@ values::
       run: libra                  # optional: which run (sub-folder) or sweep point id
       where: {balancer.policy: libra}   # optional, sweeps: the point whose overrides match
 
-Figures come from :mod:`libra_des.report_figures` (imported lazily).
+Figures are passed in, already drawn: the caller (the ``report`` command) decides what to draw
+(:mod:`libra_des.report_figures`, which needs matplotlib) and hands :func:`render` a callable
+from the loaded :class:`Source` to images; this module draws nothing and imports no plotting.
 """
 
 from __future__ import annotations
 
 import html
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
@@ -294,14 +296,26 @@ def pick(src: Source, entry: Mapping[str, Any]) -> tuple[str, dict[str, Any] | N
     return "", None
 
 
-def figures_section(src: Source) -> str:
-    try:
-        import matplotlib  # noqa: F401  (the optional figs extra)
-    except ImportError:
-        return "<p class=muted>Figures need matplotlib: pip install 'libra-des[figs]'.</p>"
-    from libra_des import report_figures
+class Image(Protocol):
+    """One drawn figure as the page inlines it."""
 
-    figs = report_figures.draw(src.kind, src.results, src.rows, src.axes)
+    @property
+    def caption(self) -> str: ...
+
+    @property
+    def png_base64(self) -> str: ...
+
+
+#: What draws a page's figures: the loaded source in, finished images out.
+Drawer = Callable[[Source], Sequence[Image]]
+#: The note in place of figures when no drawer is given (matplotlib, the figs extra, missing).
+NO_DRAWER = "Figures need matplotlib: pip install 'libra-des[figs]'."
+
+
+def figures_section(src: Source, draw: Drawer | None) -> str:
+    if draw is None:
+        return f"<p class=muted>{html.escape(NO_DRAWER)}</p>"
+    figs = draw(src)
     if not figs:
         return "<p class=muted>No figure applies to these results.</p>"
     return "".join(f'<figure><img alt="{html.escape(f.caption)}" src="data:image/png;base64,'
@@ -309,11 +323,12 @@ def figures_section(src: Source) -> str:
                    for f in figs)
 
 
-def render(folder: Path, reference: Path | None = None) -> str:
-    """The whole page as one string."""
+def render(folder: Path, reference: Path | None = None, draw: Drawer | None = None) -> str:
+    """The whole page as one string; ``draw`` makes its figures (none drawn without it)."""
     src = load_source(folder)
     refs = reference_rows(src, reference) if reference is not None else None
-    sections = [("Headline metrics", metrics_section(src)), ("Figures", figures_section(src))]
+    sections = [("Headline metrics", metrics_section(src)),
+                ("Figures", figures_section(src, draw))]
     if src.kind == "sweep":
         sections.append((f"Sweep points ({len(src.rows)})", sweep_section(src)))
     if refs is not None:

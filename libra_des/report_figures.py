@@ -1,4 +1,8 @@
-"""Figures of the HTML report (matplotlib, the ``figs`` extra; imported lazily by the report).
+"""Figures of the HTML report (matplotlib, the ``figs`` extra, imported inside functions).
+
+The ``report`` command picks which of these to draw (by the results' scenario kind) and hands
+the drawn images to :func:`libra_des.report.render`; this module only draws what it is given
+(it knows no kinds). :data:`STAGES` is also the style helper ``paper_figs`` shares.
 
 Each figure is drawn from result files alone and returned as base64 PNG with a caption:
 
@@ -18,8 +22,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from libra_des import kinds
-from libra_des.figures.moe_breakdown import STAGES
 from libra_des.report import DEFINITIONS
 
 if TYPE_CHECKING:
@@ -28,6 +30,22 @@ if TYPE_CHECKING:
 Results = Mapping[str, Mapping[str, Any]]
 FRACTIONS = {"bubble_fraction": "pipeline bubble", "dp_straggler_fraction": "DP straggler wait",
              "pool_wait_fraction": "pool wait", "comm_exposed_fraction": "exposed comm"}
+
+
+#: MoE stages in execution order, in words (result files use identifiers); unknown ones go
+#: last. The plotting style helper ``paper_figs`` shares with the report.
+STAGES = {
+    "attention": "attention",
+    "gate": "gate (router)",
+    "prediction": "expert prediction",
+    "replica_copy": "replica copies",
+    "dispatch": "token dispatch",
+    "moe_local": "local experts",
+    "sharding_cpu": "token sharding (CPU)",
+    "metadata": "sharding metadata",
+    "moe_remote": "remote experts",
+    "combine": "combine",
+}
 
 
 @dataclass(frozen=True)
@@ -131,25 +149,9 @@ def sweep(rows: Sequence[Mapping[str, Any]], axes: Sequence[str], metrics: Seque
     return out
 
 
-#: The figures of one kind's runs, by scenario kind (:mod:`libra_des.kinds`).
+#: The figures of one kind's runs, by scenario kind name (the ``report`` command looks the
+#: kind up in :mod:`libra_des.kinds`).
 DRAWINGS: Mapping[str, Callable[[Results], list[Png]]] = {
     "training": training,
     "moe_inference": moe,
 }
-
-
-def draw(kind: str, results: Results, rows: Sequence[Mapping[str, Any]],
-         axes: Sequence[str] = ()) -> list[Png]:
-    """Every figure that applies to these results (none for an empty input).
-
-    ``kind`` is the report's source (``sweep`` or runs); runs of several scenario kinds get
-    the figures of the first run's kind over the runs of that kind.
-    """
-    if not results:
-        return []
-    first = next(iter(results.values()))
-    scenario_kind = kinds.of_result(first)
-    if kind == "sweep":
-        return sweep(rows, axes, [m for m in scenario_kind.metrics if m in rows[0]][:4])
-    same = {name: r for name, r in results.items() if kinds.of_result(r) is scenario_kind}
-    return DRAWINGS[scenario_kind.name](same)

@@ -3,6 +3,10 @@
 Every import counts, including those inside functions (a lazy import is still a dependency);
 imports under ``if TYPE_CHECKING:`` do not (they never run). A module may import its own layer
 or any layer ranked below it. torch and matplotlib may be imported only inside a function.
+
+``paper_figs/`` (the paper figures, a package beside ``libra_des``) sits above all of it: it
+imports libra_des only through its public face (:data:`PUBLIC`), and libra_des never imports
+it, except the ``figs`` command, inside its handler (:data:`FIGS_ENTRY`).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "libra_des"
+PAPER_FIGS = PACKAGE.parent / "paper_figs"
 
 #: Rank of each layer (first dotted component below ``libra_des``); higher may import lower.
 LAYERS: Mapping[str, int] = {
@@ -26,10 +31,15 @@ LAYERS: Mapping[str, int] = {
     "hardware": 3,
     "plan": 4,
     "sim": 5, "metrics": 5, "trace": 5, "trace_moe": 5,
-    "simulation": 6, "preflight": 6, "kinds": 6,
+    "simulation": 6, "preflight": 6, "kinds": 6, "plan_replay": 6,
     "api": 7, "sweep": 7,
-    "commands": 8, "cli": 8, "figures": 8, "report": 8, "report_figures": 8,
+    "commands": 8, "cli": 8, "report": 8, "report_figures": 8,
 }
+#: What ``paper_figs`` may import of libra_des: the package face, the API, its errors, and
+#: the plotting style helper it shares with the report (``report_figures.STAGES``).
+PUBLIC = ("libra_des", "libra_des.api", "libra_des.errors", "libra_des.report_figures")
+#: The one module of libra_des that may import paper_figs (lazily, inside a function).
+FIGS_ENTRY = "libra_des.commands.figs"
 #: Packages the core may import only lazily (optional extras).
 OPTIONAL = ("torch", "matplotlib")
 
@@ -88,6 +98,9 @@ def violations(sources: Mapping[str, str]) -> list[str]:
             root = target.split(".")[0]
             if root in OPTIONAL and top:
                 found.append(f"{module}: imports {target} at module level (import it lazily)")
+            if root == "paper_figs" and (module != FIGS_ENTRY or top):
+                found.append(f"{module}: imports {target} (libra_des never imports paper_figs; "
+                             f"only {FIGS_ENTRY}, inside a function)")
             if root != "libra_des":
                 continue
             dep = layer_of(target)
@@ -98,6 +111,52 @@ def violations(sources: Mapping[str, str]) -> list[str]:
 
 def package_sources() -> dict[str, str]:
     return {module_name(p): p.read_text() for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def figure_violations(sources: Mapping[str, str]) -> list[str]:
+    """paper_figs modules that reach into libra_des past its public face (:data:`PUBLIC`), or
+    import matplotlib / torch at module level."""
+    found = []
+    for module, text in sorted(sources.items()):
+        for target, top in imports(ast.parse(text), module):
+            root = target.split(".")[0]
+            if root in OPTIONAL and top:
+                found.append(f"{module}: imports {target} at module level (import it lazily)")
+            if root == "libra_des" and target not in PUBLIC:
+                found.append(f"{module}: imports {target} (paper_figs uses only "
+                             f"{', '.join(PUBLIC)})")
+    return found
+
+
+def figure_sources() -> dict[str, str]:
+    return {module_name(p, PAPER_FIGS): p.read_text() for p in sorted(PAPER_FIGS.rglob("*.py"))}
+
+
+def test_paper_figs_use_only_the_public_api() -> None:
+    sources = figure_sources()
+    assert len(sources) >= 17  # one module per figure
+    assert figure_violations(sources) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("from libra_des.sweep import Axis", "libra_des.sweep"),
+        ("def f():\n    from libra_des.cli import main", "libra_des.cli"),
+        ("from libra_des import config", "libra_des.config"),
+        ("import matplotlib.pyplot", "module level"),
+    ],
+)
+def test_figure_checker_catches_breaches(text: str, expected: str) -> None:
+    found = figure_violations({"paper_figs.libra_train.x": text})
+    assert len(found) == 1 and expected in found[0], found
+
+
+def test_figure_checker_allows_the_api() -> None:
+    text = ("from libra_des import api\nfrom libra_des.errors import InputError\n"
+            "import libra_des\nfrom libra_des.report_figures import STAGES\n"
+            "def f():\n    from matplotlib.figure import Figure")
+    assert figure_violations({"paper_figs.libra_moe.x": text}) == []
 
 
 def test_package_follows_the_layers() -> None:
@@ -125,6 +184,8 @@ def test_every_layer_is_documented() -> None:
         ("libra_des.config", "try:\n    import torch\nexcept ImportError:\n    pass", "torch"),
         ("libra_des.metrics", "class A:\n    import matplotlib.pyplot", "matplotlib"),
         ("libra_des.newthing", "import os", "no rank"),
+        ("libra_des.report", "def f():\n    from paper_figs import catalog", "paper_figs"),
+        ("libra_des.commands.figs", "from paper_figs import catalog", "paper_figs"),
     ],
 )
 def test_checker_catches_breaches(module: str, text: str, expected: str) -> None:
@@ -140,6 +201,7 @@ def test_checker_catches_breaches(module: str, text: str, expected: str) -> None
         ("libra_des.plan.x", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
                              "    from libra_des.sim.training.simulator import Cluster"),
         ("libra_des.plan.moe.x", "from . import eplb\nfrom .. import grouping"),
+        ("libra_des.commands.figs", "def handle():\n    from paper_figs import catalog"),
     ],
 )
 def test_checker_allows_downward_and_lazy_imports(module: str, text: str) -> None:

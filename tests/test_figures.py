@@ -25,7 +25,7 @@ def drawn(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_every_figure_has_png_pdf_and_csv(drawn: Path) -> None:
-    from libra_des.figures.catalog import NAMES
+    from paper_figs.catalog import NAMES
 
     index = json.loads((drawn / "figures.json").read_text())
     assert [f["name"] for f in index["figures"]] == list(NAMES)

@@ -307,7 +307,7 @@ def test_figs_rerun_into_its_own_out_folder_is_not_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("matplotlib")
-    from libra_des.figures import catalog
+    from paper_figs import catalog
 
     (tmp_path / "data").mkdir()  # what a first run leaves behind
     (tmp_path / "figures.json").write_text("{}")

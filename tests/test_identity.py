@@ -29,7 +29,7 @@ def clone(dest: Path) -> Path:
     simulate(ROOT / "scenarios" / "quickstart.yaml", overrides=TINY)
     for part in PARTS:
         shutil.copytree(ROOT / part, dest / part,
-                        ignore=shutil.ignore_patterns("*.pyc", "figures"))
+                        ignore=shutil.ignore_patterns("*.pyc"))
     return dest
 
 

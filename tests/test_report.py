@@ -95,3 +95,30 @@ def test_bad_folder_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[st
     err = capsys.readouterr().err
     assert err.startswith("error: RUN_OR_SWEEP_DIR:") and err.count("\n") == 1
     assert not (tmp_path / "x.html").exists()
+
+
+def test_report_draws_only_what_it_is_given(run_dir: Path) -> None:
+    """The page draws nothing itself: without a drawer it says so, with one it inlines exactly
+    the images handed in (the ``report`` command decides what to draw)."""
+    from dataclasses import dataclass
+
+    from libra_des.report import NO_DRAWER, render
+
+    bare = render(run_dir)
+    assert "data:image/png" not in bare and "Figures need matplotlib" in bare
+    assert NO_DRAWER.startswith("Figures need matplotlib")
+
+    @dataclass(frozen=True)
+    class Stub:
+        caption: str
+        png_base64: str
+
+    seen = []
+
+    def draw(src: object) -> list[Stub]:
+        seen.append(src)
+        return [Stub("a stub <figure>", "AAAA")]
+
+    page = render(run_dir, draw=draw)
+    assert len(seen) == 1 and page.count('src="data:image/png;base64,AAAA"') == 1
+    assert "a stub &lt;figure&gt;" in page

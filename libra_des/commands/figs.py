@@ -1,4 +1,7 @@
-"""``libra-des figs [--quick] [--only NAME] --out DIR``: draw the paper-style figures."""
+"""``libra-des figs [--quick] [--only NAME] --out DIR``: draw the paper-style figures.
+
+The figures are ``paper_figs``'s (one module per figure, found through ``paper_figs.catalog``).
+"""
 
 from __future__ import annotations
 
@@ -45,8 +48,10 @@ def handle(args: argparse.Namespace) -> int:
     except ImportError:
         sys.stderr.write(MISSING)
         return 2
-    from libra_des.figures import catalog
-    from libra_des.figures.common import FigOptions
+    # The figures live in the top-level package paper_figs (installed beside libra_des); this
+    # is the one place libra_des imports it, lazily, only when ``figs`` runs.
+    from paper_figs import catalog
+    from paper_figs.common import FigOptions
 
     if args.list:
         for entry in catalog.FIGURES:

@@ -1,14 +1,24 @@
-"""``libra-des report RUN_OR_SWEEP_DIR --out report.html``: one self-contained HTML page."""
+"""``libra-des report RUN_OR_SWEEP_DIR --out report.html``: one self-contained HTML page.
+
+This command decides what the page's figures are (:func:`draw_figures`, by the results'
+scenario kind) and passes them to :func:`libra_des.report.render`, which draws nothing.
+"""
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from libra_des.errors import InputError
 from libra_des.storage import write_atomic
+
+if TYPE_CHECKING:
+    from libra_des.report import Drawer, Source
+    from libra_des.report_figures import Png
 
 
 def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -27,6 +37,33 @@ def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(handler=handle)
 
 
+def draw_figures(src: Source) -> Sequence[Png]:
+    """Every report figure that applies (none for an empty input).
+
+    A sweep gets one bar chart per headline metric of its kind (the first four); runs of
+    several scenario kinds get the figures of the first run's kind over the runs of that kind.
+    """
+    from libra_des import kinds, report_figures
+
+    if not src.results:
+        return []
+    kind = kinds.of_result(next(iter(src.results.values())))
+    if src.kind == "sweep":
+        metrics = [m for m in kind.metrics if m in src.rows[0]][:4]
+        return report_figures.sweep(src.rows, src.axes, metrics)
+    same = {name: r for name, r in src.results.items() if kinds.of_result(r) is kind}
+    return report_figures.DRAWINGS[kind.name](same)
+
+
+def drawer() -> Drawer | None:
+    """:func:`draw_figures`, or None when matplotlib (the optional figs extra) is missing."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return None
+    return draw_figures
+
+
 def handle(args: argparse.Namespace) -> int:
     from libra_des.report import render
     from libra_des.validation import check_output_file
@@ -39,7 +76,7 @@ def handle(args: argparse.Namespace) -> int:
         raise InputError("--out", str(out), "a new or HTML file (this one is an input)")
     err = Console(stderr=True)
     with err.status("rendering report ..."):
-        page = render(folder, Path(args.reference) if args.reference else None)
+        page = render(folder, Path(args.reference) if args.reference else None, drawer())
     write_atomic(out, page)
     err.print(f"report: {out} ({len(page) / 1e6:.2f} MB)", highlight=False)
     return 0

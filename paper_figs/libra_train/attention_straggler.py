@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from libra_des.figures import common
+from paper_figs import common
 
 NAME = "attention_straggler"
 TITLE = "Core-attention straggler latency, mean and max, per baseline"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from libra_des.figures import common
-from libra_des.figures.step_breakdown import policy_study
+from paper_figs import common
+from paper_figs.libra_train.step_breakdown import policy_study
 
 NAME = "throughput"
 TITLE = "Training throughput and MFU per policy"

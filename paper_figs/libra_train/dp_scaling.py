@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from libra_des.figures import common
+from paper_figs import common
 
 NAME = "dp_scaling"
 TITLE = "DP scaling at fixed GBS with an ideal line"

@@ -1,8 +1,9 @@
-"""MoE prefill per system: throughput, time to first token, load imbalance and replica waste.
+"""The MoE systems study: one sweep of every shipped system, and its bar figures' shape.
 
 Scenario ``paper-moe-breakdown`` (Qwen3-235B-A22B on 8x H200 NVSwitch, sequence 1024, batch
-32) under SGLang, EPLB, Lina, HarMoEny and Libra; one sweep feeds ``moe_breakdown`` and the
-three figures here. Quick mode simulates 8 layers and 1 batch.
+32) under SGLang, EPLB, Lina, HarMoEny and Libra; one sweep feeds ``layer_breakdown`` and the
+three bar figures (``throughput``, ``ttft``, ``imbalance``), each a
+:class:`SystemBars`. Quick mode simulates 8 layers and 1 batch.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from libra_des.figures import common
+from paper_figs import common
 
 SCENARIO = "paper-moe-breakdown.yaml"
 
@@ -72,19 +73,3 @@ class SystemBars:
 
     def make(self, opts: common.FigOptions) -> common.Drawn:
         return bar_figure(opts, self.NAME, self.TITLE, self.ylabel, self.value, self.column)
-
-
-Throughput = SystemBars(
-    "moe_throughput", "MoE prefill throughput per system",
-    "prefill throughput (thousand tokens/s)",
-    lambda r: r["prefill_tokens_per_s"] / 1e3, "thousand_tokens_per_s",
-)
-Ttft = SystemBars(
-    "moe_ttft", "Time to first token per system", "mean time to first token (s)",
-    lambda r: r["ttft_s"]["mean"], "ttft_mean_s",
-)
-Imbalance = SystemBars(
-    "moe_imbalance", "Expert-parallel load imbalance per system",
-    "imbalance ratio (max GPU load / mean, mean over layers)",
-    lambda r: r["imbalance_ratio"]["mean"], "imbalance_ratio_mean",
-)

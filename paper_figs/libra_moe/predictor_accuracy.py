@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from libra_des.figures import common
-from libra_des.figures.moe_systems import SCENARIO
+from paper_figs import common
+from paper_figs.libra_moe.systems import SCENARIO
 
 NAME = "moe_accuracy"
 TITLE = "Libra gain vs predictor accuracy"

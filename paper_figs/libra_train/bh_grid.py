@@ -1,6 +1,7 @@
 """B x H grid of the configuration simulator: intra-pool imbalance and exchange bytes.
 
-Runs ``libra-des plan --json`` on the 1M corpus (P = 8, VRSP, GBS 128, CP 8) for block sizes
+Replays the configuration simulator (``libra-des plan``, :func:`libra_des.api.replay_plans`)
+on the 1M corpus (P = 8, VRSP, GBS 128, CP 8) for block sizes
 B and head splits H; each cell is TAP on the heaviest pool, averaged over the windows. TAP
 stops refining a placement once the pool is within its slack tau (``balancer.slack``, 3%
 by default), so cells whose imbalance sits near tau are at the slack, not at a limit of the
@@ -13,8 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from libra_des.config import Balancer
-from libra_des.figures import common
+from paper_figs import common
 
 if TYPE_CHECKING:
     from matplotlib.colors import Normalize
@@ -61,27 +61,18 @@ def make(opts: common.FigOptions) -> common.Drawn:
     )
     heads = opts.pick((1, 2, 4, 8), (1, 2, 4, 8), (1, 2))
     gbs = opts.pick(128, 128, 16)
-    data = common.plan_json(
+    data = common.replay_plans(
         opts,
         NAME,
-        [
-            "--workload",
-            "longctx-1m",
-            "--policy",
-            "vrsp",
-            "--pool-size",
-            "8",
-            "--gbs",
-            str(gbs),
-            "--block-size",
-            ",".join(map(str, blocks)),
-            "--heads-split",
-            ",".join(map(str, heads)),
-            "--windows",
-            str(windows),
-        ],
+        workload="longctx-1m",
+        policies=["vrsp"],
+        pool_sizes=[8],
+        gbs=gbs,
+        block_sizes=blocks,
+        heads_splits=heads,
+        windows=windows,
     )
-    tau = Balancer().slack
+    tau = float(data["slack"])
     rows = {(r["heads_split"], r["block_size"]): r for r in data["results"]}
     intra = np.array([[rows[(h, b)]["intra_pool_imbalance"] for b in blocks] for h in heads])
     gbytes = np.array(

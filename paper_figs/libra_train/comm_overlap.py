@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from libra_des.figures import common
-from libra_des.figures.step_breakdown import policy_study
+from paper_figs import common
+from paper_figs.libra_train.step_breakdown import policy_study
 
 NAME = "comm_overlap"
 TITLE = "Hidden vs exposed communication per policy"

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from libra_des.figures import common
-from libra_des.figures.moe_systems import SCENARIO
+from paper_figs import common
+from paper_figs.libra_moe.systems import SCENARIO
 
 NAME = "moe_dispatch"
 TITLE = "AllGather vs All2All dispatch per fabric"

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from libra_des.figures import common
+from paper_figs import common
 
 NAME = "step_breakdown"
 TITLE = "Step-time breakdown per policy"

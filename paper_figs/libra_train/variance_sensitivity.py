@@ -4,7 +4,7 @@ Reads the JSON of ``benchmarks/variance_sensitivity.py`` (run that first) and dr
 per knob (noise sigma, slow-GPU fraction, fail-slow rate). Not in ``libra-des figs`` (its data
 comes from the benchmark, minutes of work); run it on its own::
 
-    python -m libra_des.figures.variance_sensitivity --data runs/variance_sensitivity.json \\
+    python -m paper_figs.libra_train.variance_sensitivity --data runs/variance_sensitivity.json \\
         --out figs/
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from libra_des.figures import common
+from paper_figs import common
 
 NAME = "variance_sensitivity"
 TITLE = "Step-time exposure to runtime variance per balancer"

@@ -1,6 +1,7 @@
 """Inter-pool imbalance R - 1 vs pool size P for VRSP, Zigzag+Swap and Random, with the LLN.
 
-Runs ``libra-des plan --json`` on both corpora (GBS 128): the mean over windows with the worst
+Replays the configuration simulator (``libra-des plan``, :func:`libra_des.api.replay_plans`)
+on both corpora (GBS 128): the mean over windows with the worst
 window as a whisker, and the analytic estimate (CV/sqrt(P))·sqrt(2 ln(D/P)) that Random
 grouping should follow. Quick mode replays 4 windows instead of 20.
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from libra_des.figures import common
+from paper_figs import common
 
 NAME = "pool_imbalance"
 TITLE = "Inter-pool imbalance per grouping policy"
@@ -28,21 +29,14 @@ def make(opts: common.FigOptions) -> common.Drawn:
     fig, axes = common.new_figure(len(datasets), width=5.4)
     rows = []
     for ax, data in zip(axes, datasets, strict=True):
-        out = common.plan_json(
+        out = common.replay_plans(
             opts,
             f"{NAME}/{data}",
-            [
-                "--workload",
-                f"longctx-{data}",
-                "--gbs",
-                str(gbs),
-                "--windows",
-                str(windows),
-                "--pool-size",
-                ",".join(map(str, pools)),
-                "--policy",
-                ",".join(GROUPING_STYLES),
-            ],
+            workload=f"longctx-{data}",
+            gbs=gbs,
+            windows=windows,
+            pool_sizes=pools,
+            policies=list(GROUPING_STYLES),
         )
         by = {(r["policy"], r["pool_size"]): r for r in out["results"]}
         for policy, (color, words) in GROUPING_STYLES.items():

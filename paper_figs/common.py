@@ -1,10 +1,11 @@
 """Shared pieces of the paper-style figures: options, seeded sweeps, style, PNG/PDF/CSV output.
 
-Every figure module exposes ``NAME``, ``TITLE`` and ``make(opts) -> Drawn``. Data comes from
-:mod:`libra_des.sweep` into ``OUT/data/<name>-<mode>/`` (so a rerun resumes) or, for the
-configuration-simulator figures, from ``libra-des plan --json``. Each figure is written as
-``NAME.png``, ``NAME.pdf`` and ``NAME.csv`` (exactly the plotted numbers, one row per plotted
-value), with a caption line stating scenario, seeds and fidelity.
+Every figure module exposes ``NAME``, ``TITLE`` and ``make(opts) -> Drawn``. Data comes only
+through libra_des's Python API (:mod:`libra_des.api`): sweeps (:func:`~libra_des.api.run_sweep`)
+into ``OUT/data/<name>-<mode>/`` (so a rerun resumes) or, for the configuration-simulator
+figures, :func:`~libra_des.api.replay_plans` (what ``libra-des plan --json`` prints).
+Each figure is written as ``NAME.png``, ``NAME.pdf`` and ``NAME.csv`` (exactly the plotted
+numbers, one row per plotted value), with a caption line stating scenario, seeds and fidelity.
 
 Modes: *full* (the studies, three seeds: error bars are one standard deviation over seeds),
 *quick* (one seed, fewer steps and points), *tiny* (test-only: the smallest layouts that still
@@ -13,9 +14,7 @@ exercise every code path; the numbers mean nothing).
 
 from __future__ import annotations
 
-import contextlib
 import csv
-import io
 import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -25,15 +24,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from libra_des.identity import ROOT
-from libra_des.plan.moe.registry import BUILTIN as MOE_BUILTIN
-from libra_des.plan.moe.registry import moe_system
-from libra_des.sweep import Axis, SweepSpec, timed_sweep
+from libra_des import api
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-SCENARIOS = ROOT / "scenarios"
+#: The shipped scenarios (paper_figs/ sits beside libra_des/ at the project root).
+SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
 DATASETS = ("256k", "1m")
 
 #: The Libra ablation ladder and the baselines, as balancer overrides (docs/model.md part A).
@@ -64,7 +61,7 @@ COLORS = {
     "Libra": "#d62728",
 }
 #: MoE systems: balancer.policy -> name in words (docs/model.md part B), the shipped ones.
-MOE_SYSTEMS = {name: moe_system(name).label for name in MOE_BUILTIN}
+MOE_SYSTEMS = api.moe_systems()
 #: A training layout small enough for the test-only mode (2 GPUs, 2 layers, one step).
 TINY_TRAINING = (
     "parallelism.dp=2",
@@ -116,20 +113,17 @@ class Drawn:
     files: tuple[Path, ...]
 
 
-def yaml_text(value: Any) -> str:
-    """A Python value as the YAML text ``--set`` expects (``False`` -> ``false``)."""
-    return json.dumps(value) if isinstance(value, bool) else str(value)
+#: One sweep axis: keys that move together, each with its values (``api.AxisLike``).
+Axis = dict[str, list[Any]]
 
 
 def grid(key: str, values: Sequence[Any]) -> Axis:
-    return Axis((key,), tuple((yaml_text(v),) for v in values))
+    return {key: list(values)}
 
 
 def zipped(columns: Mapping[str, Sequence[Any]]) -> Axis:
     """One axis whose keys move together (all columns the same length)."""
-    keys = tuple(columns)
-    rows = zip(*(columns[k] for k in keys), strict=True)
-    return Axis(keys, tuple(tuple(yaml_text(v) for v in row) for row in rows))
+    return {k: list(v) for k, v in columns.items()}
 
 
 def variant_axis(labels: Sequence[str]) -> Axis:
@@ -170,32 +164,26 @@ def sweep(
     opts: FigOptions, folder: str, scenario: str, axes: Sequence[Axis], base: Sequence[str] = ()
 ) -> Study:
     """Run (or resume) one sweep of a shipped scenario over the axes and the mode's seeds."""
-    spec = SweepSpec(str(SCENARIOS / scenario), tuple(base), (*axes, grid("seed", opts.seeds)))
-    result, seconds = timed_sweep(spec, opts.data(folder), opts.workers)
+    run = api.run_sweep(SCENARIOS / scenario, [*axes, grid("seed", opts.seeds)],
+                        opts.data(folder), base, opts.workers)
     print(
-        f"  {scenario}: {len(result.records)} points ({result.ran} run, {result.reused} "
-        f"reused) in {seconds:.1f} s",
+        f"  {scenario}: {len(run.points)} points ({run.ran} run, {run.reused} "
+        f"reused) in {run.seconds:.1f} s",
         file=sys.stderr,
     )
     study = Study(Path(scenario).stem)
-    for r in result.records:
-        study.runs.setdefault(r.point.coords[:-1], []).append(r.result())
+    for p in run.points:
+        study.runs.setdefault(p.coords[:-1], []).append(dict(p.result))
     return study
 
 
-def plan_json(opts: FigOptions, name: str, args: Sequence[str]) -> dict[str, Any]:
-    """Run ``libra-des plan ... --json`` in-process; keep its output beside the figure's data."""
-    from libra_des.cli import main
-
+def replay_plans(opts: FigOptions, name: str, **settings: Any) -> dict[str, Any]:
+    """The configuration simulator (:func:`libra_des.api.replay_plans`); its output is kept
+    beside the figure's data, as ``plan.json``."""
+    data = api.replay_plans(**settings)
     path = opts.data(name) / "plan.json"
-    text = io.StringIO()
-    with contextlib.redirect_stdout(text):
-        code = main(["plan", *args, "--json"])
-    if code:
-        raise RuntimeError(f"libra-des plan {' '.join(args)} exited {code}")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text.getvalue())
-    data: dict[str, Any] = json.loads(text.getvalue())
+    path.write_text(json.dumps(data, indent=2) + "\n")
     return data
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from libra_des.figures import common
+from paper_figs import common
 
 NAME = "pool_sweep"
 TITLE = "Pool-size sweep: computation vs communication"

@@ -9,26 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from libra_des.figures import common
-from libra_des.figures.moe_systems import systems_study
+from libra_des.report_figures import STAGES
+from paper_figs import common
+from paper_figs.libra_moe.systems import systems_study
 
 NAME = "moe_breakdown"
 TITLE = "MoE layer breakdown per system"
-#: Stages in execution order, in words (result files use identifiers); unknown ones go last.
-STAGES = {
-    "attention": "attention",
-    "gate": "gate (router)",
-    "prediction": "expert prediction",
-    "replica_copy": "replica copies",
-    "dispatch": "token dispatch",
-    "moe_local": "local experts",
-    "sharding_cpu": "token sharding (CPU)",
-    "metadata": "sharding metadata",
-    "moe_remote": "remote experts",
-    "combine": "combine",
-}
-
-
 def make(opts: common.FigOptions) -> common.Drawn:
     from matplotlib import colormaps
 

@@ -3,17 +3,17 @@
 The paper's measurement (docs/model.md part A): 32K causal attention on 256 identical GPUs for 500
 steps, fastest and slowest GPU dropped per step, (slowest - fastest) / fastest averaged 7.01%
 and peaked at 15.07%. The work is identical, so a GPU's call time is a base time times its
-noise factor and the base cancels: the figure draws the calibrated :class:`VarianceModel`
-directly (no scenario), one histogram per seed pooled, with the paper's mean and max marked.
+noise factor and the base cancels: the figure draws the calibrated variance model
+directly (:func:`libra_des.api.noise_factors`, no scenario), one histogram per
+seed pooled, with the paper's mean and max marked.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from libra_des.config import VarianceSpec
-from libra_des.figures import common
-from libra_des.hardware.variance import VarianceModel
+from libra_des import api
+from paper_figs import common
 
 NAME = "noise_spread"
 TITLE = "Per-step noise spread on identical GPUs"
@@ -22,10 +22,7 @@ PAPER_MEAN, PAPER_MAX = 0.0701, 0.1507
 
 def spread(seed: int, gpus: int, steps: int) -> np.ndarray:
     """Per-step (slowest - fastest) / fastest after dropping the extreme two GPUs."""
-    rng = np.random.default_rng(seed)
-    model = VarianceModel.build(VarianceSpec(), gpus, rng)
-    ids = np.arange(gpus)
-    times = np.vstack([model.factors(rng, ids, 1, step) for step in range(steps)])
+    times = api.noise_factors(gpus, steps, seed)
     kept = np.sort(times, axis=1)[:, 1:-1]
     return np.asarray((kept[:, -1] - kept[:, 0]) / kept[:, 0])
 

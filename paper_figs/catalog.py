@@ -1,4 +1,11 @@
-"""Every figure, in the order ``libra-des figs`` draws them, and the loop that draws them."""
+"""The figure registry: every figure, in the order ``libra-des figs`` draws them, and the loop
+that draws them.
+
+A figure is a module exposing ``NAME`` (its file names), ``TITLE`` and ``make(opts) -> Drawn``;
+registering one is adding its module to :data:`MODULES` (grouped by paper). ``libra-des figs``
+reads :data:`FIGURES` and nothing else, so a figure listed here is drawn, listed by ``--list``
+and selectable by ``--only NAME``.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +14,21 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from libra_des.figures import (
+from paper_figs.common import Drawn, FigOptions
+from paper_figs.libra_moe import (
+    dispatch_skew,
+    imbalance,
+    layer_breakdown,
+    predictor_accuracy,
+    short_input,
+    ttft,
+)
+from paper_figs.libra_moe import throughput as moe_throughput
+from paper_figs.libra_train import (
     attention_straggler,
     bh_grid,
     comm_overlap,
     dp_scaling,
-    moe_accuracy,
-    moe_breakdown,
-    moe_dispatch,
-    moe_short_input,
     noise_spread,
     pool_imbalance,
     pool_sweep,
@@ -23,8 +36,6 @@ from libra_des.figures import (
     step_breakdown,
     throughput,
 )
-from libra_des.figures.common import Drawn, FigOptions
-from libra_des.figures.moe_systems import Imbalance, Throughput, Ttft
 
 
 @dataclass(frozen=True)
@@ -34,28 +45,27 @@ class Entry:
     make: Callable[[FigOptions], Drawn]
 
 
-FIGURES: tuple[Entry, ...] = tuple(
-    Entry(m.NAME, m.TITLE, m.make)
-    for m in (
-        noise_spread,
-        pool_imbalance,
-        bh_grid,
-        dp_scaling,
-        pp_microbatch,
-        attention_straggler,
-        pool_sweep,
-        step_breakdown,
-        comm_overlap,
-        throughput,
-        moe_breakdown,
-        Throughput,
-        Ttft,
-        Imbalance,
-        moe_accuracy,
-        moe_dispatch,
-        moe_short_input,
-    )
+#: The registered figure modules, in drawing order: the training paper's, then the MoE paper's.
+MODULES = (
+    noise_spread,
+    pool_imbalance,
+    bh_grid,
+    dp_scaling,
+    pp_microbatch,
+    attention_straggler,
+    pool_sweep,
+    step_breakdown,
+    comm_overlap,
+    throughput,
+    layer_breakdown,
+    moe_throughput,
+    ttft,
+    imbalance,
+    predictor_accuracy,
+    dispatch_skew,
+    short_input,
 )
+FIGURES: tuple[Entry, ...] = tuple(Entry(m.NAME, m.TITLE, m.make) for m in MODULES)
 NAMES = tuple(e.name for e in FIGURES)
 
 

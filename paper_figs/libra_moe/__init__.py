@@ -1,0 +1,1 @@
+"""Figures of the Libra MoE prefill paper (docs/model.md part B)."""

@@ -1,0 +1,1 @@
+"""Figures of the Libra long-context training paper (docs/model.md part A)."""
