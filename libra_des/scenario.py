@@ -331,7 +331,7 @@ def validate_scenario(data: Any) -> Scenario:
     try:
         scenario: Scenario = model.model_validate(data)  # type: ignore[assignment]
     except ValidationError as exc:
-        raise pydantic_line(exc, "", kind) from None
+        raise pydantic_line(exc, "", kind, model) from None
     return scenario
 
 
