@@ -63,6 +63,8 @@ class OneLineParser(argparse.ArgumentParser):
         raise SystemExit(EXIT_BAD_INPUT)
 
 
+#: argparse's type names as the one-line form says them.
+TYPE_WORDS = {"float": "number", "int": "whole number", "positive": "positive number"}
 #: argparse's usage messages -> (field, value, allowed) of the one-line bad-input form.
 USAGE_FORMS = (
     (re.compile(r"argument (?P<f>[^:]+): invalid (?P<t>\w+) value: (?P<v>.*)"),
@@ -76,7 +78,6 @@ USAGE_FORMS = (
     (re.compile(r"unrecognized arguments: (?P<v>.*)"),
      lambda m: ("arguments", repr(m["v"]), "the options the command accepts")),
 )
-TYPE_WORDS = {"float": "number", "int": "whole number", "positive": "positive number"}
 
 
 def usage_line(prog: str, message: str) -> str:

@@ -49,6 +49,11 @@ class TrainingParallelism(Frozen):
             raise InputError("gbs", self.gbs, f"a multiple of dp={self.dp}")
         if self.schedule != "interleaved" and self.virtual_stages != 1:
             raise InputError("virtual_stages", self.virtual_stages, "1 unless interleaved")
+        if self.tp != 1:
+            # The training simulator runs DP x PP x CP: a tp it does not execute would still
+            # divide MFU by tp x the GPUs, so it is refused rather than ignored.
+            raise InputError("tp", self.tp, "1 (the training model executes DP x PP x CP; "
+                             "tensor parallelism is not modelled)")
         return self
 
     @property

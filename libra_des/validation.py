@@ -273,10 +273,15 @@ def fields_at(model: type, loc: tuple[Any, ...]) -> list[str]:
     stepped over."""
     current = [model]
     for part in loc:
-        inner = [m for c in current if isinstance(part, str) and part in c.model_fields
-                 for m in models_in(c.model_fields[part].annotation)]
+        inner = [m for c in current if isinstance(part, str) and part in fields_of(c)
+                 for m in models_in(fields_of(c)[part].annotation)]
         current = inner or current
-    return sorted({name for c in current for name in c.model_fields})
+    return sorted({name for c in current for name in fields_of(c)})
+
+
+def fields_of(model: Any) -> dict[str, Any]:
+    """A pydantic model class's fields (none for any other class)."""
+    return dict(getattr(model, "model_fields", {}))
 
 
 def did_you_mean(name: str, allowed: list[str]) -> str:
@@ -298,9 +303,13 @@ MAX_GPUS = 131_072
 #: Longest sequence (tokens): 16M, sixteen times the paper's 1M corpus (our choice).
 MAX_TOKENS = 1 << 24
 
+#: Largest seed (numpy seeds take any integer; a signed 64-bit one is what every file and
+#: command accepts).
+MAX_SEED = 2**63 - 1
+
 #: Per-class upper bounds: field -> (maximum, why). Checked after type validation.
 LIMITS: dict[str, dict[str, tuple[float, str]]] = {
-    "ScenarioBase": {"seed": (2**63 - 1, "a 64-bit seed")},
+    "ScenarioBase": {"seed": (MAX_SEED, "a 64-bit seed")},
     "TrainingScenario": {"steps": (10_000, "steps per run; use a sweep for more")},
     "TrainingParallelism": {
         "dp": (MAX_GPUS, "GPUs of the largest supported cluster"),
@@ -472,8 +481,15 @@ def check_training(sc: Any) -> None:
         raise InputError("parallelism.pp", par.pp,
                          f"pp x virtual_stages <= model.layers={m.layers} (a layer per stage)")
     lengths = w.lengths
+    step_tokens = par.gbs * w.packed_length
     for dist in (lengths, *(c.dist for c in getattr(lengths, "components", ()))):
         check_lengths(dist)
+        # Every sample at least this long: beyond one step's tokens no step could hold one.
+        least = max(dist.min, dist.value or 0) if dist is not None else 0
+        if least > step_tokens:
+            raise InputError("workload.lengths.value" if dist.value else "workload.lengths.min",
+                             least, f"<= gbs x packed_length = {step_tokens:,} tokens (one "
+                             "step's tokens; a longer sample fits in no step)")
 
 
 def check_lengths(dist: Any) -> None:

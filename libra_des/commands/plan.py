@@ -45,6 +45,7 @@ from libra_des.plan.baselines import wlb_cost_coefficients, wlb_llm_pack
 from libra_des.plan.grouping import GROUPINGS, Grouping, group, lln_estimate
 from libra_des.plan.tap import plan_pool
 from libra_des.preflight import check_plan_sizes
+from libra_des.validation import MAX_SEED
 from libra_des.workload.packing import PackedBatch, make_stream
 
 if TYPE_CHECKING:
@@ -123,19 +124,23 @@ def default_cp(packed_length: int) -> int:
     return max(1, round(packed_length / 131_072))
 
 
-def one_int(flag: str, text: str | None, default: int, minimum: int = 1) -> int:
+def one_int(
+    flag: str, text: str | None, default: int, minimum: int = 1, maximum: int | None = None
+) -> int:
     """A single integer flag (``None`` -> ``default``)."""
     if text is None:
         return default
     values = int_list(flag, text, minimum)
     if len(values) != 1:
         raise InputError(flag, text, "a single integer")
+    if maximum is not None and values[0] > maximum:
+        raise InputError(flag, text, f"an integer <= {maximum:,}")
     return values[0]
 
 
 def policy_list(text: str) -> tuple[str, ...]:
     names = parse_list("--policy", text, str)
-    for name in names:
+    for name in names or [""]:
         if name not in PLAN_POLICIES:
             raise InputError("--policy", name, " | ".join(PLAN_POLICIES))
     return tuple(dict.fromkeys(names))
@@ -176,9 +181,9 @@ def settings_from_args(args: argparse.Namespace) -> PlanSettings:
         pool_sizes=tuple(int_list("--pool-size", args.pool_size or str(base["pool"]))),
         heads_splits=tuple(int_list("--heads-split", args.heads_split or str(base["heads"]))),
         block_sizes=tuple(int_list("--block-size", args.block_size or str(base["block"]))),
-        policies=policy_list(args.policy or "vrsp"),
+        policies=policy_list("vrsp" if args.policy is None else args.policy),
         windows=one_int("--windows", args.windows, 20),
-        seed=one_int("--seed", args.seed, base["seed"], minimum=0),
+        seed=one_int("--seed", args.seed, base["seed"], minimum=0, maximum=MAX_SEED),
         slack=float(base["slack"]),
     )
     check_settings(settings)
