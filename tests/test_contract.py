@@ -331,3 +331,16 @@ def test_sigterm_is_handled_like_ctrl_c() -> None:
         os.kill(os.getpid(), signal.SIGTERM)
         signal.sigtimedwait([], 1)  # let the handler run
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_attention_rows_must_match_the_header(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    table = tmp_path / "attention.psv"
+    table.write_text("gpu_type|tp|cp|hqo|hkv|d|total_len|batch|total_latency(ms)\n"
+                     "H100|1|1|32|8|128|4096|[4096]|1.5\n"
+                     "H100|1|1|32|8|128|8192|[8192]|1.0|nan\n")  # a pasted NaN cell
+    argv = ["profile", "import", "--format", "attention-psv", str(table), "--out",
+            str(tmp_path / "p.json"), "--device", "h100-sxm"]
+    assert "a complete row of 9 columns" in one_line_error(capsys, argv)
+    assert not (tmp_path / "p.json").exists()

@@ -234,6 +234,12 @@ def parse_batch(text: str, where: str) -> tuple[tuple[int, int], ...]:
 
 def psv_row(row: dict[str, str], path: Path, line: int) -> Sample:
     where = f"{path}:{line}"
+    if None in row or None in row.values():
+        # csv keeps extra cells under None and fills missing ones with None: a row whose
+        # cells do not match the header (a pasted NaN column, a cut line) is refused.
+        cells = [*(v for k, v in row.items() if k is not None), *(row.get(None) or [])]  # type: ignore[call-overload]
+        raise InputError(where, "|".join(str(c) for c in cells),
+                         f"a complete row of {len(row) - (None in row)} columns, as the header")
     try:
         tp, cp = (checks.count(row[k], where, k, 4096) for k in ("tp", "cp"))
         hqo, hkv, dim = (checks.count(row[k], where, k, 4096) for k in ("hqo", "hkv", "d"))
