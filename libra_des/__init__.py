@@ -57,3 +57,8 @@ def __getattr__(name: str) -> Any:
     import importlib
 
     return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    """The public API with the module's own names, so ``dir(libra_des)`` shows what to use."""
+    return sorted({*globals(), *__all__})

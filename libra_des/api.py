@@ -20,8 +20,10 @@ keys to values (``{"parallelism.dp": 16}``); ``seed`` overrides the scenario's s
 raises :class:`~libra_des.errors.InputError` (its ``line()`` is what the CLI would print) before
 any work; a failed built-in conservation check raises :class:`~libra_des.errors.CheckError`.
 
-The same scenario and seed give the same result as ``libra-des run`` (apart from ``wall_s``):
-both go through :func:`libra_des.simulation.simulate`.
+The same scenario and seed give the same result as ``libra-des run``, byte for byte (the run's
+wall-clock time goes to ``run.json``, not the result): both go through
+:func:`libra_des.simulation.simulate`. A scenario object is validated again before it runs,
+so one changed with ``model_copy`` (which skips pydantic's validators) is checked too.
 """
 
 from __future__ import annotations
@@ -140,7 +142,8 @@ def load_scenario(
     if isinstance(scenario, str | os.PathLike):
         return config.load_scenario(Path(scenario), texts)
     if not texts:
-        return scenario
+        # model_copy(update=...) skips every validator: check the object as a file would be.
+        return config.validate_scenario(scenario.model_dump(mode="json", warnings=False))
     # The keys the scenario set, not every default: a knob only its balancer reads (e.g.
     # WLB-LLM's) must not follow the scenario into another ``balancer.policy``.
     data = dict(portable_paths(scenario.model_dump(mode="json", exclude_unset=True)))

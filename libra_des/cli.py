@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -58,8 +59,36 @@ class OneLineParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        sys.stderr.write(f"error: {self.prog}: {message}\n")
+        sys.stderr.write(usage_line(self.prog, message) + "\n")
         raise SystemExit(EXIT_BAD_INPUT)
+
+
+#: argparse's type names as the one-line form says them.
+TYPE_WORDS = {"float": "number", "int": "whole number", "positive": "positive number"}
+#: argparse's usage messages -> (field, value, allowed) of the one-line bad-input form.
+USAGE_FORMS = (
+    (re.compile(r"argument (?P<f>[^:]+): invalid (?P<t>\w+) value: (?P<v>.*)"),
+     lambda m: (m["f"], m["v"], f"a {TYPE_WORDS.get(m['t'], m['t'])}")),
+    (re.compile(r"argument (?P<f>[^:]+): invalid choice: (?P<v>.*?) \(choose from (?P<c>.*)\)"),
+     lambda m: (m["f"], m["v"], m["c"].replace("'", "").replace(", ", " | "))),
+    (re.compile(r"argument (?P<f>[^:]+): expected (?P<n>.*)"),
+     lambda m: (m["f"], "nothing", m["n"].replace("argument", "value"))),
+    (re.compile(r"the following arguments are required: (?P<f>.*)"),
+     lambda m: (m["f"], "nothing", "a value (required)")),
+    (re.compile(r"unrecognized arguments: (?P<v>.*)"),
+     lambda m: ("arguments", repr(m["v"]), "the options the command accepts")),
+)
+
+
+def usage_line(prog: str, message: str) -> str:
+    """``error: FIELD: got VALUE; allowed: ...`` for an argparse usage message (the same
+    one-line form as every other bad input); an unknown form keeps argparse's words."""
+    for pattern, parts in USAGE_FORMS:
+        match = pattern.fullmatch(message)
+        if match:
+            field, value, allowed = parts(match)
+            return f"error: {field}: got {value}; allowed: {allowed} (see {prog} --help)"
+    return f"error: {prog}: got {message!r}; allowed: the usage {prog} --help shows"
 
 
 def chosen_command(argv: Sequence[str]) -> str | None:

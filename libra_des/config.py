@@ -35,6 +35,8 @@ from libra_des.errors import InputError
 from libra_des.identity import portable_paths
 from libra_des.validation import (
     check_limits,
+    did_you_mean,
+    fields_at,
     is_file,
     parse_value,
     parse_yaml,
@@ -383,9 +385,12 @@ def unknown_key(dotted: str, kind: str | None) -> str:
     return "no such key (unknown key)"
 
 
-def pydantic_line(exc: ValidationError, prefix: str = "", kind: str | None = None) -> InputError:
+def pydantic_line(
+    exc: ValidationError, prefix: str = "", kind: str | None = None, model: type | None = None
+) -> InputError:
     """Turn the first pydantic error into the one-line contract (``kind``: the scenario's,
-    so that a knob of another kind says so)."""
+    so that a knob of another kind says so; ``model``: the validated one, whose field names
+    an unknown key is matched against for a "did you mean")."""
     err = exc.errors()[0]
     loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-"))
     inner = (err.get("ctx") or {}).get("error")
@@ -397,6 +402,9 @@ def pydantic_line(exc: ValidationError, prefix: str = "", kind: str | None = Non
     msg = str(err["msg"]).removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         msg = unknown_key(f"{prefix}{loc}", kind)
+        if model is not None and msg.endswith("(unknown key)"):
+            parts = tuple(err["loc"])
+            msg += did_you_mean(str(parts[-1]), fields_at(model, parts[:-1]))
     value = err.get("input", "")
     if isinstance(value, Mapping):
         value = "{...}"
@@ -410,7 +418,7 @@ def validate(model: type[Frozen], data: Any, prefix: str = "") -> Any:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise pydantic_line(exc, prefix) from None
+        raise pydantic_line(exc, prefix, model=model) from None
 
 
 def load_workload(path: str | Path, overrides: Iterable[str] = ()) -> WorkloadSpec:

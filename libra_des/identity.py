@@ -96,3 +96,34 @@ def code_fingerprint() -> str:
         digest.update(path.relative_to(ROOT).as_posix().encode() + b"\0")
         digest.update(path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
+
+
+#: Distributions whose versions define a result (the model's arithmetic and its inputs'
+#: parsing), recorded in every ``result.json`` as ``versions``.
+VERSIONED = ("libra-des", "numpy", "scipy", "simpy", "numba", "networkx", "pydantic")
+
+
+@cache
+def versions() -> dict[str, str]:
+    """What produced a result: Python and the :data:`VERSIONED` distributions as installed
+    (``constraints.txt`` pins them; "not installed" for one that is missing)."""
+    import platform
+    from importlib import metadata
+
+    found = {"python": platform.python_version()}
+    for name in VERSIONED:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = "not installed"
+    return found
+
+
+def host() -> dict[str, Any]:
+    """Where a run ran (for ``run.json``, never ``result.json``: it differs between machines
+    that give the same result)."""
+    import platform
+
+    return {"hostname": platform.node(), "platform": platform.platform(),
+            "machine": platform.machine(), "cpus": os.cpu_count(),
+            "python": platform.python_version()}

@@ -120,7 +120,25 @@ def read_json(path: Path, plausible: bool = True) -> dict[str, Any]:
             if value is not None and not isinstance(value, kinds):
                 raise InputError(f"report: {path}", f"{key}={value}",
                                  f"{key} of type {kinds[0].__name__}")
+        check_metric_types(data, path)
     return data
+
+
+def check_metric_types(data: dict[str, Any], path: Path) -> None:
+    """Each headline metric of the result's kind, where present, is a number (``"mfu":
+    "high"`` would otherwise print as a metric)."""
+    from libra_des import kinds
+
+    if not isinstance(data.get("kind"), str):
+        return  # the page refuses a result without a kind where it needs one
+    try:
+        metrics = kinds.of_result(data).metrics
+    except InputError:
+        raise InputError(f"report: {path}", data.get("kind"), "a result of a known kind") from None
+    for dotted in metrics:
+        value = lookup(data, dotted)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            raise InputError(f"report: {path}", f"{dotted}={value}", f"a number for {dotted}")
 
 
 def load_source(folder: Path) -> Source:

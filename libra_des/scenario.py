@@ -49,6 +49,11 @@ class TrainingParallelism(Frozen):
     def _check(self) -> TrainingParallelism:
         if self.gbs % self.dp:
             raise InputError("gbs", self.gbs, f"a multiple of dp={self.dp}")
+        if self.tp != 1:
+            # The training simulator runs DP x PP x CP: a tp it does not execute would still
+            # divide MFU by tp x the GPUs, so it is refused rather than ignored.
+            raise InputError("tp", self.tp, "1 (the training model executes DP x PP x CP; "
+                             "tensor parallelism is not modelled)")
         return self
 
     @property
@@ -331,7 +336,7 @@ def validate_scenario(data: Any) -> Scenario:
     try:
         scenario: Scenario = model.model_validate(data)  # type: ignore[assignment]
     except ValidationError as exc:
-        raise pydantic_line(exc, "", kind) from None
+        raise pydantic_line(exc, "", kind, model) from None
     return scenario
 
 

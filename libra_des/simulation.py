@@ -17,17 +17,46 @@ import numpy as np
 from libra_des import kinds
 from libra_des.config import Scenario
 
+#: Fields that measure this machine, not the model: they go to ``run.json``, never to
+#: ``result.json`` (which is then byte-identical run to run).
+WALL_CLOCK_FIELDS = ("wall_s", "cpu_sharding_wall_s")
+
 
 def simulate(
     scenario: Scenario, progress: bool = False, trace_ranks: list[int] | None = None,
     want_trace: bool = False,
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """Run a scenario; returns (result, trace or None). Wall-clock fields: ``wall_s``."""
+    """Run a scenario; returns (result, trace or None): the result holds no wall-clock field."""
+    result, trace, _ = simulate_timed(scenario, progress, trace_ranks, want_trace)
+    return result, trace
+
+
+def simulate_timed(
+    scenario: Scenario, progress: bool = False, trace_ranks: list[int] | None = None,
+    want_trace: bool = False,
+) -> tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any]]:
+    """:func:`simulate` plus the run's wall-clock record (``wall_s``, ...: ``run.json``).
+
+    The result records the versions that produced it (:func:`~libra_des.identity.versions`).
+    """
+    from libra_des.identity import versions
+
     kind = kinds.kind_of(scenario)
     kind.elaborate(scenario)  # the names only registries above the config can check
     rng = np.random.default_rng(scenario.seed)
     t0 = time.perf_counter()
-    return kind.simulate(scenario, rng, t0, progress, want_trace, trace_ranks)
+    result, trace = kind.simulate(scenario, rng, t0, progress, want_trace, trace_ranks)
+    timing = {k: result.pop(k) for k in WALL_CLOCK_FIELDS if k in result}
+    result["versions"] = versions()
+    return result, trace, timing
+
+
+def run_record(timing: dict[str, Any], files: list[str]) -> dict[str, Any]:
+    """``run.json``: what a run measured of this machine and the files it wrote (a rerun
+    removes only stale files listed here: never one it did not write)."""
+    from libra_des.identity import host
+
+    return {**timing, "host": host(), "files": sorted(files)}
 
 
 def elaborate_peak(scenario: Scenario) -> float:

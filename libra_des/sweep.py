@@ -44,7 +44,7 @@ from libra_des.errors import InputError
 from libra_des.identity import code_fingerprint, content_key, portable_path
 from libra_des.kinds import moe as moe_kind
 from libra_des.kinds import training as training_kind
-from libra_des.simulation import simulate
+from libra_des.simulation import simulate_timed
 from libra_des.storage import dumps, write_atomic
 from libra_des.sweep_safety import check_points, folder_lock, stop_workers, worker_init
 from libra_des.tables import write_sweep_table
@@ -218,13 +218,15 @@ class Outcome:
     text: str | None
     error: str = ""
     input_error: tuple[str, str, str] | None = None
+    #: The point's wall-clock seconds (the index's ``wall_s``; never in the point's file).
+    wall_s: float = 0.0
 
 
 def run_point(scenario: Scenario) -> Outcome:
     """Simulate one point (runs in a worker process, a Ray task or in-process)."""
     try:
-        result, _ = simulate(scenario)
-        return Outcome(dumps(result) + "\n")
+        result, _, timing = simulate_timed(scenario)
+        return Outcome(dumps(result) + "\n", wall_s=float(timing.get("wall_s", 0.0)))
     except InputError as exc:
         return Outcome(None, exc.line(), (exc.field, str(exc.value), exc.allowed))
     except Exception as exc:  # a failed point must not lose the rest of the sweep
@@ -384,6 +386,7 @@ def run_locked(
     todo_ids = {p.id for p in todo}
     advance(len(unique) - len(todo))
     errors: dict[str, Outcome] = {}
+    walls: dict[str, float] = {}
     with trace_cache.enabled(out / "trace-cache"):  # MoE points share routing traces
         for pos, outcome in run([p.scenario for p in todo]):
             pid = todo[pos].id
@@ -392,9 +395,10 @@ def run_locked(
             else:
                 write_atomic(out / "points" / f"{pid}.json", outcome.text)
                 found[pid] = json.loads(outcome.text)
+                walls[pid] = outcome.wall_s
             advance(1)
-    records = tuple(record(p, found[p.id], errors.get(p.id), out, p.id not in todo_ids)
-                    for p in points)
+    records = tuple(record(p, found[p.id], errors.get(p.id), out, p.id not in todo_ids,
+                           walls.get(p.id, 0.0)) for p in points)
     first = next((o.input_error for o in errors.values() if o.input_error), None)
     result = SweepResult(
         spec, out, records, ran=len(todo) - len(errors), reused=len(unique) - len(todo),
@@ -412,12 +416,14 @@ def run_locked(
 
 
 def record(
-    p: Point, result: dict[str, Any] | None, failure: Outcome | None, out: Path, reused: bool
+    p: Point, result: dict[str, Any] | None, failure: Outcome | None, out: Path, reused: bool,
+    wall_s: float = 0.0,
 ) -> PointRecord:
+    """A point's index entry; ``wall_s`` is this sweep's time on it (0 for a reused point)."""
     path = out / "points" / f"{p.id}.json"
     if result is None:
         return PointRecord(p, {}, 0.0, reused, path, failure.error if failure else "not run")
-    return PointRecord(p, headline(result), float(result.get("wall_s", 0.0)), reused, path)
+    return PointRecord(p, headline(result), wall_s, reused, path)
 
 
 def timed_sweep(spec: SweepSpec, out: Path, workers: int) -> tuple[SweepResult, float]:

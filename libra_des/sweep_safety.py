@@ -7,6 +7,7 @@
 * :func:`worker_init`: run in every pool worker; ignores SIGINT (the driver decides what a
   Ctrl-C means) and starts a watchdog that ends the worker within :data:`WATCH_S` seconds of
   its driver's death (the parent pid changes when a process is orphaned).
+* :func:`sigterm_as_interrupt`: SIGTERM on the driver means what Ctrl-C means.
 * :func:`stop_workers`: terminate a pool's workers at once (Ctrl-C must not wait for points
   that take minutes); finished points are already on disk.
 """
@@ -61,9 +62,29 @@ def _watch(parent: int) -> None:
             os._exit(1)
 
 
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (``kill``, a batch scheduler's stop) handled as Ctrl-C while a sweep runs:
+    the workers stop, finished points are kept, exit 130."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers can only be set from the main thread
+        return
+
+    def interrupt(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def worker_init(parent: int) -> None:
-    """Pool-worker initializer: ignore Ctrl-C, exit soon after the driver dies."""
+    """Pool-worker initializer: ignore Ctrl-C, exit soon after the driver dies; SIGTERM
+    ends a worker at once (a forked worker would otherwise inherit the driver's handler)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     threading.Thread(target=_watch, args=(parent,), daemon=True, name="driver-watch").start()
 
 

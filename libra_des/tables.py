@@ -162,11 +162,15 @@ def write_sweep_table(folder: Path) -> list[Path]:
 
 
 def load_sweep(folder: str | Path) -> Any:
-    """A sweep folder as a pandas DataFrame, one row per point (needs the ``tables`` extra)."""
+    """A sweep folder as a pandas DataFrame, one row per point (needs the ``tables`` extra).
+
+    The folder is read and checked first: bad input is an :class:`InputError` with or
+    without pandas; only a good sweep without pandas raises ImportError."""
+    if not isinstance(folder, str | Path):
+        raise InputError("load_sweep", folder, "a sweep folder path")
+    rows = uniform(sweep_rows(Path(folder), "load_sweep"))
     try:
         import pandas as pd
     except ImportError:
         raise ImportError("load_sweep needs pandas: pip install 'libra-des[tables]'") from None
-    if not isinstance(folder, str | Path):
-        raise InputError("load_sweep", folder, "a sweep folder path")
-    return pd.DataFrame(uniform(sweep_rows(Path(folder), "load_sweep")))
+    return pd.DataFrame(rows)

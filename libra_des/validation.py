@@ -72,6 +72,21 @@ class StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+class _Refused(Exception):
+    def __init__(self, tag: str, line: int) -> None:
+        self.tag, self.line = tag, line
+
+
+def _refuse(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+    """YAML 1.1 types no input field takes (``!!binary`` bytes, ``!!timestamp`` dates): a
+    value such a tag builds would pass as text or an object where a name or number goes."""
+    raise _Refused(node.tag.rsplit(":", 1)[-1], node.start_mark.line + 1)
+
+
+for _tag in ("binary", "timestamp", "set", "omap", "pairs"):
+    StrictLoader.add_constructor(f"tag:yaml.org,2002:{_tag}", _refuse)
+
+
 # PyYAML's YAML 1.1 float pattern needs a dot and a signed exponent, so `1e12` and `1e-3`
 # would be strings; YAML 1.2 (and every reader) takes them as numbers.
 _FLOAT_12 = re.compile(r"^[-+]?(?:[0-9][0-9_]*)?(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
@@ -114,6 +129,9 @@ def parse_yaml(text: str, field: str, where: str) -> Any:
         raise InputError(
             field, where, f"each key once (duplicate {dup.key!r}, line {dup.line})"
         ) from None
+    except _Refused as tag:
+        raise InputError(field, where, f"plain text, numbers, lists and mappings (no "
+                         f"!!{tag.tag}, line {tag.line})") from None
     except RecursionError:
         raise InputError(field, where, f"nesting at most {MAX_DEPTH} levels deep") from None
     except yaml.YAMLError as exc:
@@ -242,6 +260,40 @@ def strict_fields(fields: Mapping[str, Any], data: Any) -> None:
             check_tree(value, str(name))
 
 
+def models_in(annotation: Any) -> list[type]:
+    """The configuration models an annotation holds (``Spec | None``, ``dict[str, Spec]``)."""
+    if isinstance(annotation, type) and hasattr(annotation, "model_fields"):
+        return [annotation]
+    return [m for arg in get_args(annotation) for m in models_in(arg)]
+
+
+def fields_at(model: type, loc: tuple[Any, ...]) -> list[str]:
+    """The field names of the model(s) at ``loc`` inside ``model`` (a pydantic error's
+    location less its last part); parts that name no field (list indices, union tags) are
+    stepped over."""
+    current = [model]
+    for part in loc:
+        inner = [m for c in current if isinstance(part, str) and part in fields_of(c)
+                 for m in models_in(fields_of(c)[part].annotation)]
+        current = inner or current
+    return sorted({name for c in current for name in fields_of(c)})
+
+
+def fields_of(model: Any) -> dict[str, Any]:
+    """A pydantic model class's fields (none for any other class)."""
+    return dict(getattr(model, "model_fields", {}))
+
+
+def did_you_mean(name: str, allowed: list[str]) -> str:
+    """``; did you mean 'tp'?`` (difflib's closest allowed names), else the allowed names."""
+    import difflib
+
+    close = difflib.get_close_matches(name, allowed, n=3, cutoff=0.6)
+    if close:
+        return "; did you mean " + " or ".join(repr(c) for c in close) + "?"
+    return f"; keys here: {' | '.join(allowed)}" if allowed else ""
+
+
 # ----------------------------------------------------------------------------- bounds
 
 #: Largest cluster the simulator accepts. The shipped scale scenario is 16,384 GPUs; building
@@ -251,9 +303,13 @@ MAX_GPUS = 131_072
 #: Longest sequence (tokens): 16M, sixteen times the paper's 1M corpus (our choice).
 MAX_TOKENS = 1 << 24
 
+#: Largest seed (numpy seeds take any integer; a signed 64-bit one is what every file and
+#: command accepts).
+MAX_SEED = 2**63 - 1
+
 #: Per-class upper bounds: field -> (maximum, why). Checked after type validation.
 LIMITS: dict[str, dict[str, tuple[float, str]]] = {
-    "ScenarioBase": {"seed": (2**63 - 1, "a 64-bit seed")},
+    "ScenarioBase": {"seed": (MAX_SEED, "a 64-bit seed")},
     "TrainingScenario": {"steps": (10_000, "steps per run; use a sweep for more")},
     "TrainingParallelism": {
         "dp": (MAX_GPUS, "GPUs of the largest supported cluster"),
@@ -425,8 +481,15 @@ def check_training(sc: Any) -> None:
         raise InputError("parallelism.pp", par.pp,
                          f"pp x virtual_stages <= model.layers={m.layers} (a layer per stage)")
     lengths = w.lengths
+    step_tokens = par.gbs * w.packed_length
     for dist in (lengths, *(c.dist for c in getattr(lengths, "components", ()))):
         check_lengths(dist)
+        # Every sample at least this long: beyond one step's tokens no step could hold one.
+        least = max(dist.min, dist.value or 0) if dist is not None else 0
+        if least > step_tokens:
+            raise InputError("workload.lengths.value" if dist.value else "workload.lengths.min",
+                             least, f"<= gbs x packed_length = {step_tokens:,} tokens (one "
+                             "step's tokens; a longer sample fits in no step)")
 
 
 def check_lengths(dist: Any) -> None:
@@ -469,6 +532,11 @@ def check_output_dir(out: Path, flag: str, files: tuple[str, ...] = ()) -> None:
     if len(os.fsencode(where)) >= 4096:
         raise InputError(flag, where, "a path shorter than 4,096 bytes")
     try:
+        dangling = next((p for p in (out, *out.parents) if p.is_symlink() and not p.exists()),
+                        None)
+        if dangling is not None:
+            raise InputError(flag, where, f"a folder or a new path ({dangling} is a symbolic "
+                             "link to a missing target)")
         probe = out.absolute()
         while not probe.exists():
             probe = probe.parent

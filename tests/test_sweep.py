@@ -38,13 +38,13 @@ def spec(*axes: str) -> SweepSpec:
 def counting(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Count in-process simulate calls (one worker runs points in this process)."""
     calls: list[str] = []
-    real = sweep.simulate
+    real = sweep.simulate_timed
 
-    def fake(scenario: Scenario, **kw: Any) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    def fake(scenario: Scenario, **kw: Any) -> tuple[dict[str, Any], Any, dict[str, Any]]:
         calls.append(scenario.balancer.policy)
         return real(scenario, **kw)
 
-    monkeypatch.setattr(sweep, "simulate", fake)
+    monkeypatch.setattr(sweep, "simulate_timed", fake)
     return calls
 
 
@@ -191,20 +191,20 @@ def test_same_grid_same_files(tmp_path: Path) -> None:
 def test_failed_point_is_recorded_and_retried(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    real = sweep.simulate
+    real = sweep.simulate_timed
 
-    def flaky(scenario: Scenario, **kw: Any) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    def flaky(scenario: Scenario, **kw: Any) -> tuple[dict[str, Any], Any, dict[str, Any]]:
         if scenario.balancer.policy == "libra":
             raise RuntimeError("boom")
         return real(scenario, **kw)
 
-    monkeypatch.setattr(sweep, "simulate", flaky)
+    monkeypatch.setattr(sweep, "simulate_timed", flaky)
     argv = ["sweep", SCENARIO, *SETS, *POLICIES, "--workers", "1", "--out", str(tmp_path)]
     assert main(argv) == 1
     assert "boom" in capsys.readouterr().err
     index = json.loads((tmp_path / "sweep.json").read_text())
     assert "error" not in index["points"][0] and "boom" in index["points"][1]["error"]
-    monkeypatch.setattr(sweep, "simulate", real)
+    monkeypatch.setattr(sweep, "simulate_timed", real)
     calls = counting(monkeypatch)
     assert main(argv) == 0
     assert calls == ["libra"]

@@ -19,6 +19,7 @@ from libra_des.plan_replay import (
     replay,
     settings,
 )
+from libra_des.validation import MAX_SEED
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -60,14 +61,26 @@ def register(subs: argparse._SubParsersAction) -> None:
 # ----------------------------------------------------------------------------- settings
 
 
-def one_int(flag: str, text: str | None, default: int, minimum: int = 1) -> int:
+def one_int(
+    flag: str, text: str | None, default: int, minimum: int = 1, maximum: int | None = None
+) -> int:
     """A single integer flag (``None`` -> ``default``)."""
     if text is None:
         return default
     values = int_list(flag, text, minimum)
     if len(values) != 1:
         raise InputError(flag, text, "a single integer")
+    if maximum is not None and values[0] > maximum:
+        raise InputError(flag, text, f"an integer <= {maximum:,}")
     return values[0]
+
+
+def policy_list(text: str) -> tuple[str, ...]:
+    names = parse_list("--policy", text, str)
+    for name in names or [""]:
+        if name not in PLAN_POLICIES:
+            raise InputError("--policy", name, " | ".join(PLAN_POLICIES))
+    return tuple(dict.fromkeys(names))
 
 
 def settings_from_args(args: argparse.Namespace) -> PlanSettings:
@@ -82,9 +95,10 @@ def settings_from_args(args: argparse.Namespace) -> PlanSettings:
         pool_sizes=ints("--pool-size", args.pool_size),
         heads_splits=ints("--heads-split", args.heads_split),
         block_sizes=ints("--block-size", args.block_size),
-        policies=parse_list("--policy", args.policy, str) if args.policy else None,
+        policies=None if args.policy is None else policy_list(args.policy),
         windows=one_int("--windows", args.windows, 20),
-        seed=None if args.seed is None else one_int("--seed", args.seed, 0, minimum=0),
+        seed=None if args.seed is None else one_int("--seed", args.seed, 0, minimum=0,
+                                                     maximum=MAX_SEED),
     )
 
 

@@ -13,9 +13,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from libra_des.commands.run import simulate, summary_rows
+from libra_des.commands.run import summary_rows
 from libra_des.config import ROOT, load_scenario, require_training
+from libra_des.outputs import RUN_RECORD, check_ours, check_report_path
 from libra_des.preflight import check_feasible
+from libra_des.simulation import run_record, simulate_timed
 from libra_des.storage import dumps, write_atomic
 from libra_des.validation import check_output_dir
 
@@ -46,32 +48,38 @@ def handle(args: argparse.Namespace) -> int:
             check_feasible(scenario)
     if args.out:  # every output path checked before the first simulation
         check_output_dir(Path(args.out), "--out", ("report.html",))
+        check_report_path(Path(args.out) / "report.html")
         for policy in scenarios:
             check_output_dir(Path(args.out) / policy, "--out", ("result.json",))
+            check_ours(Path(args.out) / policy, ("result.json",), "--out")
+    timings: dict[str, dict[str, Any]] = {}
     for policy, scenario in scenarios.items():
         with console.status(f"simulating {scenario.name} with {policy} ..."):
-            results[policy], _ = simulate(scenario)
+            results[policy], _, timings[policy] = simulate_timed(scenario)
     table = Table(title=f"{args.scenario}: one training step, Libra Full vs Ulysses")
     table.add_column("metric")
     for policy in results:
         table.add_column(policy, justify="right")
-    rows = {p: dict(summary_rows(r)) for p, r in results.items()}
+    rows = {p: dict(summary_rows(r | timings[p])) for p, r in results.items()}
     for key in rows["libra"]:
         table.add_row(key, *(rows[p].get(key, "") for p in results))
     console.print(table)
     speedup = results["ulysses"]["step_time_s"]["mean"] / results["libra"]["step_time_s"]["mean"]
     console.print(f"Libra Full step-time speed-up over Ulysses: {speedup:.3f}x")
     if args.out:
-        write_outputs(Path(args.out), results, console)
+        write_outputs(Path(args.out), results, timings, console)
     return 0
 
 
-def write_outputs(out: Path, results: dict[str, dict[str, Any]], console: Console) -> None:
-    """Each policy's result.json and one HTML report of both."""
+def write_outputs(out: Path, results: dict[str, dict[str, Any]],
+                  timings: dict[str, dict[str, Any]], console: Console) -> None:
+    """Each policy's result.json (and run.json) and one HTML report of both."""
     from libra_des.report import render
 
     for policy, result in results.items():
         write_atomic(out / policy / "result.json", dumps(result) + "\n")
+        write_atomic(out / policy / RUN_RECORD,
+                     dumps(run_record(timings[policy], ["result.json"])) + "\n")
     with console.status("writing the report ..."):
         write_atomic(out / "report.html", render(out))
     console.print(f"report: {out / 'report.html'}", highlight=False)

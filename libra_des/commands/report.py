@@ -65,6 +65,7 @@ def drawer() -> Drawer | None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from libra_des.outputs import check_report_path
     from libra_des.report import render
     from libra_des.validation import check_output_file
 
@@ -74,6 +75,7 @@ def handle(args: argparse.Namespace) -> int:
     inputs = {Path(args.reference).resolve()} if args.reference else set()
     if out.is_file() and (out.suffix == ".json" or out.resolve() in inputs):
         raise InputError("--out", str(out), "a new or HTML file (this one is an input)")
+    check_report_path(out)
     err = Console(stderr=True)
     with err.status("rendering report ..."):
         page = render(folder, Path(args.reference) if args.reference else None, drawer())

@@ -14,9 +14,10 @@ from rich.table import Table
 from libra_des import kinds
 from libra_des.commands.common import dumps, int_list, write_atomic
 from libra_des.config import load_scenario
-from libra_des.outputs import claim, default_folder, remove_stale
+from libra_des.outputs import RUN_RECORD, check_ours, claim, default_folder, remove_stale
 from libra_des.preflight import check_feasible, trace_ranks
-from libra_des.simulation import simulate
+from libra_des.simulation import run_record, simulate_timed
+from libra_des.simulation import simulate as simulate  # scripts run a scenario from here
 from libra_des.validation import check_output_dir
 
 
@@ -60,12 +61,14 @@ def handle(args: argparse.Namespace) -> int:
         check_feasible(scenario)
     out = Path(args.out) if args.out else default_folder(args.scenario)
     tables = ("result.csv", "result.parquet") if args.table else ()
+    files = ("result.json", *(("trace.json",) if args.trace else ()), *tables)
     check_output_dir(out, "--out", ("result.json", "trace.json", *tables))
+    check_ours(out, files, "--out")
     if not args.out and out.name != Path(args.scenario).stem:
         sys.stderr.write(f"note: runs/{Path(args.scenario).stem} holds another scenario's "
                          f"results; writing to {out}\n")
-    result, trace = simulate(scenario, progress=not args.json, trace_ranks=ranks,
-                             want_trace=args.trace)
+    result, trace, timing = simulate_timed(scenario, progress=not args.json, trace_ranks=ranks,
+                                           want_trace=args.trace)
     write_atomic(out / "result.json", dumps(result) + "\n")
     if not args.out:
         claim(out, args.scenario)
@@ -75,9 +78,12 @@ def handle(args: argparse.Namespace) -> int:
         from libra_des.tables import write_run_table
 
         write_run_table(result, out)
-    remove_stale(out, {"trace.json"} if trace is not None else set())
+    written = [f for f in files if (out / f).is_file()]  # result.parquet: with pyarrow only
+    remove_stale(out, set(written))
+    write_atomic(out / RUN_RECORD, dumps(run_record(timing, written)) + "\n")
     if args.json:
         print(dumps(result))
     else:
-        Console().print(summary_table(result, f"{Path(args.scenario).name} -> {out}/result.json"))
+        title = f"{Path(args.scenario).name} -> {out}/result.json"
+        Console().print(summary_table(result | timing, title))
     return 0

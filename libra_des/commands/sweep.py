@@ -32,7 +32,7 @@ from libra_des.sweep import (
     resolve,
     run_sweep,
 )
-from libra_des.sweep_safety import MAX_WORKERS
+from libra_des.sweep_safety import MAX_WORKERS, sigterm_as_interrupt
 from libra_des.validation import check_output_dir
 
 
@@ -147,7 +147,8 @@ def handle(args: argparse.Namespace) -> int:
             raise InputError("--out", str(out / sub), "a folder (this path is a file)")
     err = Console(stderr=True)
     try:
-        with Progress(console=err, transient=True, disable=not err.is_terminal) as bar:
+        with sigterm_as_interrupt(), Progress(console=err, transient=True,
+                                              disable=not err.is_terminal) as bar:
             task = bar.add_task(f"sweep ({len(points)} points)",
                                 total=len({p.id for p in points}))
             result = run_sweep(spec, out, executor, lambda n: bar.advance(task, n), points)

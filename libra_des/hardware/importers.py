@@ -73,7 +73,7 @@ _BINARY = re.compile(r"(\w+?)_perf\b")
 _NGPUS = re.compile(r"nThread\s+(\d+)\s+nGpus\s+(\d+)")
 _G_FLAG = re.compile(r"\s-g\s+(\d+)")
 _RANK = re.compile(
-    r"#\s*Rank\s+\d+\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+.*?(NVIDIA.*)?$"
+    r"#\s*Rank\s+(?P<rank>\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+.*?(NVIDIA.*)?$"
 )
 
 
@@ -95,16 +95,22 @@ def nccl_op(text: str, path: Path) -> str:
 
 
 def nccl_layout(text: str, path: Path) -> tuple[int, int, str | None]:
-    """(ranks, ranks per node, device) from the header of one nccl-tests log."""
-    ranks = [m for m in (_RANK.match(line.strip()) for line in text.splitlines()) if m]
-    device = next((m.group(2).strip() for m in ranks if m.group(2)), None)
+    """(ranks, ranks per node, device) from the header of one nccl-tests log.
+
+    Rank lines count once per rank number (a pasted-twice header is one rank each); a header
+    cut to fewer Rank lines than its ``nThread x nGpus`` says takes the larger count (one
+    process drives that many GPUs on its node)."""
+    found = [m for m in (_RANK.match(line.strip()) for line in text.splitlines()) if m]
+    ranks = {m.group("rank"): m for m in found}
+    device = next((m.group(3).strip() for m in found if m.group(3)), None)
+    header = _NGPUS.search(text)
+    local = int(header.group(1)) * int(header.group(2)) if header else 0
     if ranks:
-        hosts = {m.group(1) for m in ranks}
-        return len(ranks), len(ranks) // len(hosts), device
-    found = _NGPUS.search(text)
-    if found:
-        n = int(found.group(1)) * int(found.group(2))
-        return n, n, device
+        hosts = {m.group(2) for m in ranks.values()}
+        n = max(len(ranks), local)
+        return n, max(n // len(hosts), 1), device
+    if header:
+        return local, local, device
     flag = _G_FLAG.search(text)
     if flag:
         return int(flag.group(1)), int(flag.group(1)), device
@@ -125,6 +131,9 @@ def import_nccl_tests(path: Path) -> Imported:
     op = nccl_op(text, path)
     ranks, per_node, device = nccl_layout(text, path)
     checks.group_size(ranks, f"{path}: ranks")
+    if ranks < 2:
+        # A one-GPU collective moves no data: its times hold nothing to fit a link with.
+        raise InputError(f"{path}: ranks", ranks, "a collective over 2 or more GPUs")
     checks.group_size(per_node, f"{path}: ranks per node")
     header = checks.nccl_header(text, path)
     samples, skipped = [], 0
@@ -225,6 +234,12 @@ def parse_batch(text: str, where: str) -> tuple[tuple[int, int], ...]:
 
 def psv_row(row: dict[str, str], path: Path, line: int) -> Sample:
     where = f"{path}:{line}"
+    if None in row or None in row.values():
+        # csv keeps extra cells under None and fills missing ones with None: a row whose
+        # cells do not match the header (a pasted NaN column, a cut line) is refused.
+        cells = [*(v for k, v in row.items() if k is not None), *(row.get(None) or [])]  # type: ignore[call-overload]
+        raise InputError(where, "|".join(str(c) for c in cells),
+                         f"a complete row of {len(row) - (None in row)} columns, as the header")
     try:
         tp, cp = (checks.count(row[k], where, k, 4096) for k in ("tp", "cp"))
         hqo, hkv, dim = (checks.count(row[k], where, k, 4096) for k in ("hqo", "hkv", "d"))

@@ -325,7 +325,7 @@ def parse_profile(data: Any, where: str = "profile") -> Profile:
     try:
         return Profile.model_validate(data)
     except ValidationError as exc:
-        raise pydantic_line(exc, f"{where}.") from None
+        raise pydantic_line(exc, f"{where}.", model=Profile) from None
 
 
 def load_profile(ref: str | Path | Mapping[str, Any] | Profile | None = None) -> Profile:

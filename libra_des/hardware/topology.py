@@ -117,7 +117,22 @@ class TopologySpec(Frozen):
             raise InputError(f"levels[{top}].oversubscription", ratio, "1 at the top level")
         if top > 0 and self.domain.nics == 0:
             raise InputError("levels[0].nics", 0, "> 0 when switch levels follow")
+        self._gpus_fit()
         return self
+
+    def _gpus_fit(self) -> None:
+        """The node's GPUs spread evenly over its PCIe switches and share its NICs evenly
+        (each NIC serves the same number of GPUs, or each GPU the same number of NICs):
+        the builders wire GPU ``i`` to switch ``i * switches // gpus`` and NIC
+        ``i * nics // gpus``, which on an uneven node leaves NICs or rails without GPUs."""
+        gpus, nics = self.gpus_per_node, self.domain.nics
+        switches = self.domain.host_tree().switches
+        if gpus % switches:
+            raise InputError("gpus_per_node", gpus, f"a multiple of levels[0].pcie switches="
+                             f"{switches} (GPUs spread evenly over the PCIe switches)")
+        if nics and gpus % nics and nics % gpus:
+            raise InputError("gpus_per_node", gpus, f"a multiple or a divisor of levels[0]."
+                             f"nics={nics} (GPUs share the NICs evenly)")
 
     @property
     def domain(self) -> Domain:

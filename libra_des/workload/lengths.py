@@ -33,6 +33,7 @@ import numpy as np
 from libra_des.config import LengthDist
 from libra_des.errors import InputError
 from libra_des.registry import Registry, shipped_then_entry_points
+from libra_des.validation import MAX_TOKENS
 from libra_des.workload.normal import ndtr, ndtri
 
 #: Standard-normal 99th percentile, Phi^-1(0.99).
@@ -157,6 +158,9 @@ def read_lengths(path: str) -> np.ndarray:
     arr = np.asarray(data, dtype=np.float64).ravel()
     if arr.size == 0 or not np.all(np.isfinite(arr)) or np.any(arr <= 0):
         raise InputError(PATH_FIELD, path, "a non-empty list of positive lengths")
+    if np.any(arr > MAX_TOKENS):
+        raise InputError(PATH_FIELD, path, f"lengths of at most {MAX_TOKENS:,} tokens (the "
+                         f"longest is {float(arr.max()):.4g})")
     return np.rint(arr).astype(np.int64)
 
 
