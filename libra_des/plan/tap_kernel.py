@@ -19,8 +19,11 @@ load the cache.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
+
+from libra_des.startup import numba_module
+
+numba = numba_module()
 
 
 @numba.njit(cache=True, nogil=True, inline="always")

@@ -31,12 +31,15 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 
 from libra_des.sim.network.fluid import DONE_TOLERANCE, MARGIN
-from libra_des.sim.network.solver import TIE_TOLERANCE
+from libra_des.startup import numba_module
 
+numba = numba_module()
+
+#: Flows this close (relative) below a level that is recomputed are recomputed too (ties).
+TIE_TOLERANCE = 1e-9
 #: Links whose fair share is this close (relative) above the lowest saturate in its round.
 LEVEL_TOLERANCE = 1e-12
 
