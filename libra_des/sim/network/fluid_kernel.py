@@ -23,8 +23,9 @@ progressive filling level by level, exact up to float round-off.
 SimPy event) and no coflow completes: nothing outside the network can act in between, so the
 results are those of one SimPy timer per end, without the timers.
 
-Imported lazily (numba's import is costly); compiled functions are cached on disk
-(``cache=True``).
+Imported on the first flow-level run (``fluid.FluidState``); compiled functions are cached
+on disk (``cache=True``, in ``startup.numba_module``'s folder). tests/reference/solver.py
+holds the numpy max-min solver it is compared with.
 """
 
 from __future__ import annotations
