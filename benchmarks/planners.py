@@ -2,10 +2,10 @@
 
 * VRSP on one window of 8,192 packed sequences of the 256K corpus (target <= 20 ms);
 * TAP placement of one pool of the 1M corpus: the 8 fullest of 64 packed sequences, cp = 8
-  (64 workers), B = 16,384, H = 8 -> about 4,096 tiles, by the compiled kernel (target <= 3 ms)
-  by the sparse plain-Python greedy and by the numpy reference (all checked identical here);
-* the compiled kernel's one-off costs, each in a fresh interpreter: first placement with the
-  on-disk cache warm (numba import + cache load) and cold (compilation into an empty cache);
+  (64 workers), B = 16,384, H = 8 -> about 4,096 tiles, by the kernel (target <= 3 ms) and by
+  the numpy copy of tests/reference/tap.py (checked identical here);
+* the kernel's one-off costs, each in a fresh interpreter: first placement with the on-disk
+  cache warm (numba import + cache load) and cold (compilation into an empty cache);
 * a baseline measured in the same run: Python's ``sorted()`` of 8,192 floats, so figures
   from machines of different speed can be compared through the ratio.
 """
@@ -22,9 +22,12 @@ from collections.abc import Callable
 
 import numpy as np
 
+sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent / "tests"))
+from reference.tap import place_reference
+
 from libra_des.config import load_workload
 from libra_des.plan.grouping import vrsp
-from libra_des.plan.tap import build_tiles, place_with
+from libra_des.plan.tap import build_tiles, place
 from libra_des.plan_replay import load_model
 from libra_des.workload.packing import make_stream
 
@@ -43,13 +46,13 @@ def median_seconds(fn: Callable[[], object], repeats: int, warmup: int = 2) -> f
 
 FIRST_CALL = """
 import time, numpy as np
-from libra_des.plan.tap import build_tiles, place_with
+from libra_des.plan.tap import build_tiles, place
 from libra_des.config import ModelSpec
 m = ModelSpec(name="m", layers=1, hidden=64, heads_q=8, heads_kv=2, head_dim=4, ffn=64)
 tiles = build_tiles([np.array([4096, 4096])], cp=2, model=m, heads_split=8, block_size=512,
                     packed_length=8192)
 t0 = time.perf_counter()
-place_with(tiles, 2, 0.03, compiled=True)
+place(tiles, 2, 0.03)
 print(time.perf_counter() - t0)
 """
 
@@ -57,11 +60,11 @@ print(time.perf_counter() - t0)
 def first_call_seconds(cache_dir: str | None) -> float:
     """Wall time of the first compiled placement in a fresh interpreter (numba import included).
 
-    ``cache_dir``: an empty NUMBA_CACHE_DIR (cold: compiles) or None (the usual cache).
+    ``cache_dir``: an empty LIBRA_DES_CACHE (cold: compiles) or None (the usual cache).
     """
     env = dict(os.environ)
     if cache_dir is not None:
-        env["NUMBA_CACHE_DIR"] = cache_dir
+        env["LIBRA_DES_CACHE"] = cache_dir
     out = subprocess.run([sys.executable, "-c", FIRST_CALL], env=env, check=True,
                          capture_output=True, text=True)
     return float(out.stdout.split()[-1])
@@ -79,15 +82,12 @@ def main() -> None:
     pool = window.take(np.argsort(-window.tokens(), kind="stable")[:8])
     tiles = build_tiles(pool.seqs(), cp=8, model=load_model("qwen3-30b-a3b"), heads_split=8,
                         block_size=16_384, packed_length=pool.packed_length)
-    fast = place_with(tiles, 64, 0.03, compiled=True)
-    sparse = place_with(tiles, 64, 0.03, compiled=False)
-    ref = place_with(tiles, 64, 0.03, compiled=False, reference=True)
-    identical = all(np.array_equal(getattr(x, k), getattr(ref, k))
-                    for x in (fast, sparse) for k in ("worker", "loads", "delta", "order"))
-    t_place = median_seconds(lambda: place_with(tiles, 64, 0.03, compiled=True), repeats=50)
-    t_sparse = median_seconds(lambda: place_with(tiles, 64, 0.03, compiled=False), repeats=10)
-    t_ref = median_seconds(
-        lambda: place_with(tiles, 64, 0.03, compiled=False, reference=True), repeats=10)
+    fast = place(tiles, 64, 0.03)
+    ref = place_reference(tiles, 64, 0.03)
+    identical = all(np.array_equal(getattr(fast, k), getattr(ref, k))
+                    for k in ("worker", "loads", "delta", "order"))
+    t_place = median_seconds(lambda: place(tiles, 64, 0.03), repeats=50)
+    t_ref = median_seconds(lambda: place_reference(tiles, 64, 0.03), repeats=10)
     first_call_seconds(None)  # make sure the usual cache is filled
     warm = statistics.median(first_call_seconds(None) for _ in range(3))
     with tempfile.TemporaryDirectory() as empty:
@@ -96,11 +96,10 @@ def main() -> None:
     print(f"baseline sorted() of 8,192 floats: {base * 1e3:8.3f} ms")
     print(f"VRSP, 8,192 sequences, P = 8:      {t_vrsp * 1e3:8.3f} ms "
           f"(target 20 ms; {t_vrsp / base:.1f}x baseline)")
-    print(f"TAP place, {len(tiles):,} tiles, 64 workers: {t_place * 1e3:8.3f} ms compiled "
+    print(f"TAP place, {len(tiles):,} tiles, 64 workers: {t_place * 1e3:8.3f} ms "
           f"(target 3 ms; {t_place / base:.1f}x baseline), {t_ref * 1e3:.3f} ms reference "
-          f"({t_ref / t_place:.0f}x slower), {t_sparse * 1e3:.3f} ms sparse Python; "
-          f"identical: {identical}")
-    print(f"compiled kernel, first call in a fresh process: {warm:.2f} s with the disk cache, "
+          f"({t_ref / t_place:.0f}x slower); identical: {identical}")
+    print(f"kernel, first call in a fresh process: {warm:.2f} s with the disk cache, "
           f"{cold:.2f} s compiling (fresh clone)")
 
 

@@ -10,7 +10,6 @@ as one line asking for a bug report (:mod:`libra_des.safety`); 130 interrupted.
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib
 import re
 import sys
@@ -22,7 +21,7 @@ from rich_argparse import RawDescriptionRichHelpFormatter
 from libra_des import __version__
 from libra_des.errors import EXIT_BAD_INPUT, InputError
 from libra_des.safety import guarded
-from libra_des.startup import blas_threads, imports_frozen
+from libra_des.startup import blas_threads
 
 #: Command modules, in the order ``--help`` lists them.
 COMMANDS = ("quickstart", "run", "plan", "sweep", "cost", "profile", "validate", "figs", "report")
@@ -129,17 +128,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run_command(argv: list[str]) -> int:
     """Parse the command line and run the chosen command's handler."""
-    with imports_frozen(), blas_threads(chosen_command(argv)):  # start-up costs (startup.py)
+    with blas_threads(chosen_command(argv)):  # start-up costs (startup.py)
         parser = build_parser(argv)
+    args = parser.parse_args(argv)
     try:
-        args = parser.parse_args(argv)
-        try:
-            code: int = args.handler(args)
-        except InputError as exc:
-            # Lower layers name model fields; a command maps them to the flags it was given.
-            raise exc.renamed(getattr(args, "flag_names", {})) from None
-    finally:
-        gc.unfreeze()  # the collector as usual again (tests call main many times in one process)
+        code: int = args.handler(args)
+    except InputError as exc:
+        # Lower layers name model fields; a command maps them to the flags it was given.
+        raise exc.renamed(getattr(args, "flag_names", {})) from None
     return code
 
 

@@ -1,63 +1,86 @@
-"""Process start-up of a command: what its imports cost beyond the code they load.
+"""Process start-up of a command: numba's cache folder and OpenBLAS's threads.
 
-Two costs of a fresh interpreter that a short command such as ``libra-des plan`` (about
-0.4 s, most of it imports) feels, both measured on the 2-core development machine in fresh
-processes run alternately (as ``benchmarks/startup.py`` does):
-
-* **The garbage collector** walks the modules, classes and pydantic validators an import
-  builds, in every full pass while they load and afterwards, though they live as long as
-  the process. :func:`imports_frozen` pauses it over the imports and freezes what they built
-  (``gc.freeze``) until the command ends: about 50 ms of CPU less (0.46 against 0.51-0.52 s
-  for ``plan ... --windows 20``, medians of 11).
-* **OpenBLAS's worker threads** (numpy's BLAS) spin-wait on the other cores for about 0.1 s
-  of CPU after the library loads, whether or not any BLAS call follows (measured: a 0.5 s
-  busy loop after ``import numpy`` costs 0.67 s of CPU, 0.54 s with one thread). On a busy
-  machine that CPU is taken from the command itself: ``libra-des plan ... --windows 20``
-  took 0.476 s of CPU (median of 11), 0.386 s with one thread. :func:`blas_threads` loads
-  numpy with one BLAS thread for the commands of :data:`ONE_BLAS_THREAD`, which do no large
-  linear algebra (``plan``'s BLAS calls are dot products over one packed sequence's sample
-  lengths; ``tests/test_startup_imports.py`` checks its output equals a run with four
-  threads).
+* **numba's cache.** Every compiled kernel is cached on disk (``cache=True``), in one
+  writable per-user folder rather than next to the installed sources (which may be read-only,
+  and are shared by every user of an installation): ``$LIBRA_DES_CACHE`` if set, else
+  ``$XDG_CACHE_HOME/libra-des/numba``, else ``~/.cache/libra-des/numba``. Every kernel module
+  imports numba through :func:`numba_module`, which points numba there before its first
+  import, so the folder is chosen in this one place. The first compile ever into a folder
+  prints one line to stderr (a marker file remembers it), since it takes a while once.
+* **OpenBLAS's worker threads** (numpy's BLAS) spin-wait on the other cores after the
+  library loads, whether or not any BLAS call follows; on a busy machine that CPU is taken
+  from the command itself. :func:`blas_threads` loads numpy with one BLAS thread for the
+  commands of :data:`ONE_BLAS_THREAD`, which do no large linear algebra (``plan``'s BLAS
+  calls are dot products over one packed sequence's sample lengths;
+  ``tests/test_startup_imports.py`` checks its output equals a run with four threads).
 """
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 #: Commands started with one OpenBLAS thread (no large linear algebra; see the docstring).
 ONE_BLAS_THREAD = frozenset({"plan"})
 #: The variables OpenBLAS reads its thread count from, in its order of precedence: a user's
 #: own setting of any of them is left alone.
 BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+#: The file whose presence in the cache folder says its kernels were compiled once already.
+COMPILED_MARKER = "compiled-once"
+#: What the first compile into an empty cache folder costs, for its one line (measured on
+#: the 2-core development machine: every kernel module, fresh folder; benchmarks/README.md).
+FIRST_COMPILE_S = 60
 
 
-@contextmanager
-def imports_frozen() -> Iterator[None]:
-    """Run the body (a command's imports) with the garbage collector paused, then freeze what
-    it built; the caller calls ``gc.unfreeze()`` when the command ends (re-enabling the
-    collector without the freeze gives nothing back: its next full pass walks them all)."""
-    enabled = gc.isenabled()
-    gc.disable()
+def cache_folder(env: os._Environ[str] | dict[str, str] = os.environ) -> Path:
+    """numba's cache folder: ``$LIBRA_DES_CACHE``, ``$XDG_CACHE_HOME/libra-des/numba`` or
+    ``~/.cache/libra-des/numba``, in that order."""
+    if env.get("LIBRA_DES_CACHE"):
+        return Path(env["LIBRA_DES_CACHE"]).expanduser()
+    base = env.get("XDG_CACHE_HOME") or str(Path("~/.cache").expanduser())
+    return Path(base) / "libra-des" / "numba"
+
+
+def numba_module() -> ModuleType:
+    """numba, with its cache in :func:`cache_folder` (set before numba reads its settings,
+    and on its config too where numba was imported first); says once, on the first compile
+    ever into that folder, that the kernels are being compiled."""
+    folder = cache_folder()
+    os.environ["NUMBA_CACHE_DIR"] = str(folder)
+    import numba
+
+    config: Any = numba.config  # untyped module attributes
+    config.CACHE_DIR = str(folder)  # read when a kernel's cache is set up
+    announce_first_compile(folder)
+    return numba
+
+
+def announce_first_compile(folder: Path) -> None:
+    """One line to stderr when ``folder`` has no marker yet (then writes the marker)."""
+    marker = folder / COMPILED_MARKER
+    if marker.exists():
+        return
+    print(f"libra-des: compiling kernels once (about {FIRST_COMPILE_S} s); cached in {folder}",
+          file=sys.stderr)
     try:
-        yield
-        gc.freeze()
-    finally:
-        if enabled:
-            gc.enable()
+        folder.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+    except OSError:  # an unwritable folder: numba itself warns and compiles in memory
+        pass
 
 
 @contextmanager
 def blas_threads(command: str | None) -> Iterator[None]:
     """Run the body (a command's imports) with one OpenBLAS thread if ``command`` is one of
-    :data:`ONE_BLAS_THREAD` and numpy is not loaded yet (OpenBLAS reads its settings once,
-    when numpy loads it). The environment is restored afterwards, so that no process the
-    command starts inherits the setting."""
-    if (command not in ONE_BLAS_THREAD or "numpy" in sys.modules
-            or any(name in os.environ for name in BLAS_THREAD_VARIABLES)):
+    :data:`ONE_BLAS_THREAD` (OpenBLAS reads the setting once, when numpy loads it; where
+    numpy is loaded already the setting changes nothing). The environment is restored
+    afterwards, so that no process the command starts inherits the setting."""
+    if command not in ONE_BLAS_THREAD or any(name in os.environ for name in BLAS_THREAD_VARIABLES):
         yield
         return
     os.environ[BLAS_THREAD_VARIABLES[0]] = "1"

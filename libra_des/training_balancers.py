@@ -37,12 +37,10 @@ BUILTIN = "libra_des.plan.balancers"
 
 #: How many DP replicas share one pool: one each, ``balancer.pool_size`` of them, or all DP.
 PoolRule = Literal["replica", "configured", "all"]
-#: (scenario, one pool's sequences, compiled TAP kernel or not) -> the slot's attention plan.
-AttentionPlanner = Callable[["Scenario", "list[np.ndarray]", "bool | None"], "AttentionPlan"]
-#: (scenario, many pools' sequences, compiled TAP kernel or not) -> their attention plans.
-PoolsPlanner = Callable[
-    ["Scenario", "list[list[np.ndarray]]", "bool | None"], "list[AttentionPlan]"
-]
+#: (scenario, one pool's sequences) -> the slot's attention plan.
+AttentionPlanner = Callable[["Scenario", "list[np.ndarray]"], "AttentionPlan"]
+#: (scenario, many pools' sequences) -> their attention plans.
+PoolsPlanner = Callable[["Scenario", "list[list[np.ndarray]]"], "list[AttentionPlan]"]
 #: (scenario, the stream's window, deferred samples) -> (window, changed samples, deferred).
 WindowPacker = Callable[
     ["Scenario", "PackedBatch", "np.ndarray"], "tuple[PackedBatch, bool, np.ndarray]"

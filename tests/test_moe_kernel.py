@@ -1,4 +1,5 @@
-"""The MoE planners' compiled kernels (plan/moe/kernel.py) give the numpy forms' plans exactly."""
+"""The MoE planners' kernels (plan/moe/kernel.py) against the numpy loops of
+tests/reference/moe.py: the same replicas, moves and dispatch counts."""
 
 from __future__ import annotations
 
@@ -6,11 +7,13 @@ import dataclasses
 
 import numpy as np
 import pytest
+from reference import moe as reference
 
 from libra_des.plan.moe import kernel, static_home
 from libra_des.plan.moe.assignment import dispatch_matrix, materialise, origin_counts
 from libra_des.plan.moe.replication import libra_replicas
-from libra_des.plan.moe.systems import MoeSetup, harmoeny_plan, libra_plan
+from libra_des.plan.moe.sharding import greedy_moves, initial_load
+from libra_des.plan.moe.systems import MoeSetup, harmoeny_plan
 from libra_des.workload.sampling import Scratch, top_k_ascending
 
 
@@ -43,25 +46,32 @@ CASES = [  # (GPUs, experts, top-k, GPUs per node, sorted origins)
 
 
 @pytest.mark.parametrize(("gpus", "experts", "k", "per_node", "ordered"), CASES)
-def test_compiled_plans_equal_the_numpy_plans(
+def test_kernels_equal_the_numpy_loops(
     gpus: int, experts: int, k: int, per_node: int, ordered: bool
 ) -> None:
     rng = np.random.default_rng(gpus * 1000 + experts)
+    node = None if per_node == 0 else np.arange(gpus) // per_node
+    home = static_home(experts, gpus)
     for trial in range(6):
         routed, origin = skewed_routing(rng, 600, gpus, experts, k, ordered)
-        predicted, _ = skewed_routing(rng, 600, gpus, experts, k, ordered)
-        setup = MoeSetup(static_home(experts, gpus), slots=int(rng.integers(1, 6)),
-                         alpha=float(rng.choice([0.0, 0.5, 1.0])),
-                         tolerance=float(rng.choice([0.0, 0.01, 0.1])), token_bytes=4096.0,
-                         expert_bytes=1e6, gpus_per_node=per_node)
-        fast = dataclasses.replace(setup, compiled=True)
-        for plain, compiled in (
-            (libra_plan(routed, origin, predicted, setup),
-             libra_plan(routed, origin, predicted, fast)),
-            (harmoeny_plan(routed, origin, setup), harmoeny_plan(routed, origin, fast)),
-        ):
-            assert fields(compiled) == fields(plain), (trial, plain.policy)
-        assert libra_plan(routed, origin, predicted, setup).sharding_iterations >= 0
+        counts = reference.origin_counts(routed, origin, gpus, experts)
+        assert np.array_equal(origin_counts(routed, origin, gpus, experts), counts)
+        slots, alpha = int(rng.integers(1, 6)), float(rng.choice([0.0, 0.5, 1.0]))
+        replicas = libra_replicas(counts, home, slots, alpha, node)
+        assert np.array_equal(replicas, reference.libra_replicas(counts, home, slots, alpha,
+                                                                 node)), trial
+        holders = home | replicas
+        tolerance = float(rng.choice([0.0, 0.01, 0.1]))
+        start = initial_load(counts, holders, home)
+        movable = start - counts * holders
+        got = greedy_moves(start, movable, holders, tolerance, None, node)
+        want_load, want_moves = reference.greedy_moves(start, movable, holders, tolerance,
+                                                       None, node)
+        assert np.array_equal(got.load, want_load) and got.iterations == want_moves, trial
+        setup = MoeSetup(home, slots=slots, alpha=alpha, tolerance=tolerance,
+                         token_bytes=4096.0, expert_bytes=1e6, gpus_per_node=per_node)
+        plan = harmoeny_plan(routed, origin, setup)
+        assert np.array_equal(plan.load.sum(axis=0), counts.sum(axis=0))
 
 
 def test_dispatch_pairs_equal_materialise_then_count() -> None:
@@ -82,22 +92,14 @@ def test_dispatch_pairs_equal_materialise_then_count() -> None:
                                                    experts), counts)
 
 
-def test_pairwise_sum_is_numpys_row_sum() -> None:
-    rng = np.random.default_rng(7)
-    for n in (1, 7, 8, 9, 64, 127, 128, 129, 200, 256, 1000, 3001):
-        rows = rng.random((5, n)) * rng.integers(1, 10**6, (5, 1)) / rng.integers(1, 9, (5, n))
-        sums = [kernel.pairwise_sum(row, 0, n) for row in rows]
-        assert np.array_equal(np.array(sums), rows.sum(axis=1)), n
-
-
-def test_compiled_replicas_fill_every_useful_slot() -> None:
+def test_replicas_fill_every_useful_slot() -> None:
     """A closed case: one hot expert, remote demand everywhere; phase 2 replicates it on
-    every GPU that lacks it (one slot each), with or without the kernel."""
+    every GPU that lacks it (one slot each), in the kernel and in the numpy loop."""
     gpus, experts = 4, 8
     counts = np.zeros((gpus, experts), dtype=np.int64)
     counts[:, 0] = 100  # expert 0 (home: GPU 0) wanted by every GPU
     home = static_home(experts, gpus)
-    for compiled in (False, True):
-        replicas = libra_replicas(counts, home, 1, 0.0, compiled=compiled)
+    for replicas in (libra_replicas(counts, home, 1, 0.0),
+                     reference.libra_replicas(counts, home, 1, 0.0)):
         assert replicas[:, 0].tolist() == [False, True, True, True]
         assert replicas.sum() == gpus - 1

@@ -11,7 +11,6 @@ from libra_des.config import load_scenario
 from libra_des.sim.moe import batch as batch_module
 from libra_des.sim.moe import prefetch
 from libra_des.sim.moe.simulator import WALL_CLOCK_FIELDS, simulate_moe
-from libra_des.workload.sampling import COMPILED_UNIFORMS
 
 SCENARIO = Path(__file__).resolve().parents[1] / "scenarios" / "moe-qwen3-235b.yaml"
 # Three small batches (the helper runs ahead of the simulation); Lina draws a profile too.
@@ -32,10 +31,10 @@ def test_prefetched_batches_give_the_same_result(policy: str) -> None:
 def test_only_large_runs_with_a_spare_cpu_start_a_helper(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(prefetch.os, "cpu_count", lambda: 4)
     monkeypatch.setattr(prefetch.os, "getloadavg", lambda: (1.0, 1.0, 1.0))
-    assert prefetch.worthwhile(COMPILED_UNIFORMS)
-    assert not prefetch.worthwhile(COMPILED_UNIFORMS - 1)
+    assert prefetch.worthwhile(prefetch.PREFETCH_UNIFORMS)
+    assert not prefetch.worthwhile(prefetch.PREFETCH_UNIFORMS - 1)
     monkeypatch.setattr(prefetch.os, "getloadavg", lambda: (3.6, 1.0, 1.0))
-    assert not prefetch.worthwhile(COMPILED_UNIFORMS)  # busy: the helper would only cost
+    assert not prefetch.worthwhile(prefetch.PREFETCH_UNIFORMS)  # busy: the helper would only cost
 
 
 def test_a_failed_helper_leaves_the_run_to_draw_its_batches(

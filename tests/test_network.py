@@ -10,18 +10,13 @@ import pytest
 import simpy
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
+from reference.solver import TIE_TOLERANCE, bottleneck_links, max_min_rates, refill
 
 from libra_des.config import VarianceSpec
 from libra_des.errors import InputError
 from libra_des.hardware.topology import Topology, load_topology
 from libra_des.hardware.variance import VarianceModel
-from libra_des.sim.network.flow_model import (
-    TIE_TOLERANCE,
-    Network,
-    bottleneck_links,
-    max_min_rates,
-    refill,
-)
+from libra_des.sim.network.flow_model import Network
 
 MB = 1 << 20
 

@@ -70,7 +70,7 @@ def reference_makespan(c: np.ndarray, d: np.ndarray, r: np.ndarray, m: int) -> n
 
 
 @pytest.mark.parametrize("m", [1, 2, 3, 4, 8])
-def test_compiled_makespan_equals_numpy(m: int) -> None:
+def test_makespan_kernel_equals_numpy(m: int) -> None:
     rng = np.random.default_rng(m)
     c = rng.random((3, 5, 2, 7))
     d, r = rng.random((3, 5, 1, 1)), rng.random((3, 5, 1, 1))
@@ -79,7 +79,7 @@ def test_compiled_makespan_equals_numpy(m: int) -> None:
     assert np.array_equal(pipelined_array(c, d, r, m), want)
     assert np.array_equal(pipelined_rows(c.reshape(15, -1), d.ravel(), r.ravel(), m),
                           want.reshape(15, -1))
-    # Shapes the row kernel does not take go through numpy: same values.
+    # Shapes the row kernel does not take run one element a row: same values.
     half = np.full((1, 1, 1, 1), 0.5)
     assert np.array_equal(pipelined_array(c, half, r, m), reference_makespan(c, half, r, m))
 

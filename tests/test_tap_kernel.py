@@ -1,13 +1,13 @@
-"""Fast TAP paths against their references, bit for bit: the compiled placement kernel and
-the sparse plain-Python greedy against the numpy reference greedy, the compiled KV exchange
-against numpy's, the batched block table against per-sequence segments."""
+"""TAP's kernels against the plain numpy copies of tests/reference/tap.py: the placement
+(the same integers: ties, loads and Δcomm in int64, capacity tests in float64), the KV
+exchange, the batched block table against per-sequence segments."""
 
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reference.tap import exchange_reference, place_reference
 
 from libra_des.config import ModelSpec
 from libra_des.plan.attention import block_doc_len, per_block, segments
@@ -18,8 +18,7 @@ from libra_des.plan.tap import (
     TileSet,
     build_tiles,
     exchange_plan,
-    place_with,
-    plan_pool,
+    place,
     pool_blocks,
 )
 
@@ -61,24 +60,20 @@ def random_tiles(rng: np.random.Generator, seqs: int, cp: int, h: int, block: in
     extra=st.integers(0, 3),
     equal=st.booleans(),
 )
-def test_compiled_and_sparse_place_equal_reference(seed: int, seqs: int, cp: int, h: int,
+def test_place_equals_reference(seed: int, seqs: int, cp: int, h: int,
                                                    block: int, slack: float, extra: int,
                                                    equal: bool) -> None:
     rng = np.random.default_rng(seed)
     tiles = random_tiles(rng, seqs, cp, h, block, 2048, equal)
     workers = tiles.workers + extra  # spare workers that hold nothing
-    want = place_with(tiles, workers, slack, compiled=False, reference=True)
-    same(place_with(tiles, workers, slack, compiled=True), want)
-    same(place_with(tiles, workers, slack, compiled=False), want)
+    same(place(tiles, workers, slack), place_reference(tiles, workers, slack))
 
 
-def test_compiled_and_sparse_place_equal_reference_on_a_large_pool() -> None:
+def test_place_equals_reference_on_a_large_pool() -> None:
     rng = np.random.default_rng(3)
     tiles = random_tiles(rng, 8, 8, 8, 1024, 65_536, equal=False)
     assert len(tiles) > 2048
-    want = place_with(tiles, 64, 0.03, compiled=False, reference=True)
-    same(place_with(tiles, 64, 0.03, compiled=True), want)
-    same(place_with(tiles, 64, 0.03, compiled=False), want)
+    same(place(tiles, 64, 0.03), place_reference(tiles, 64, 0.03))
 
 
 @settings(max_examples=30, deadline=None)
@@ -90,35 +85,22 @@ def test_compiled_and_sparse_place_equal_reference_on_a_large_pool() -> None:
     block=st.sampled_from([1, 7, 64, 512]),
     extra=st.integers(0, 2),
 )
-def test_compiled_exchange_equals_numpy(seed: int, seqs: int, cp: int, h: int, block: int,
+def test_exchange_equals_reference(seed: int, seqs: int, cp: int, h: int, block: int,
                                         extra: int) -> None:
     rng = np.random.default_rng(seed)
     tiles = random_tiles(rng, seqs, cp, h, block, 2048, equal=False)
-    placement = place_with(tiles, tiles.workers + extra, 0.03, compiled=True)
-    got, want = exchange_plan(tiles, placement, compiled=True), exchange_plan(tiles, placement)
+    placement = place(tiles, tiles.workers + extra, 0.03)
+    got, want = exchange_plan(tiles, placement), exchange_reference(tiles, placement)
     for name in ExchangePlan.__dataclass_fields__:
-        x, y = getattr(got, name), getattr(want, name)
-        assert x.dtype == y.dtype and np.array_equal(x, y), name
+        assert np.array_equal(getattr(got, name), getattr(want, name)), name
 
 
-def test_sparse_place_falls_back_when_every_worker_is_full() -> None:
+def test_place_falls_back_when_every_worker_is_full() -> None:
     """Zero slack and one heavy tile per worker: later tiles find no candidate, so the
     (load, Δcomm, id) fallback runs, on ties of equal loads."""
     rng = np.random.default_rng(11)
     tiles = random_tiles(rng, 3, 4, 2, 64, 2048, equal=True)
-    want = place_with(tiles, tiles.workers + 2, 0.0, compiled=False, reference=True)
-    same(place_with(tiles, tiles.workers + 2, 0.0, compiled=False), want)
-
-
-@pytest.mark.parametrize("compiled", [True, False])
-def test_plan_pool_same_plan_either_kernel(compiled: bool) -> None:
-    rng = np.random.default_rng(5)
-    seqs = [random_tiles(rng, 1, 1, 1, 1, 4096, False).sample_lengths for _ in range(4)]
-    kw = dict(cp=4, model=MODEL, heads_split=2, block_size=256, packed_length=4096)
-    auto = plan_pool(seqs, **kw)  # type: ignore[arg-type]
-    forced = plan_pool(seqs, compiled=compiled, **kw)  # type: ignore[arg-type]
-    same(auto.placement, forced.placement)
-    assert np.array_equal(auto.attention.dispatch_bytes, forced.attention.dispatch_bytes)
+    same(place(tiles, tiles.workers + 2, 0.0), place_reference(tiles, tiles.workers + 2, 0.0))
 
 
 def blocks_one_by_one(lens_list: list[np.ndarray], block_size: int) -> Blocks:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reference.tap import holdings_numpy, tile_groups_numpy
 
 from libra_des.config import ModelSpec
 from libra_des.errors import InputError
@@ -16,9 +17,7 @@ from libra_des.plan.tap import (
     Holdings,
     TileSet,
     build_tiles,
-    holdings_numpy,
     plan_pool,
-    tile_groups_numpy,
 )
 from libra_des.plan.tile_batch import BATCH_SEQUENCES, batches, build_tiles_many, plan_pools
 
@@ -88,15 +87,14 @@ def test_plan_pools_equal_plan_pool_and_batches_cover_all() -> None:
     batch = [random_pool(rng, 3) for _ in range(4)]
     kw = dict(cp=2, model=MODEL, heads_split=2, block_size=256, packed_length=LENGTH,
               slack=0.03, chunks=2, policy="libra")
-    for compiled in (False, True):
-        got = plan_pools(batch, compiled=compiled, **kw)  # type: ignore[arg-type]
-        for pool, plan in zip(batch, got, strict=True):
-            want = plan_pool(pool, compiled=compiled, **kw)  # type: ignore[arg-type]
-            assert np.array_equal(plan.placement.worker, want.placement.worker)
-            assert plan.attention.worker_pairs.tobytes() == want.attention.worker_pairs.tobytes()
-            assert plan.attention.worker_doc_len.tobytes() == (
-                want.attention.worker_doc_len.tobytes())
-            assert np.array_equal(plan.attention.dispatch_bytes, want.attention.dispatch_bytes)
+    got = plan_pools(batch, **kw)  # type: ignore[arg-type]
+    for pool, plan in zip(batch, got, strict=True):
+        want = plan_pool(pool, **kw)  # type: ignore[arg-type]
+        assert np.array_equal(plan.placement.worker, want.placement.worker)
+        assert plan.attention.worker_pairs.tobytes() == want.attention.worker_pairs.tobytes()
+        assert plan.attention.worker_doc_len.tobytes() == (
+            want.attention.worker_doc_len.tobytes())
+        assert np.array_equal(plan.attention.dispatch_bytes, want.attention.dispatch_bytes)
     # Batches cover every pool in order, at most BATCH_SEQUENCES sequences each (a wider
     # pool alone).
     items = [[0] * n for n in (8,) * 40 + (BATCH_SEQUENCES + 1, 3, BATCH_SEQUENCES, 1)]
@@ -110,7 +108,7 @@ def test_plan_pools_equal_plan_pool_and_batches_cover_all() -> None:
 @settings(max_examples=40, deadline=None)
 @given(counts=st.lists(st.integers(0, 9), min_size=0, max_size=30),
        h=st.sampled_from([1, 2, 3, 8]), seed=st.integers(0, 2**16))
-def test_compiled_tile_groups_equal_numpy(counts: list[int], h: int, seed: int) -> None:
+def test_tile_groups_kernel_equals_reference(counts: list[int], h: int, seed: int) -> None:
     from libra_des.plan import tap_kernel
 
     seg_count = np.array(counts, dtype=np.int64)
@@ -124,7 +122,7 @@ def test_compiled_tile_groups_equal_numpy(counts: list[int], h: int, seed: int) 
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), seqs=st.integers(1, 5), cp=st.sampled_from([1, 2, 3, 8]),
        length=st.sampled_from([8, 100, 4096]))
-def test_compiled_holdings_equal_numpy(seed: int, seqs: int, cp: int, length: int) -> None:
+def test_holdings_kernel_equals_reference(seed: int, seqs: int, cp: int, length: int) -> None:
     from libra_des.plan import tap_kernel
 
     rng = np.random.default_rng(seed)
@@ -143,7 +141,7 @@ def test_compiled_holdings_equal_numpy(seed: int, seqs: int, cp: int, length: in
 
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), tiles=st.integers(0, 300), workers=st.integers(1, 9))
-def test_compiled_worker_work_equals_bincount(seed: int, tiles: int, workers: int) -> None:
+def test_worker_work_kernel_equals_bincount(seed: int, tiles: int, workers: int) -> None:
     from libra_des.plan import tap_kernel
 
     rng = np.random.default_rng(seed)

@@ -16,8 +16,7 @@ from libra_des.plan.types import AttentionPlan
 from libra_des.training_balancers import TrainingBalancer, register
 
 
-def real_tokens(scenario: Scenario, seqs: list[np.ndarray], _compiled: bool | None
-                ) -> AttentionPlan:
+def real_tokens(scenario: Scenario, seqs: list[np.ndarray]) -> AttentionPlan:
     """Ulysses over the slot's one sequence, moving its real tokens only."""
     return ulysses_plan(seqs[0], cp=scenario.parallelism.cp, model=scenario.model)
 

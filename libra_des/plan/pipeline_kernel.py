@@ -1,20 +1,19 @@
-"""Compiled (numba) Pipeliner makespan: :func:`tap.pipelined_array` in one pass per element.
+"""The Pipeliner's makespan (numba): :func:`tap.pipelined_array` in one pass per element.
 
-The numpy form runs the schedule's recurrence as about 5 M array operations over every
-(entity, op, layer, worker) of a step (millions of elements at scale), each a pass over
-memory. This kernel runs the same recurrence per element in registers: the same float64
-additions and maxima in the same order, no reassociation (numba does not enable fast-math
-unless asked), so the results are bit-identical. ``_max`` is ``np.maximum`` for two floats
-(a NaN in either gives NaN).
-
-Used only when numba is already loaded in the process (the compiled TAP placement loads it
-at scale): importing numba for this alone would cost more than it saves on a small run.
+The schedule's recurrence runs per element in registers (an array form would make about
+5 M passes over memory for every (entity, op, layer, worker) of a step at scale): float64
+additions and maxima in the schedule's order, no reassociation (numba does not enable
+fast-math unless asked). ``_max`` is ``np.maximum`` for two floats (a NaN in either gives
+NaN). tests/test_scale_paths.py compares it with the recurrence written in numpy.
 """
 
 from __future__ import annotations
 
-import numba
 import numpy as np
+
+from libra_des.startup import numba_module
+
+numba = numba_module()
 
 
 @numba.njit(cache=True, nogil=True, inline="always")

@@ -106,38 +106,18 @@ def pipeliner_chunks(scenario: Scenario) -> int:
     return bal.chunks if (bal.pipeliner or balancer_of(scenario).always_pipelines) else 1
 
 
-#: A step planning at least this many pools places them with the compiled TAP kernel: 64
-#: Python placements of a 512-tile pool (~5 ms each) cost about what loading the kernel does
-#: once (~0.3 s); our assumption, measured with benchmarks/planners.py.
-COMPILED_MIN_POOLS = 64
+def attention_plan(scenario: Scenario, seqs: list[np.ndarray]) -> AttentionPlan:
+    """The balancer's attention plan for one slot (one pool's sequences)."""
+    return balancer_of(scenario).attention(scenario, seqs)
 
 
-def attention_plan(
-    scenario: Scenario, seqs: list[np.ndarray], compiled: bool | None = None
-) -> AttentionPlan:
-    """The balancer's attention plan for one slot (one pool's sequences).
-
-    ``compiled`` chooses TAP's placement kernel (see :func:`plan_pool`; same result).
-    """
-    return balancer_of(scenario).attention(scenario, seqs, compiled)
-
-
-def attention_plans(
-    scenario: Scenario, pools: list[list[np.ndarray]], compiled: bool | None = None
-) -> list[AttentionPlan]:
+def attention_plans(scenario: Scenario, pools: list[list[np.ndarray]]) -> list[AttentionPlan]:
     """:func:`attention_plan` of every pool, in order (one call where the balancer plans many
     pools at once, the same plans)."""
     balancer = balancer_of(scenario)
     if balancer.attention_many is not None:
-        return balancer.attention_many(scenario, pools, compiled)
-    return [balancer.attention(scenario, seqs, compiled) for seqs in pools]
-
-
-def placement_kernel(scenario: Scenario) -> bool | None:
-    """True when the step's pools are many enough to pay for loading the compiled kernel
-    (``COMPILED_MIN_POOLS``); None leaves the choice to each pool's size."""
-    pools = scenario.parallelism.gbs // pool_size_of(scenario)
-    return True if pools >= COMPILED_MIN_POOLS else None
+        return balancer.attention_many(scenario, pools)
+    return [balancer.attention(scenario, seqs) for seqs in pools]
 
 
 def build_step_plan(
@@ -156,10 +136,9 @@ def build_step_plan(
     weights = window.sum_sq()
     order = pool_order(scenario, weights, pool)
     seq_of = order.reshape(par.microbatches, pipelines, pool).transpose(1, 0, 2)
-    compiled = placement_kernel(scenario)
     pools = [[window.seq(int(i)) for i in seq_of[e, m]]
              for e in range(pipelines) for m in range(par.microbatches)]
-    plans = iter(attention_plans(scenario, pools, compiled))
+    plans = iter(attention_plans(scenario, pools))
     slots = tuple(tuple(next(plans) for _m in range(par.microbatches)) for _e in range(pipelines))
     planned = float(causal_pairs(window.lengths)) * scenario.model.heads_q
     intra = float(np.mean([p.imbalance for row in slots for p in row]))

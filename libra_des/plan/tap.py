@@ -27,12 +27,9 @@ Layout assumptions of a pool (documented choices, not in the paper):
 
 from __future__ import annotations
 
-import importlib
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from types import ModuleType
 from typing import TypedDict, Unpack
 
 import numpy as np
@@ -40,6 +37,7 @@ import numpy as np
 from libra_des import training_balancers
 from libra_des.config import ModelSpec
 from libra_des.errors import InputError
+from libra_des.plan import pipeline_kernel, tap_kernel
 from libra_des.plan.attention import (
     Segments,
     as_lengths,
@@ -48,13 +46,9 @@ from libra_des.plan.attention import (
     per_block,
     prefix_pairs,
 )
-from libra_des.plan.tap_sparse import greedy_sparse
 from libra_des.plan.types import AttentionPlan, PairBytes
-from libra_des.startup import imports_frozen
 
 ArrayOrFloat = float | np.ndarray
-
-_BIG = np.iinfo(np.int64).max
 
 
 @dataclass(frozen=True)
@@ -189,32 +183,11 @@ def pool_lengths(seqs: Sequence[np.ndarray], packed_length: int) -> list[np.ndar
 
 
 def holdings(seqs: Sequence[np.ndarray], cp: int, packed_length: int) -> Holdings:
-    """Token overlap of every sample with every CP shard of its replica.
-
-    Once the compiled kernels are loaded, their one-pass form (``tap_kernel.holdings``, the
-    same integers) for lengths as the planner passes them (int64 arrays).
-    """
-    kernel = sys.modules.get("libra_des.plan.tap_kernel")
-    if kernel is not None and all(s.dtype == np.int64 for s in seqs):
-        sizes = np.array([s.size for s in seqs], dtype=np.int64)
-        lens = np.concatenate(seqs) if seqs else np.zeros(0, dtype=np.int64)
-        return Holdings(*kernel.holdings(lens, sizes, int(cp), int(packed_length)))
-    return holdings_numpy(seqs, cp, packed_length)
-
-
-def holdings_numpy(seqs: Sequence[np.ndarray], cp: int, packed_length: int) -> Holdings:
-    """:func:`holdings` with numpy (before the kernels are loaded; the tests' reference)."""
-    bounds = np.arange(cp + 1, dtype=np.int64) * packed_length // cp
-    lens = np.concatenate(seqs)
-    starts = np.concatenate([np.cumsum(s) - s for s in seqs])
-    replica = np.repeat(np.arange(len(seqs), dtype=np.int64), [s.size for s in seqs])
-    first = np.searchsorted(bounds, starts, side="right") - 1
-    last = np.searchsorted(bounds, starts + lens - 1, side="right") - 1
-    sample, pos = expand_runs(last - first + 1)
-    shard = first[sample] + pos
-    lo = np.maximum(bounds[shard], starts[sample])
-    hi = np.minimum(bounds[shard + 1], starts[sample] + lens[sample])
-    return Holdings(sample, replica[sample] * cp + shard, hi - lo)
+    """Token overlap of every sample with every CP shard of its replica (``tap_kernel``)."""
+    seqs = [int64s(s) for s in seqs]
+    sizes = np.array([s.size for s in seqs], dtype=np.int64)
+    lens = np.concatenate(seqs) if seqs else np.zeros(0, dtype=np.int64)
+    return Holdings(*tap_kernel.holdings(lens, sizes, int(cp), int(packed_length)))
 
 
 @dataclass(frozen=True)
@@ -323,73 +296,20 @@ def build_tiles(
 def tile_groups(
     seg_sample: np.ndarray, seg_count: np.ndarray, h_count: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """CSR of K(t): tile ``b*H + h`` reads group ``j*H + h`` for every sample j in block b.
-
-    Once the compiled kernels are loaded (a run that places with them), their one-pass form
-    (``tap_kernel.tile_groups``, the same integers): these arrays are the largest of a pool's
-    tiles (about 14k group references a pool at scale-16384), 0.07 s of numpy a step there.
-    """
-    kernel = sys.modules.get("libra_des.plan.tap_kernel")
-    if kernel is not None and seg_sample.dtype == np.int64 and seg_count.dtype == np.int64:
-        ptr, ids = kernel.tile_groups(seg_sample, seg_count, int(h_count))
-        return ptr, ids
-    return tile_groups_numpy(seg_sample, seg_count, h_count)
-
-
-def tile_groups_numpy(
-    seg_sample: np.ndarray, seg_count: np.ndarray, h_count: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`tile_groups` with numpy (before the kernels are loaded; the tests' reference)."""
-    block_ptr = csr_ptr(seg_count)
-    tile_count = np.repeat(seg_count, h_count)
-    tile, pos = expand_runs(tile_count)
-    sample = seg_sample[block_ptr[tile // h_count] + pos]
-    tile_ptr = csr_ptr(tile_count)
-    return tile_ptr, sample * h_count + tile % h_count
+    """CSR of K(t): tile ``b*H + h`` reads group ``j*H + h`` for every sample j in block b
+    (``tap_kernel.tile_groups``)."""
+    ptr, ids = tap_kernel.tile_groups(int64s(seg_sample), int64s(seg_count), int(h_count))
+    return ptr, ids
 
 
 # ----------------------------------------------------------------------------- placement
 
 
-def missing_tokens(tiles: TileSet, workers: int) -> np.ndarray:
-    """[G, W] tokens of group g that worker w lacks before balancing (int32 to save memory)."""
-    h_count = tiles.heads_split
-    lens = tiles.sample_lengths
-    # int32 halves the memory of this [G, W] matrix; token counts of one sample fit easily.
-    dtype = np.int32 if lens.size == 0 or lens.max() < 2**31 else np.int64
-    cost = np.empty((lens.size * h_count, workers), dtype=dtype)
-    cost[:] = np.repeat(lens, h_count).astype(dtype)[:, None]
-    hold = tiles.holdings
-    rows = (hold.sample[:, None] * h_count + np.arange(h_count)).ravel()
-    cols = np.repeat(hold.worker, h_count)
-    cost[rows, cols] -= np.repeat(hold.tokens, h_count).astype(dtype)
-    return cost
-
-
-#: Pools of at least this many tiles are placed by the compiled kernel when ``place`` decides
-#: on its own: about the size where one Python placement (~10 µs per tile here) costs as much
-#: as loading the cached kernel once; our assumption, measured in benchmarks/planners.py.
-COMPILED_MIN_TILES = 2048
-#: float64 represents every integer below this exactly (IEEE 754 double, 53-bit significand).
-EXACT_FLOAT_INT = 2**53
-
-
 def place(tiles: TileSet, workers: int, slack: float = 0.03) -> Placement:
-    """docs/model.md's greedy placement (see :func:`place_with`), compiled for large pools."""
-    return place_with(tiles, workers, slack, compiled=len(tiles) >= COMPILED_MIN_TILES)
-
-
-def place_with(
-    tiles: TileSet, workers: int, slack: float, *, compiled: bool, reference: bool = False
-) -> Placement:
     """docs/model.md's greedy: target C=(1+τ)Σf/W, tiles by decreasing f then id, pick the
     candidate (load+f<=C) with least (Δcomm, load, id), else the worker with least
-    (load, Δcomm, id); then add f to its load and K(t) to its fetched set.
-
-    ``compiled`` runs the numba kernel of ``tap_kernel.py``, else the plain-Python
-    :func:`~libra_des.plan.tap_sparse.greedy_sparse` (both bit-identical and used only while
-    Σf < 2**53, so that their capacity tests equal the reference's); ``reference`` forces the
-    numpy reference :func:`greedy_reference` (what tests compare the others with).
+    (load, Δcomm, id); then add f to its load and K(t) to its fetched set
+    (``tap_kernel.greedy``; tests/reference/tap.py holds a plain numpy copy to compare).
     """
     if workers < tiles.workers:
         raise InputError("workers", workers, f">= the pool's {tiles.workers} workers")
@@ -399,103 +319,25 @@ def place_with(
     total = int(flops.sum())
     capacity = (1.0 + slack) * float(total) / workers
     order = np.argsort(-flops, kind="stable")  # decreasing f, ties by id (lexsort's order)
-    if reference or total >= EXACT_FLOAT_INT:
-        missing = missing_tokens(tiles, workers)
-        chosen, load, delta = greedy_reference(tiles, order, flops, missing, capacity)
-    elif compiled:
-        hold = tiles.holdings  # rows are in sample order (see holdings())
-        hold_ptr = csr_ptr(np.bincount(hold.sample, minlength=tiles.sample_lengths.size))
-        chosen, load, delta = kernels().greedy(
-            order,
-            flops,
-            int64s(tiles.q_home),
-            (tiles.q_bytes + tiles.o_bytes).astype(np.int64),
-            int64s(tiles.group_ptr),
-            int64s(tiles.group_ids),
-            np.repeat(tiles.sample_lengths, tiles.heads_split).astype(np.int64),
-            int(tiles.heads_split),
-            hold_ptr,
-            int64s(hold.worker),
-            int64s(hold.tokens),
-            int(workers),
-            int(tiles.kv_bytes_per_token),
-            capacity,
-        )
-    else:
-        chosen, load, delta = greedy_sparse(tiles, order, flops, workers, capacity)
+    hold = tiles.holdings  # rows are in sample order (see holdings())
+    hold_ptr = csr_ptr(np.bincount(hold.sample, minlength=tiles.sample_lengths.size))
+    chosen, load, delta = tap_kernel.greedy(
+        order,
+        flops,
+        int64s(tiles.q_home),
+        (tiles.q_bytes + tiles.o_bytes).astype(np.int64),
+        int64s(tiles.group_ptr),
+        int64s(tiles.group_ids),
+        np.repeat(tiles.sample_lengths, tiles.heads_split).astype(np.int64),
+        int(tiles.heads_split),
+        hold_ptr,
+        int64s(hold.worker),
+        int64s(hold.tokens),
+        int(workers),
+        int(tiles.kv_bytes_per_token),
+        capacity,
+    )
     return Placement(chosen, load, delta, capacity, order)
-
-
-def kernels() -> ModuleType:
-    """``tap_kernel``, imported lazily (numba's import and set-up cost about 0.4 s of CPU,
-    more than a small run's placements).
-
-    Its first load builds a few hundred thousand long-lived objects (numba's typing and
-    lowering registries); measured on scale-16384, a full collection ran in the middle of it
-    (about 50 ms) and the young collections around it another 25 ms. So the load runs with
-    the collector paused and freezes what it built, as ``startup.imports_frozen`` does for
-    a command's imports; a run's ``gc.unfreeze`` (simulator, CLI) gives them back.
-    """
-    name = "libra_des.plan.tap_kernel"
-    if name in sys.modules:
-        return sys.modules[name]
-    with imports_frozen():
-        module = importlib.import_module(name)
-        module.warm()
-    return module
-
-
-def greedy_reference(
-    tiles: TileSet, order: np.ndarray, flops: np.ndarray, missing: np.ndarray, capacity: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The greedy loop in Python (the reference the compiled kernel is tested against).
-
-    Δcomm for all workers at once per tile: the [G, W] matrix of tokens still missing is
-    summed over K(t)'s rows; fetching zeroes the chosen worker's entries. Shortcut with the
-    same result: when the Q-home fits and already holds all of K(t), its Δcomm is 0 while
-    every other worker pays V_Q + V_O > 0, so it wins without computing the others.
-    """
-    n, workers = len(tiles), int(missing.shape[1])
-    load = np.zeros(workers, dtype=np.int64)
-    chosen = np.zeros(n, dtype=np.int64)
-    delta = np.zeros(n, dtype=np.int64)
-    ptr, gids, kv_bpt = tiles.group_ptr.tolist(), tiles.group_ids, tiles.kv_bytes_per_token
-    f_list, qh_list = flops.tolist(), tiles.q_home.tolist()
-    qo_list = (tiles.q_bytes + tiles.o_bytes).tolist()
-    scalar_load = [0] * workers  # mirror of ``load`` for cheap scalar checks
-    for t in order.tolist():
-        f, home = f_list[t], qh_list[t]
-        gs = gids[ptr[t] : ptr[t + 1]]
-        if scalar_load[home] + f <= capacity and not np.count_nonzero(missing[gs, home]):
-            r = home
-        else:
-            d = np.add.reduce(missing[gs], axis=0, dtype=np.int64) * kv_bpt + qo_list[t]
-            d[home] -= qo_list[t]
-            r = choose(d, load, capacity - f)
-            delta[t] = d[r]
-            missing[gs, r] = 0
-        load[r] += f
-        scalar_load[r] += f
-        chosen[t] = r
-    return chosen, load, delta
-
-
-def choose(d: np.ndarray, load: np.ndarray, headroom: float) -> int:
-    """argmin (Δcomm, load, id) over workers with load <= headroom, else (load, Δcomm, id).
-
-    Written with ufunc reductions and array methods (no numpy Python wrappers): it runs
-    once per tile and dominates placement time.
-    """
-    cand = load <= headroom
-    if np.count_nonzero(cand):
-        first, second = np.where(cand, d, _BIG), load
-    else:
-        first, second = load, d
-    best = first == np.minimum.reduce(first)
-    if np.count_nonzero(best) == 1:
-        return int(best.argmax())
-    # argmin returns the lowest index among equals: the final tie-break on worker id.
-    return int(np.where(best, second, _BIG).argmin())
 
 
 # ----------------------------------------------------------------------------- exchange
@@ -512,73 +354,26 @@ def csr_ptr(count: np.ndarray) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(count, dtype=np.int64)])
 
 
-def exchange_plan(tiles: TileSet, placement: Placement, compiled: bool = False) -> ExchangePlan:
+def exchange_plan(tiles: TileSet, placement: Placement) -> ExchangePlan:
     """De-duplicated KV fetches per (sample, head shard, destination), plus remote Q and O.
 
     Recomputed from the final placement rather than from the Δcomm trace, so the property
     "bytes moved == Σ chosen Δcomm" checks the two accountings against each other. Every
     piece of a needed group comes from the worker holding it; pieces the destination already
-    holds move nothing. ``compiled`` finds the KV rows with the numba kernel
-    (``tap_kernel.kv_fetches``, the same rows in the same order), else with numpy.
+    holds move nothing (``tap_kernel.kv_fetches`` and ``pair_bytes``).
     """
     workers = int(placement.loads.shape[0])
     hold = tiles.holdings  # rows are in sample order (see holdings())
     hold_ptr = csr_ptr(np.bincount(hold.sample, minlength=tiles.sample_lengths.size))
-    if compiled:
-        kv_group, kv_src, kv_dst, tokens = kernels().kv_fetches(
-            int64s(tiles.group_ptr), int64s(tiles.group_ids), int64s(placement.worker),
-            tiles.num_groups, int(tiles.heads_split), hold_ptr, int64s(hold.worker),
-            int64s(hold.tokens))
-    else:
-        kv_group, kv_src, kv_dst, tokens = kv_fetches(tiles, placement.worker, workers,
-                                                      hold_ptr)
+    kv_group, kv_src, kv_dst, tokens = tap_kernel.kv_fetches(
+        int64s(tiles.group_ptr), int64s(tiles.group_ids), int64s(placement.worker),
+        tiles.num_groups, int(tiles.heads_split), hold_ptr, int64s(hold.worker),
+        int64s(hold.tokens))
     kv_bytes = tokens * tiles.kv_bytes_per_token
-    if compiled and tiles.q_bytes.dtype == np.int64 and tiles.o_bytes.dtype == np.int64:
-        dispatch, ret, remotes = kernels().pair_bytes(
-            kv_src, kv_dst, kv_bytes, int64s(tiles.q_home), int64s(placement.worker),
-            tiles.q_bytes, tiles.o_bytes, workers)
-        # np.bincount of no entries gives integer zeros: the numpy form's matrices then.
-        dispatch = dispatch if kv_src.size + remotes else dispatch.astype(np.int64)
-        ret = ret if remotes else ret.astype(np.int64)
-        return ExchangePlan(kv_group, kv_src, kv_dst, kv_bytes, dispatch, ret)
-    remote = placement.worker != tiles.q_home
-    q_src, q_dst = tiles.q_home[remote], placement.worker[remote]
-    dispatch = pair_matrix(
-        np.concatenate([kv_src, q_src]),
-        np.concatenate([kv_dst, q_dst]),
-        np.concatenate([kv_bytes, tiles.q_bytes[remote]]),
-        workers,
-    )
-    ret = pair_matrix(q_dst, q_src, tiles.o_bytes[remote], workers)
+    dispatch, ret, _ = tap_kernel.pair_bytes(
+        kv_src, kv_dst, kv_bytes, int64s(tiles.q_home), int64s(placement.worker),
+        int64s(tiles.q_bytes), int64s(tiles.o_bytes), workers)
     return ExchangePlan(kv_group, kv_src, kv_dst, kv_bytes, dispatch, ret)
-
-
-def kv_fetches(
-    tiles: TileSet, worker: np.ndarray, workers: int, hold_ptr: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(group, source, destination, tokens) of the KV pieces moved, with numpy."""
-    dest = np.repeat(worker, np.diff(tiles.group_ptr))
-    # The sorted distinct (group, destination) keys, as np.unique gives them, by marking a
-    # dense table (keys are < groups x workers; cheaper than unique's hash and sort).
-    mark = np.zeros(tiles.num_groups * workers, dtype=bool)
-    mark[tiles.group_ids * workers + dest] = True
-    need = np.flatnonzero(mark)
-    need_group, need_dst = need // workers, need % workers
-    hold = tiles.holdings
-    need_sample = need_group // tiles.heads_split
-    row, pos = expand_runs(hold_ptr[need_sample + 1] - hold_ptr[need_sample])
-    piece = hold_ptr[need_sample[row]] + pos
-    src, dst = hold.worker[piece], need_dst[row]
-    keep = src != dst
-    return need_group[row][keep], src[keep], dst[keep], hold.tokens[piece][keep]
-
-
-def pair_matrix(src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, workers: int) -> np.ndarray:
-    """[W, W] bytes from ``src`` to ``dst`` (float64; integer byte counts stay exact)."""
-    flat = np.bincount(
-        src * workers + dst, weights=nbytes.astype(np.float64), minlength=workers * workers
-    )
-    return flat.reshape(workers, workers)
 
 
 # ----------------------------------------------------------------------------- pipeliner
@@ -625,41 +420,22 @@ def pipelined_time(
 
 
 def pipelined_array(c: np.ndarray, d: np.ndarray, r: np.ndarray, m: int) -> np.ndarray:
-    """:func:`pipelined_time` on arrays (or 0-d ones), each operation done in place.
+    """:func:`pipelined_time` on arrays (or 0-d ones), in ``pipeline_kernel``'s one pass.
 
     The simulator calls it on every worker, layer and slot of a step at once (millions of
-    elements at 131k GPUs): four reused buffers instead of a fresh temporary per operation
-    (which cost page faults and most of the time there); the same values bit for bit.
+    elements at 131k GPUs) with one dispatch and return per row of compute
+    (:func:`per_row_layout`); any other broadcast is flattened to one element a row.
     """
     shape = np.broadcast_shapes(c.shape, d.shape, r.shape)
-    dtype = np.result_type(c, d, r, 0.0)
     rows = per_row_layout(c, d, r)
-    if rows and "numba" in sys.modules:
-        # numba is loaded (the compiled placement ran): the one-pass kernel, same values.
-        from libra_des.plan.pipeline_kernel import pipelined_rows
-
+    if rows:
         flat = np.ascontiguousarray(c, dtype=np.float64).reshape(rows, -1)
-        out = pipelined_rows(flat, d.astype(np.float64).ravel(), r.astype(np.float64).ravel(), m)
-        return out.reshape(shape)
-    channel = np.empty(shape, dtype=dtype)
-    channel[...] = d  # dispatch of chunk 0 occupies the channel first
-    ready = channel.copy()
-    compute_end = np.empty(shape, dtype=dtype)
-    np.multiply(c, 0.0, out=compute_end)
-    start = np.empty(shape, dtype=dtype)
-    for k in range(m):
-        np.maximum(ready, compute_end, out=start)
-        if k + 1 < m:
-            np.maximum(start, channel, out=channel)
-            channel += d
-            ready[...] = channel
-        if k >= 1:
-            np.maximum(start, channel, out=channel)
-            channel += r
-        np.add(start, c, out=compute_end)
-    np.maximum(compute_end, channel, out=channel)
-    channel += r
-    return channel
+        dk, rk = d.astype(np.float64).ravel(), r.astype(np.float64).ravel()
+    else:
+        flat = np.broadcast_to(c, shape).astype(np.float64).reshape(-1, 1)
+        dk = np.broadcast_to(d, shape).astype(np.float64).ravel()
+        rk = np.broadcast_to(r, shape).astype(np.float64).ravel()
+    return pipeline_kernel.pipelined_rows(flat, dk, rk, m).reshape(shape)
 
 
 def per_row_layout(c: np.ndarray, d: np.ndarray, r: np.ndarray) -> int:
@@ -681,15 +457,8 @@ def fold_attention_plan(
 ) -> AttentionPlan:
     """Fold the placement and exchange into the simulator's per-worker record."""
     workers = int(placement.loads.shape[0])
-    kernel = sys.modules.get("libra_des.plan.tap_kernel")  # loaded: its one-pass form
-    if kernel is not None and tiles.flops.dtype == np.int64 and tiles.doc_len.dtype == float:
-        weight, pairs = kernel.worker_work(int64s(placement.worker), tiles.flops,
-                                           tiles.doc_len, workers)
-    else:
-        flops = tiles.flops.astype(np.float64)
-        weight = np.bincount(placement.worker, weights=flops * tiles.doc_len,
-                             minlength=workers)
-        pairs = np.bincount(placement.worker, weights=flops, minlength=workers)
+    weight, pairs = tap_kernel.worker_work(int64s(placement.worker), int64s(tiles.flops),
+                                           tiles.doc_len.astype(np.float64), workers)
     doc = np.divide(weight, pairs, out=np.zeros(workers), where=pairs > 0)
     return AttentionPlan(
         policy=policy,
@@ -719,16 +488,13 @@ def plan_pool(
     slack: float = 0.03,
     chunks: int = 1,
     policy: str = "libra",
-    compiled: bool | None = None,
     check_policy: bool = True,
     **layout: Unpack[TileLayout],
 ) -> PoolPlan:
     """TAP for one pool: tiles -> placement -> exchange plan -> AttentionPlan (timed).
 
     ``layout`` is ``cp, model, heads_split, block_size, packed_length`` (see build_tiles).
-    ``compiled``: placement and exchange rows by the compiled kernels (True), in plain Python
-    and numpy (False) or as :func:`place` decides from the pool's size (None); the plan is the
-    same. ``policy`` (the plan's label) must name a registered balancer that runs TAP; with
+    ``policy`` (the plan's label) must name a registered balancer that runs TAP; with
     ``check_policy`` False the caller vouches for it: the registry's first look-up imports
     every balancer and the scenario models, which ``libra-des plan`` (Libra's TAP under the
     shipped ``libra`` label) does not need (start-up time).
@@ -738,17 +504,15 @@ def plan_pool(
     check_chunks(chunks, shard_model(layout["model"], layout["heads_split"])[0])
     began = time.perf_counter()
     return plan_tiles(build_tiles(seqs, **layout), slack=slack, chunks=chunks, policy=policy,
-                      compiled=compiled, began=began)
+                      began=began)
 
 
 def plan_tiles(
-    tiles: TileSet, *, slack: float, chunks: int, policy: str, compiled: bool | None,
-    began: float,
+    tiles: TileSet, *, slack: float, chunks: int, policy: str, began: float
 ) -> PoolPlan:
     """:func:`plan_pool` from the pool's tiles on (``began``: when its planning started)."""
-    use_kernel = len(tiles) >= COMPILED_MIN_TILES if compiled is None else compiled
-    placement = place_with(tiles, tiles.workers, slack, compiled=use_kernel)
-    exchange = exchange_plan(tiles, placement, compiled=use_kernel)
+    placement = place(tiles, tiles.workers, slack)
+    exchange = exchange_plan(tiles, placement)
     attention = fold_attention_plan(tiles, placement, exchange, policy, chunks)
     return PoolPlan(
         tile_set=tiles,

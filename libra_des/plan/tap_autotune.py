@@ -33,7 +33,6 @@ from libra_des.hardware.costs import CostModel
 from libra_des.plan.step import (
     balancer_of,
     pipeliner_chunks,
-    placement_kernel,
     pool_order,
     pool_size_of,
 )
@@ -127,9 +126,6 @@ class PoolSetting:
     slack: float
     chunks: int
     policy: str
-    #: Placement kernel as the run's steps choose it (:func:`plan.step.placement_kernel`):
-    #: the same placements either way, but the compiled one once the run loads it anyway.
-    compiled: bool | None = None
 
 
 def rank(
@@ -152,7 +148,7 @@ def rank(
         rows = []
         for pool in plan_pools(pools, cp=s.cp, model=s.model, heads_split=h, block_size=b,
                                packed_length=s.packed_length, slack=s.slack, chunks=s.chunks,
-                               policy=s.policy, compiled=s.compiled):
+                               policy=s.policy):
             t, c = predicted_seconds(pool.attention, cost, s.model, gpn)
             rows.append((t, c, pool.attention.imbalance, pool.exchange_bytes,
                          pool.attention.held_remote_bytes))
@@ -200,7 +196,7 @@ def resolve_knobs(
         if not todo:  # a fixed B outside the grid: search H at that B
             todo = [(ch, int(b)) for ch in sorted({c[0] for c in grid(model, bal.chunks, shard)})]
         setting = PoolSetting(par.cp, model, scenario.workload.packed_length, bal.slack,
-                              pipeliner_chunks(scenario), bal.policy, placement_kernel(scenario))
+                              pipeliner_chunks(scenario), bal.policy)
         ranking = rank(pools_of_window(scenario, window), setting, cost, todo, fits)
         h, b = ranking.best.heads_split, ranking.best.block_size
     resolved = bal.model_copy(update={"heads_split": int(h), "block_size": int(b)})

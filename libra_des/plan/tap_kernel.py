@@ -1,26 +1,28 @@
-"""Compiled (numba) kernels of TAP: the greedy placement loop of :func:`tap.place`.
+"""TAP's kernels (numba): the greedy placement of :func:`tap.place`, the exchange plan's KV
+rows and byte matrices, K(t)'s CSR, the holdings and the per-worker sums.
 
-The kernel is the same greedy as the pure-Python reference in ``tap.py``, with the same
-tie-breaks and the same integers (Δcomm from holdings and fetches instead of the reference's
-dense [G, W] matrix of missing tokens, see :func:`greedy`), so placements are bit-identical:
+The greedy is docs/model.md part A's, with its tie-breaks (tests/reference/tap.py holds the
+literal numpy form over a dense [G, W] matrix of missing tokens; tests/test_tap_kernel.py
+compares the two). Δcomm comes from holdings and fetches instead of that matrix, see
+:func:`greedy`:
 
-* integer Δcomm arithmetic in int64 (numpy's wrap-around on overflow is numba's too);
-* the capacity tests ``load + f <= C`` and ``load <= C - f`` compare in float64, as numpy does
-  for an int64 array against a Python float; the caller only uses the kernel when the pool's
-  total FLOPs stay below 2**53, where Python's exact int/float comparison gives the same answer;
-* ``choose`` reproduces the reference's masked-minimum semantics (non-candidates read as
-  int64 max, lowest worker id among equals).
+* integer Δcomm arithmetic in int64;
+* the capacity tests ``load + f <= C`` and ``load <= C - f`` compare in float64 (exact while
+  the pool's total FLOPs stay below 2**53);
+* ``choose`` takes the minimum of (Δcomm, load, id) over the candidates (non-candidates read
+  as int64 max), else of (load, Δcomm, id).
 
-``tap.py`` imports this module lazily (numba's import costs about 0.25 s, more than a small
-run's placements); compiled functions are cached on disk (``cache=True``, next to this file in
-``__pycache__``): the first call on a fresh checkout compiles (a few seconds), later processes
-load the cache.
+Compiled functions are cached on disk (``cache=True``, in ``startup.numba_module``'s folder):
+the first call ever compiles, later processes load the cache.
 """
 
 from __future__ import annotations
 
-import numba
 import numpy as np
+
+from libra_des.startup import numba_module
+
+numba = numba_module()
 
 
 @numba.njit(cache=True, nogil=True, inline="always")

@@ -72,7 +72,6 @@ def plan_pools(
     slack: float = 0.03,
     chunks: int = 1,
     policy: str = "libra",
-    compiled: bool | None = None,
     **layout: Unpack[TileLayout],
 ) -> Iterator[PoolPlan]:
     """:func:`~libra_des.plan.tap.plan_pool` for every pool, the tiles built in one pass.
@@ -87,7 +86,7 @@ def plan_pools(
     began = time.perf_counter()
     tile_sets = build_tiles_many(pools, **layout)
     share = (time.perf_counter() - began) / max(len(tile_sets), 1)
-    return (plan_tiles(tiles, slack=slack, chunks=chunks, policy=policy, compiled=compiled,
+    return (plan_tiles(tiles, slack=slack, chunks=chunks, policy=policy,
                        began=time.perf_counter() - share)
             for tiles in tile_sets)
 

@@ -1,18 +1,18 @@
-"""Compiled (numba) top-k agreement count, equal to ``predictors.topk_agreement``'s.
+"""The top-k agreement count of ``predictors.topk_agreement`` (numba).
 
-The reference sorts each row's union of predicted and routed experts (16 ids) and counts
-repeats; with distinct ids per row that is the number of predicted ids found among the routed
-ones, which the kernel counts directly: each row's routed ids as bits of a few int64 words,
-then one bit test per predicted id (no sort, no copies). The count is a whole number, so the
-agreement is the same float either way.
-
-Imported lazily, like ``uniform_kernel`` (numba's import is costly); cached on disk.
+With distinct ids per row, the hits are the predicted ids found among the routed ones,
+counted directly: each row's routed ids as bits of a few int64 words, then one bit test per
+predicted id (no sort, no copies). tests/test_moe_exact_paths.py compares it with a sorted
+union count. Compiled functions are cached on disk (``cache=True``).
 """
 
 from __future__ import annotations
 
-import numba
 import numpy as np
+
+from libra_des.startup import numba_module
+
+numba = numba_module()
 
 
 @numba.njit(cache=True, nogil=True)

@@ -25,14 +25,10 @@ from typing import Protocol
 import numpy as np
 
 from libra_des.errors import InputError
+from libra_des.workload.agreement_kernel import topk_hits
+from libra_des.workload.miss_kernel import place_given, set_words
 from libra_des.workload.routing import CHUNK, RoutingTrace, stable_seed
-from libra_des.workload.sampling import (
-    Scratch,
-    pcg_state,
-    set_pcg_state,
-    thin_matmul,
-    top_k_ascending,
-)
+from libra_des.workload.sampling import Scratch, thin_matmul, top_k_ascending
 
 #: Lookahead accuracy ranges reported in the Libra MoE paper (docs/model.md B), by model family.
 LOOKAHEAD_RANGES = {"qwen3": (0.865, 0.917), "glm": (0.727, 0.796)}
@@ -50,21 +46,12 @@ class Predictor(Protocol):
         ...
 
 
-def topk_agreement(predicted: np.ndarray, routed: np.ndarray, compiled: bool = False) -> float:
-    """Mean over tokens of ``|predicted ∩ routed| / k`` (rows hold distinct experts).
-
-    ``compiled``: count the hits with ``agreement_kernel`` (same value; worth it where numba
-    is loaded anyway, as for the compiled routing generator)."""
+def topk_agreement(predicted: np.ndarray, routed: np.ndarray) -> float:
+    """Mean over tokens of ``|predicted ∩ routed| / k`` (rows hold distinct experts; the hits
+    counted by ``agreement_kernel``)."""
     if routed.size == 0:
         return 1.0
-    if compiled:
-        from libra_des.workload.agreement_kernel import topk_hits  # lazy: numba is costly
-
-        return int(topk_hits(predicted, routed)) / predicted.size
-    # Both sides distinct per row, so every repeat in a row of their union is one hit.
-    both = np.concatenate([predicted.astype(np.int32), routed.astype(np.int32)], axis=1)
-    both.sort(axis=1)
-    return int(np.count_nonzero(both[:, 1:] == both[:, :-1])) / predicted.size
+    return int(topk_hits(predicted, routed)) / predicted.size
 
 
 def model_family(model_name: str) -> str:
@@ -93,34 +80,21 @@ class NoisyPredictor:
     name: str
     accuracy: np.ndarray  # [layers]
     error_bias: str = "popular"
-    compiled: bool = False  # replace misses with ``miss_kernel`` (same draws, same result)
 
     def predict(self, trace: RoutingTrace, layer: int, rng: np.random.Generator) -> np.ndarray:
         routed = trace.layer(layer).astype(np.int64)
-        miss = draw_misses(rng, routed.shape, float(self.accuracy[layer]), self.compiled)
+        miss = draw_misses(rng, routed.shape, float(self.accuracy[layer]))
         if self.error_bias == "popular":
             weights = np.bincount(routed.ravel(), minlength=trace.num_experts) + 1.0
         else:
             weights = np.ones(trace.num_experts)
         weights = weights / weights.sum()
-        return replace_misses(routed, miss, weights, rng, confusion(weights, rng),
-                              self.compiled)
+        return replace_misses(routed, miss, weights, rng, confusion(weights, rng))
 
 
-def draw_misses(
-    rng: np.random.Generator, shape: tuple[int, ...], accuracy: float, compiled: bool
-) -> np.ndarray:
-    """``rng.random(shape) >= accuracy``: which routed experts the predictor misses;
-    ``compiled`` (PCG64 only) draws the same uniforms in ``miss_kernel``."""
-    bits = rng.bit_generator
-    if not (compiled and isinstance(bits, np.random.PCG64) and len(shape) == 2):
-        return np.asarray(rng.random(shape) >= accuracy)
-    from libra_des.workload.miss_kernel import miss_draws  # lazy: numba is costly
-
-    state = pcg_state(bits)
-    miss = miss_draws(state, (int(shape[0]), int(shape[1])), accuracy)
-    set_pcg_state(bits, state)
-    return np.asarray(miss)
+def draw_misses(rng: np.random.Generator, shape: tuple[int, ...], accuracy: float) -> np.ndarray:
+    """``rng.random(shape) >= accuracy``: which routed experts the predictor misses."""
+    return np.asarray(rng.random(shape) >= accuracy)
 
 
 def confusion(weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -149,14 +123,8 @@ class ExpertSets:
 
     @classmethod
     def of(cls, members: np.ndarray, experts: int) -> ExpertSets:
-        """The sets holding each row of ``members[rows, k]``."""
-        n_words = -(-experts // 64)
-        words = np.zeros(members.shape[0] * n_words, dtype=np.int64)
-        first = np.arange(0, words.size, n_words)
-        for slot in range(members.shape[1]):  # one column at a time: small temporaries
-            expert = np.asarray(members[:, slot], dtype=np.int64)
-            words[first + (expert >> 6)] |= np.int64(1) << (expert & 63)
-        return cls(words.reshape(-1, n_words))
+        """The sets holding each row of ``members[rows, k]`` (``miss_kernel.set_words``)."""
+        return cls(set_words(np.asarray(members, dtype=np.int64), -(-experts // 64)))
 
     def has(self, rows: np.ndarray, expert: np.ndarray) -> np.ndarray:
         return np.asarray((self.words[rows, expert >> 6] >> (expert & 63)) & 1 == 1)
@@ -177,42 +145,32 @@ def replace_misses(
     weights: np.ndarray,
     rng: np.random.Generator,
     substitute: np.ndarray | None = None,
-    compiled: bool = False,
 ) -> np.ndarray:
     """Replace ``routed[miss]`` by experts not in the row: ``substitute[e]`` when free, else
     a draw with probabilities ``weights``.
 
     Slot by slot so one row never repeats an expert; rejection sampling first, then an exact
-    draw among the row's free experts for the few rows still colliding. ``compiled`` (PCG64
-    only): the substitutes and rejection rounds run in ``miss_kernel``, draw for draw.
+    draw among the row's free experts for the few rows still colliding. Each round's
+    uniforms are drawn in bulk from ``rng``; ``miss_kernel.place_given`` places them row by
+    row (rows are distinct within a round, so that equals a vectorised check-then-add).
     """
-    if compiled and isinstance(rng.bit_generator, np.random.PCG64):
-        return replace_misses_compiled(routed, miss, weights, rng, substitute)
     taken = ExpertSets.of(routed, weights.size)
-    out = routed.copy()
+    out = np.array(routed, dtype=np.int64)
     cdf = np.cumsum(weights)
-
-    def place(rows: np.ndarray, draw: np.ndarray, slot: int) -> np.ndarray:
-        """Place the draws whose expert is free in their row; returns the other rows."""
-        clash = taken.has(rows, draw)
-        ok = ~clash
-        rows_ok, draw_ok = rows[ok], draw[ok]
-        out[rows_ok, slot] = draw_ok
-        taken.add(rows_ok, draw_ok)
-        return rows[clash]
-
     for slot in range(routed.shape[1]):
-        rows = np.flatnonzero(miss[:, slot])
+        rows = np.flatnonzero(miss[:, slot]).astype(np.int64)
         if substitute is not None and rows.size:
-            rows = place(rows, substitute[routed[rows, slot]], slot)
+            draws = np.asarray(substitute[routed[rows, slot]], dtype=np.int64)
+            rows = rows[:place_given(rows, draws, slot, out, taken.words)]
         for _ in range(REJECTION_ROUNDS):
             if rows.size == 0:
                 break
-            draw = np.minimum(np.searchsorted(cdf, rng.random(rows.size) * cdf[-1]), cdf.size - 1)
-            rows = place(rows, draw, slot)
+            u = rng.random(rows.size) * cdf[-1]
+            draws = np.minimum(np.searchsorted(cdf, u), cdf.size - 1).astype(np.int64)
+            rows = rows[:place_given(rows, draws, slot, out, taken.words)]
         if rows.size:
             draw_free(rows, slot, weights, rng, out, taken)
-    return out
+    return out.astype(routed.dtype, copy=False)
 
 
 def draw_free(
@@ -225,41 +183,6 @@ def draw_free(
     pick = draw.argmax(axis=1)
     out[rows, slot] = pick
     taken.add(rows, pick)
-
-
-def replace_misses_compiled(
-    routed: np.ndarray,
-    miss: np.ndarray,
-    weights: np.ndarray,
-    rng: np.random.Generator,
-    substitute: np.ndarray | None,
-) -> np.ndarray:
-    """:func:`replace_misses` with its per-row rounds compiled (same draws, same result)."""
-    from libra_des.workload.miss_kernel import (  # lazy: numba is costly
-        place_drawn,
-        place_given,
-        set_words,
-    )
-
-    bits = rng.bit_generator
-    assert isinstance(bits, np.random.PCG64)
-    taken = ExpertSets(set_words(routed, -(-weights.size // 64)))
-    out = np.array(routed, dtype=np.int64)
-    cdf = np.asarray(np.cumsum(weights), dtype=np.float64)
-    state = pcg_state(bits)  # the generator's own state is stale until handed back
-    for slot in range(routed.shape[1]):
-        rows = np.flatnonzero(miss[:, slot]).astype(np.int64)
-        if substitute is not None and rows.size:
-            draws = np.asarray(substitute[routed[rows, slot]], dtype=np.int64)
-            rows = rows[:place_given(rows, draws, slot, out, taken.words)]
-        rows = rows[:place_drawn(state, rows, rows.size, cdf, REJECTION_ROUNDS, slot, out,
-                                 taken.words)]
-        if rows.size:  # numpy draws next: hand the stream over and back
-            set_pcg_state(bits, state)
-            draw_free(rows, slot, weights, rng, out, taken)
-            state = pcg_state(bits)
-    set_pcg_state(bits, state)
-    return out.astype(routed.dtype, copy=False)
 
 
 @dataclass(frozen=True)

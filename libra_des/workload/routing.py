@@ -40,16 +40,12 @@ from libra_des.config import MOE_DATASETS, RoutingSpec
 from libra_des.errors import InputError
 from libra_des.workload.sampling import (
     Scratch,
-    compiled_gumbel_noise,
-    compiled_gumbel_top_k,
-    compiled_stream,
-    pcg_state,
-    set_pcg_state,
+    gumbel_top_k_of,
     skip_uniform_f32,
     thin_matmul,
     top_k_ascending,
-    uniform_f32,
 )
+from libra_des.workload.uniform_kernel import ar1_mix, token_latents
 
 #: Latent state dimensions (small: it only needs to carry correlation, not semantics).
 LATENT_DIM = 8
@@ -198,51 +194,32 @@ def request_datasets(
     return np.minimum(picks, len(MOE_DATASETS) - 1).astype(np.int16)
 
 
-def ar1_update(
-    state: np.ndarray, rho: float, rng: np.random.Generator, noise: np.ndarray,
-    wide: np.ndarray,
-) -> None:
-    """One AR(1) step of float32 ``state`` in place, with unit stationary variance.
-
-    ``noise`` (float32) and ``wide`` (float64) are scratch of the state's shape; the mix is
-    formed in float64 and rounded once to float32.
-    """
-    rng.standard_normal(dtype=np.float32, out=noise)
-    np.multiply(noise, np.sqrt(1.0 - rho * rho), out=wide)
-    np.multiply(state, np.float32(rho), out=state)
-    np.add(wide, state, out=wide)
-    np.copyto(state, wide, casting="same_kind")
+def ar1_update(state: np.ndarray, rho: float, rng: np.random.Generator,
+               noise: np.ndarray) -> None:
+    """One AR(1) step of C-contiguous float32 ``state`` in place, with unit stationary
+    variance: ``noise`` (float32 scratch of its size) gets fresh normals, and the mix
+    (``uniform_kernel.ar1_mix``) is formed in float64 and rounded once to float32."""
+    flat = noise.reshape(-1)
+    rng.standard_normal(dtype=np.float32, out=flat)
+    ar1_mix(state.reshape(-1), flat, float(np.sqrt(1.0 - rho * rho)), np.float32(rho))
 
 
 def ar1_step(state: np.ndarray, rho: float, rng: np.random.Generator) -> np.ndarray:
     """One AR(1) step with unit stationary variance (a new float32 array)."""
     out = np.array(state, dtype=np.float32)
-    ar1_update(out, rho, rng, np.empty_like(out), np.empty(out.shape))
+    ar1_update(out, rho, rng, np.empty(out.size, dtype=np.float32))
     return out
 
 
-def gumbel_noise(rng: np.random.Generator, noise: np.ndarray, compiled: bool) -> np.ndarray:
-    """Fill float32 ``noise`` with ``log(-log(u))`` of fresh uniforms (minus Gumbel noise);
-    ``compiled``: draw them through the compiled PCG64 stream (same values)."""
-    uniform_f32(rng, noise, compiled)
+def gumbel_noise(rng: np.random.Generator, noise: np.ndarray) -> np.ndarray:
+    """Fill float32 ``noise`` with ``log(-log(u))`` of fresh uniforms (minus Gumbel noise),
+    drawn in bulk from ``rng``."""
+    rng.random(dtype=np.float32, out=noise)
     with np.errstate(divide="ignore"):  # u = 0 gives a -inf score, never picked
         np.log(noise, out=noise)
         np.negative(noise, out=noise)
         np.log(noise, out=noise)
     return noise
-
-
-def gumbel_top_k(
-    scores: np.ndarray, k: int, rng: np.random.Generator, scratch: Scratch | None = None
-) -> np.ndarray:
-    """Top-k of ``scores + Gumbel noise`` per row (sampling without replacement).
-
-    ``scores`` (C-contiguous float32) is overwritten with the perturbed scores; the k
-    experts come in ascending order of them. ``scratch``: optional reusable buffers.
-    """
-    scratch = Scratch.of(*scores.shape) if scratch is None else scratch
-    scores -= gumbel_noise(rng, scratch.noise, False)
-    return top_k_ascending(scores, k, scratch)
 
 
 @dataclass(frozen=True)
@@ -252,22 +229,11 @@ class LatentState:
     req: np.ndarray  # [requests, LATENT_DIM] float32
     tok: np.ndarray  # [tokens, LATENT_DIM] float32
     noise: np.ndarray  # flat float32 scratch, as long as the larger state
-    wide: np.ndarray  # flat float64 scratch, likewise
 
-    def step(self, rho: float, rng: np.random.Generator, compiled: bool = False) -> None:
-        """``compiled``: the arithmetic after each normal draw in one compiled pass
-        (``uniform_kernel.ar1_mix``, the same floats)."""
+    def step(self, rho: float, rng: np.random.Generator) -> None:
+        """Both states one AR(1) step on (request states first)."""
         for state in (self.req, self.tok):
-            n = state.size
-            if not compiled:
-                ar1_update(state, rho, rng, self.noise[:n].reshape(state.shape),
-                           self.wide[:n].reshape(state.shape))
-                continue
-            from libra_des.workload.uniform_kernel import ar1_mix  # lazy: numba is costly
-
-            rng.standard_normal(dtype=np.float32, out=self.noise[:n])
-            ar1_mix(state.reshape(-1), self.noise[:n], float(np.sqrt(1.0 - rho * rho)),
-                    np.float32(rho))
+            ar1_update(state, rho, rng, self.noise[: state.size])
 
 
 @dataclass(frozen=True)
@@ -291,16 +257,12 @@ class TokenLatents:
         req = rng.standard_normal((self.requests, LATENT_DIM), dtype=np.float32)
         tok = rng.standard_normal((self.request.size, LATENT_DIM), dtype=np.float32)
         size = max(req.size, tok.size)
-        return LatentState(req, tok, np.empty(size, dtype=np.float32), np.empty(size))
+        return LatentState(req, tok, np.empty(size, dtype=np.float32))
 
-    def mix(self, state: LatentState, compiled: bool = False) -> np.ndarray:
-        """``[tokens, LATENT_DIM]`` latent of every token (request part + own part);
-        ``compiled``: in one pass (``uniform_kernel.token_latents``, the same floats)."""
+    def mix(self, state: LatentState) -> np.ndarray:
+        """``[tokens, LATENT_DIM]`` latent of every token (request part + own part), in one
+        pass (``uniform_kernel.token_latents``)."""
         w_req, w_tok = self.weights
-        if not compiled:
-            return np.asarray(w_req * state.req[self.request] + w_tok * state.tok)
-        from libra_des.workload.uniform_kernel import token_latents  # lazy: numba is costly
-
         out = np.empty_like(state.tok)
         token_latents(state.req, state.tok, self.request, w_req, w_tok, out)
         return out
@@ -311,13 +273,8 @@ def generate_trace(
     request_lengths: np.ndarray,
     datasets: np.ndarray,
     rng: np.random.Generator,
-    compiled: bool | None = None,
 ) -> RoutingTrace:
-    """Sample the routed experts of one batch (requests of the given lengths and datasets).
-
-    ``compiled``: draw and rank through the compiled kernels (``sampling.compiled_stream``;
-    the same trace either way); None decides from this batch's size alone.
-    """
+    """Sample the routed experts of one batch (requests of the given lengths and datasets)."""
     latents = TokenLatents.of(router, request_lengths)
     request, tokens = latents.request, latents.request.size
     tok_dataset = np.asarray(datasets, dtype=np.int16)[request]
@@ -329,33 +286,25 @@ def generate_trace(
     # faults than the arithmetic on them.
     buffer = np.empty((min(CHUNK, tokens), num_experts), dtype=np.float32)
     scratch = Scratch.of(*buffer.shape)
-    if compiled is None:
-        compiled = compiled_stream(rng, tokens * layers * num_experts)
-    compiled = compiled and router.top_k < num_experts
     for layer in range(layers):
         if layer:
-            state.step(latents.rho, rng, compiled)
+            state.step(latents.rho, rng)
         gate = np.float32(router.sharpness) * router.gate[layer]
-        mixed = latents.mix(state, compiled)
+        mixed = latents.mix(state)
         bias = np.ascontiguousarray(router.bias[:, layer])
-        # The compiled kernels hold the stream between the layer's chunks (nothing else
-        # draws there); it goes back to the generator before the next layer's normals.
-        stream = pcg_state(rng.bit_generator) if compiled else None  # type: ignore[arg-type]
         # Token chunks keep the [chunk, experts] scores in cache (about 3x faster).
         for lo in range(0, tokens, CHUNK):
             hi = min(lo + CHUNK, tokens)
             scores, part = buffer[: hi - lo], scratch.noise[: hi - lo]
             thin_matmul(mixed[lo:hi], gate, scores)
-            if stream is not None:  # the same sums and keys, in one compiled pass
-                compiled_gumbel_top_k(scores, bias, tok_dataset[lo:hi],
-                                      compiled_gumbel_noise(stream, part), router.top_k,
-                                      scratch.head(hi - lo), experts[lo:hi, layer, :])
+            noise = gumbel_noise(rng, part)
+            if router.top_k >= num_experts:  # every expert: only their order is drawn
+                scores += bias[tok_dataset[lo:hi]]
+                scores -= noise
+                experts[lo:hi, layer, :] = top_k_ascending(scores, router.top_k)
                 continue
-            scores += np.take(bias, tok_dataset[lo:hi], axis=0, out=part)
-            experts[lo:hi, layer, :] = gumbel_top_k(scores, router.top_k, rng,
-                                                    scratch.head(hi - lo))
-        if stream is not None:
-            set_pcg_state(rng.bit_generator, stream)  # type: ignore[arg-type]
+            gumbel_top_k_of(scores, bias, tok_dataset[lo:hi], noise, router.top_k,
+                            scratch.head(hi - lo), experts[lo:hi, layer, :])
     return RoutingTrace(experts, request, tok_dataset, num_experts)
 
 

@@ -13,8 +13,7 @@ test_sampling.py compares them), so using one never changes a seeded trace:
   ``argpartition`` itself, so its tie-breaking still decides. Other builds order the k
   slots differently; the k experts are the same on every build.
 * :func:`thin_matmul` is ``a @ b`` in row blocks (each element is the same dot product).
-* :func:`uniform_f32` is ``rng.random(dtype=np.float32, out=out)``, optionally through the
-  compiled PCG64 stream of ``uniform_kernel`` (same floats, same generator state after).
+* :func:`gumbel_top_k_of` ranks perturbed scores with ``uniform_kernel``'s one-pass keys.
 """
 
 from __future__ import annotations
@@ -22,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+from libra_des.workload.uniform_kernel import perturbed_keys, sorted_tail
 
 
 def skip_uniform_f32(rng: np.random.Generator, count: int) -> None:
@@ -42,47 +43,14 @@ def skip_uniform_f32(rng: np.random.Generator, count: int) -> None:
         rng.random(dtype=np.float32)
 
 
-WORD = (1 << 64) - 1
-#: Uniforms (in one process) from which the compiled kernels pay for loading numba: its import
-#: and first call cost about 0.6 s of CPU and they save about 1.9 ns a uniform (measured on
-#: the 2-core CI machine, Qwen3-235B batches); 2**29 leaves a 2x margin (our choice).
-COMPILED_UNIFORMS = 1 << 29
-
-
-def pcg_state(bits: np.random.PCG64) -> np.ndarray:
-    """uint64 [LCG state hi, lo, increment hi, lo, pending-half flag, pending half]."""
-    st = bits.state
-    s, inc = int(st["state"]["state"]), int(st["state"]["inc"])
-    return np.array([s >> 64, s & WORD, inc >> 64, inc & WORD, st["has_uint32"],
-                     st["uinteger"]], dtype=np.uint64)
-
-
-def set_pcg_state(bits: np.random.PCG64, state: np.ndarray) -> None:
-    """Put a :func:`pcg_state` array back into the generator."""
-    w = [int(x) for x in state]
-    bits.state = {"bit_generator": "PCG64",
-                  "state": {"state": w[0] << 64 | w[1], "inc": w[2] << 64 | w[3]},
-                  "has_uint32": w[4], "uinteger": w[5]}
-
-
-def compiled_stream(rng: np.random.Generator, uniforms: int) -> bool:
-    """Whether a job drawing ``uniforms`` from ``rng`` should use the compiled kernels."""
-    return isinstance(rng.bit_generator, np.random.PCG64) and uniforms >= COMPILED_UNIFORMS
-
-
-def compiled_gumbel_top_k(
+def gumbel_top_k_of(
     scores: np.ndarray, bias: np.ndarray, dataset: np.ndarray, noise: np.ndarray, k: int,
     scratch: Scratch, out: np.ndarray | None = None,
 ) -> np.ndarray:
     """``scores += bias[dataset]; scores -= noise`` (float32), then :func:`top_k_ascending`
     (``k`` < columns) into ``out`` (int64 when not given): the sums and the sort keys come
-    from one compiled pass (``uniform_kernel``) where numpy makes eight over the block, and
-    the top ``k`` from another after numpy's sort."""
-    from libra_des.workload.uniform_kernel import (  # lazy: numba is costly
-        perturbed_keys,
-        sorted_tail,
-    )
-
+    from one pass of ``uniform_kernel`` where numpy would make eight over the block, and the
+    top ``k`` from another after numpy's sort."""
     keys = scratch.words[1]
     shift = column_bits(scores.shape[1])
     perturbed_keys(scores, bias, dataset, noise, shift, keys)
@@ -92,37 +60,6 @@ def compiled_gumbel_top_k(
     unsure = sorted_tail(keys, k, shift, out)
     if unsure.size:
         out[unsure] = exact_top_k(scores[unsure], k)
-    return out
-
-
-def compiled_gumbel_noise(state: np.ndarray, noise: np.ndarray) -> np.ndarray:
-    """Fill C-contiguous float32 ``noise`` with ``log(-log(u))`` of the stream's next
-    uniforms; ``state`` is the stream as :func:`pcg_state` (updated; the caller hands it back
-    to the generator once it has drawn what it needs)."""
-    from libra_des.workload.uniform_kernel import fill_uniform  # lazy: numba is costly
-
-    fill_uniform(state, noise.reshape(-1))
-    with np.errstate(divide="ignore"):  # u = 0 gives a -inf score, never picked
-        np.log(noise, out=noise)
-        np.negative(noise, out=noise)
-        np.log(noise, out=noise)
-    return noise
-
-
-def uniform_f32(rng: np.random.Generator, out: np.ndarray, compiled: bool) -> np.ndarray:
-    """``rng.random(dtype=np.float32, out=out)`` (C-contiguous ``out``); ``compiled`` (only
-    for PCG64) draws the same floats through ``uniform_kernel``."""
-    if not compiled:
-        return rng.random(dtype=np.float32, out=out)
-    if not out.flags.c_contiguous:  # reshape would fill a copy
-        raise ValueError("uniform_f32: out must be C-contiguous")
-    from libra_des.workload.uniform_kernel import fill_uniform  # lazy: numba is costly
-
-    bits = rng.bit_generator
-    assert isinstance(bits, np.random.PCG64)
-    state = pcg_state(bits)
-    fill_uniform(state, out.reshape(-1))
-    set_pcg_state(bits, state)
     return out
 
 

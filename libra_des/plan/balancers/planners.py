@@ -12,33 +12,30 @@ from libra_des.plan.tile_batch import batches, plan_pools
 from libra_des.plan.types import AttentionPlan
 
 
-def ulysses_padded(scenario: Scenario, seqs: list[np.ndarray], _compiled: bool | None
-                   ) -> AttentionPlan:
+def ulysses_padded(scenario: Scenario, seqs: list[np.ndarray]) -> AttentionPlan:
     """Ulysses on a fixed-length packed sequence: every sequence padded to L and moved so."""
     par = scenario.parallelism
     return ulysses_plan(seqs[0], cp=par.cp, model=scenario.model,
                         packed_length=scenario.workload.packed_length)
 
 
-def ulysses_real(scenario: Scenario, seqs: list[np.ndarray], _compiled: bool | None
-                 ) -> AttentionPlan:
+def ulysses_real(scenario: Scenario, seqs: list[np.ndarray]) -> AttentionPlan:
     """Ulysses on a variable-length microbatch: its real tokens are moved."""
     return ulysses_plan(seqs[0], cp=scenario.parallelism.cp, model=scenario.model,
                         packed_length=None)
 
 
-def tap(scenario: Scenario, seqs: list[np.ndarray], compiled: bool | None) -> AttentionPlan:
-    """TAP over one pool's sequences (``compiled`` chooses the placement kernel, same result)."""
-    return plan_pool(seqs, **tap_settings(scenario), compiled=compiled).attention
+def tap(scenario: Scenario, seqs: list[np.ndarray]) -> AttentionPlan:
+    """TAP over one pool's sequences."""
+    return plan_pool(seqs, **tap_settings(scenario)).attention
 
 
-def tap_many(scenario: Scenario, pools: list[list[np.ndarray]], compiled: bool | None
-             ) -> list[AttentionPlan]:
+def tap_many(scenario: Scenario, pools: list[list[np.ndarray]]) -> list[AttentionPlan]:
     """:func:`tap` for every pool, their tiles built a batch of pools at a time (same plans;
     only the attention plans are kept, as :func:`tap` keeps them)."""
     settings = tap_settings(scenario)
     return [pool.attention for batch in batches(pools)
-            for pool in plan_pools(batch, **settings, compiled=compiled)]
+            for pool in plan_pools(batch, **settings)]
 
 
 def tap_settings(scenario: Scenario) -> TapSettings:
@@ -58,7 +55,7 @@ def tap_settings(scenario: Scenario) -> TapSettings:
 
 
 class TapSettings(TileLayout):
-    """:class:`TileLayout` and the pool planner's other knobs but ``compiled``."""
+    """:class:`TileLayout` and the pool planner's other knobs."""
 
     slack: float
     chunks: int

@@ -97,9 +97,11 @@ def static_home(experts: int, gpus: int) -> np.ndarray:
 
 
 def origin_counts(routed: np.ndarray, origin: np.ndarray, gpus: int, experts: int) -> np.ndarray:
-    """``[G, E]`` pairs per (origin GPU, expert)."""
-    flat = np.asarray(origin, dtype=np.int64)[:, None] * experts + routed
-    return np.bincount(flat.ravel(), minlength=gpus * experts).reshape(gpus, experts)
+    """``[G, E]`` pairs per (origin GPU, expert) (``kernel.origin_counts``)."""
+    from libra_des.plan.moe import kernel  # the package's __init__ imports this module
+
+    return np.asarray(kernel.origin_counts(routed, np.asarray(origin, dtype=np.int64),
+                                           int(gpus), int(experts)))
 
 
 def split_evenly(totals: np.ndarray, copies: np.ndarray) -> np.ndarray:

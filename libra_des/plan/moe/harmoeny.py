@@ -32,12 +32,11 @@ class HarmoenyResult:
 
 
 def harmoeny_moves(
-    counts: np.ndarray, home: np.ndarray, tolerance: float = 0.01, compiled: bool = False
+    counts: np.ndarray, home: np.ndarray, tolerance: float = 0.01
 ) -> HarmoenyResult:
-    """Rebalance ``counts[origin, expert]`` by moving any pairs to any GPU (``compiled``:
-    the moves run in ``plan.moe.kernel``, the same moves)."""
+    """Rebalance ``counts[origin, expert]`` by moving any pairs to any GPU."""
     start = home * counts.sum(axis=0)[None, :]
     anywhere = np.ones_like(home)
-    result = greedy_moves(start, start, anywhere, tolerance, compiled=compiled)
+    result = greedy_moves(start, start, anywhere, tolerance)
     fetched = (result.load > 0) & ~home
     return HarmoenyResult(result.load, fetched, result.iterations)

@@ -1,4 +1,4 @@
-"""Compiled (numba) kernels of the MoE planners' hot loops, bit for bit with the numpy forms.
+"""The MoE planners' hot loops (numba kernels; tests/reference/moe.py holds numpy forms).
 
 * :func:`origin_counts` is ``assignment.origin_counts`` (one pass over the pairs instead of
   a flat index array and ``bincount``).
@@ -12,27 +12,25 @@
   counted once.
 * :func:`hottest_replicas` is the phase-2 loop of ``replication.libra_replicas`` (repeated
   ``place_hottest``). Its only non-integer arithmetic is the planning load model: each
-  expert's remote pairs divided by its holder count (one IEEE division, as numpy's), and a
-  GPU's load as its integer local pairs plus the sum of its shares. numpy sums a row of a
-  ``[G, E]`` float64 array pairwise (``pairwise_sum`` in numpy's ``loops_utils.h``: blocks
-  of 128, eight running sums, then the tail in order), which :func:`pairwise_sum` repeats
-  operation for operation, so ``argmax`` and ``argmin`` see the same float64 values.
+  expert's remote pairs divided by its holder count, and a GPU's load as its integer local
+  pairs plus the sum of its shares (added in expert order).
 * :func:`greedy_moves` is ``sharding.greedy_moves`` (integer loads; the stop target is
   computed by the caller with numpy).
 
 Tie-breaks are the reference's: ``argmax`` / ``argmin`` take the first index, ``argsort``
 is stable (mergesort) on the negated row. tests/test_moe_kernel.py compares every kernel
-with its numpy form on random inputs. Like ``plan/tap_kernel.py`` this module is imported
-lazily (numba's import is costly) and cached on disk (``cache=True``).
+with its numpy form on random inputs. Compiled functions are cached on disk (``cache=True``,
+see ``startup.numba_module``).
 """
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
-#: numpy's pairwise-summation block (``PW_BLOCKSIZE`` in ``loops_utils.h.src``).
-PW_BLOCKSIZE = 128
+from libra_des.startup import numba_module
+
+numba = numba_module()
+
 #: Largest EP group whose per-token destinations are kept as bits of one int64 word.
 MASK_GPUS = 63
 
@@ -113,74 +111,6 @@ def dispatch_pairs(
 
 
 @numba.njit(cache=True, nogil=True)
-def block_sum(a: np.ndarray, lo: int, n: int) -> float:
-    """numpy's pairwise sum of ``a[lo : lo + n]`` for ``n <= PW_BLOCKSIZE`` (no split)."""
-    if n < 8:
-        res = -0.0  # numpy starts there, so that a sum of -0.0 stays -0.0
-        for i in range(n):
-            res += a[lo + i]
-        return res
-    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
-    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
-    i = 8
-    whole = n - n % 8
-    while i < whole:
-        r0 += a[lo + i]
-        r1 += a[lo + i + 1]
-        r2 += a[lo + i + 2]
-        r3 += a[lo + i + 3]
-        r4 += a[lo + i + 4]
-        r5 += a[lo + i + 5]
-        r6 += a[lo + i + 6]
-        r7 += a[lo + i + 7]
-        i += 8
-    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
-    while i < n:
-        res += a[lo + i]
-        i += 1
-    return res
-
-
-@numba.njit(cache=True, nogil=True)
-def pairwise_sum(a: np.ndarray, lo: int, n: int) -> float:
-    """numpy's float64 ``add.reduce`` of ``a[lo : lo + n]`` (contiguous), operation for
-    operation: ``pairwise_sum`` of numpy's ``loops_utils.h.src``. Longer than a block, numpy
-    recurses on two halves (the first a multiple of 8 long); here an explicit stack does the
-    same post-order walk (numba's on-disk cache mishandles recursive functions)."""
-    if n <= PW_BLOCKSIZE:
-        return block_sum(a, lo, n)
-    depth = 64  # halves at each level: far more than any array's levels
-    starts = np.empty(depth, dtype=np.int64)
-    sizes = np.empty(depth, dtype=np.int64)
-    phase = np.empty(depth, dtype=np.int64)  # 0: left next, 1: right next, 2: combine
-    sums = np.empty(depth, dtype=np.float64)
-    top, held = 1, 0
-    starts[0], sizes[0], phase[0] = lo, n, 0
-    while top:
-        node = top - 1
-        first, size = starts[node], sizes[node]
-        if size <= PW_BLOCKSIZE:
-            sums[held] = block_sum(a, first, size)
-            held += 1
-            top -= 1
-            continue
-        half = size // 2
-        half -= half % 8
-        if phase[node] < 2:
-            step = phase[node]
-            phase[node] = step + 1
-            starts[top] = first if step == 0 else first + half
-            sizes[top] = half if step == 0 else size - half
-            phase[top] = 0
-            top += 1
-            continue
-        sums[held - 2] = sums[held - 2] + sums[held - 1]
-        held -= 1
-        top -= 1
-    return sums[0]
-
-
-@numba.njit(cache=True, nogil=True)
 def planned_loads(counts: np.ndarray, holders: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(share[G, E], loads[G])`` of ``replication.planned_share`` / ``planned_gpu_load``."""
     gpus, experts = counts.shape
@@ -203,7 +133,10 @@ def planned_loads(counts: np.ndarray, holders: np.ndarray) -> tuple[np.ndarray, 
         for e in range(experts):
             if holders[g, e]:
                 local += counts[g, e]
-        loads[g] = np.float64(local) + pairwise_sum(share[g], 0, experts)
+        shares = 0.0
+        for e in range(experts):
+            shares += share[g, e]
+        loads[g] = np.float64(local) + shares
     return share, loads
 
 

@@ -21,22 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-
-def planned_share(counts: np.ndarray, holders: np.ndarray) -> np.ndarray:
-    """``[G, E]`` remote pairs each holder is expected to take (even split)."""
-    remote = (counts * ~holders).sum(axis=0)
-    per_holder = remote / np.maximum(holders.sum(axis=0), 1)
-    return np.asarray(holders * per_holder[None, :])
-
-
-def planned_gpu_load(
-    counts: np.ndarray, holders: np.ndarray, share: np.ndarray | None = None
-) -> np.ndarray:
-    """``[G]`` expected pairs per GPU under the planning load model (``share``: the
-    :func:`planned_share`, when already computed)."""
-    if share is None:
-        share = planned_share(counts, holders)
-    return np.asarray((counts * holders).sum(axis=1) + share.sum(axis=1))
+from libra_des.plan.moe import kernel
 
 
 def locality_replicas(counts: np.ndarray, home: np.ndarray, per_gpu: int) -> np.ndarray:
@@ -51,34 +36,13 @@ def locality_replicas(counts: np.ndarray, home: np.ndarray, per_gpu: int) -> np.
     return replicas
 
 
-def place_hottest(
-    counts: np.ndarray, holders: np.ndarray, free: np.ndarray,
-    node: np.ndarray | None = None, home: np.ndarray | None = None,
-) -> tuple[int, int] | None:
-    """Phase-2 step: (expert, GPU) for the next replica, or None when nothing helps."""
-    share_all = planned_share(counts, holders)
-    loads = planned_gpu_load(counts, holders, share_all)
-    src = int(np.argmax(loads))
-    share = share_all[src]
-    for e in np.argsort(-share, kind="stable"):
-        if share[e] <= 0:
-            return None
-        ok = (free > 0) & ~holders[:, e]
-        if node is not None and home is not None:
-            near = ok & (node == node[int(np.argmax(home[:, e]))])
-            ok = near if near.any() else ok
-        if ok.any():
-            return int(e), int(np.argmin(np.where(ok, loads, np.inf)))
-    return None
-
-
 def libra_replicas(
     counts: np.ndarray, home: np.ndarray, slots: int, alpha: float,
-    node: np.ndarray | None = None, compiled: bool = False,
+    node: np.ndarray | None = None,
 ) -> np.ndarray:
     """``[G, E]`` replica mask from predicted ``counts[origin, expert]`` (``node``: node of
-    every GPU when the group spans nodes). ``compiled``: phase 2 runs in ``kernel``
-    (the same replicas)."""
+    every GPU when the group spans nodes). Phase 2 (the hottest replicas into the free
+    slots) runs in ``kernel.hottest_replicas``."""
     near = counts
     if node is not None:  # phase 1 copies only experts homed on the GPU's own node
         home_node = node[np.argmax(home, axis=0)]
@@ -86,19 +50,8 @@ def libra_replicas(
     replicas = locality_replicas(near, home, round(slots * alpha))
     free = slots - replicas.sum(axis=1)
     holders = home | replicas
-    if compiled:
-        from libra_des.plan.moe import kernel  # lazy: numba's import is costly
-
-        kernel.hottest_replicas(np.asarray(counts, dtype=np.int64), holders, replicas,
-                                np.asarray(free, dtype=np.int64),
-                                np.empty(0, dtype=np.int64) if node is None else node,
-                                np.argmax(home, axis=0))
-        return replicas
-    while (free > 0).any():
-        step = place_hottest(counts, holders, free, node, home)
-        if step is None:
-            break
-        e, g = step
-        replicas[g, e] = holders[g, e] = True
-        free[g] -= 1
+    kernel.hottest_replicas(np.asarray(counts, dtype=np.int64), holders, replicas,
+                            np.asarray(free, dtype=np.int64),
+                            np.empty(0, dtype=np.int64) if node is None else node,
+                            np.argmax(home, axis=0))
     return replicas

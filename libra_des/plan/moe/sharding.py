@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from libra_des.plan.moe import kernel
+
 
 @dataclass(frozen=True)
 class ShardResult:
@@ -27,29 +29,6 @@ class ShardResult:
     iterations: int
 
 
-def best_move(
-    load: np.ndarray, movable: np.ndarray, receivers: np.ndarray, loads: np.ndarray, src: int,
-    node: np.ndarray | None = None,
-) -> tuple[int, int, int] | None:
-    """(expert, destination, pairs) of the first helpful move off GPU ``src``, or None."""
-    others = np.arange(load.shape[0]) != src
-    for e in np.argsort(-movable[src], kind="stable"):
-        if movable[src, e] <= 0:
-            return None
-        ok = receivers[:, e] & others
-        if not ok.any():
-            continue
-        tiers = [ok & (node == node[src]), ok] if node is not None else [ok]
-        for cand in tiers:
-            if not cand.any():
-                continue
-            dst = int(np.argmin(np.where(cand, loads, np.iinfo(np.int64).max)))
-            amount = int(min(movable[src, e], (loads[src] - loads[dst]) // 2))
-            if amount > 0:
-                return int(e), dst, amount
-    return None
-
-
 def greedy_moves(
     load: np.ndarray,
     movable: np.ndarray,
@@ -57,38 +36,17 @@ def greedy_moves(
     tolerance: float,
     max_iterations: int | None = None,
     node: np.ndarray | None = None,
-    compiled: bool = False,
 ) -> ShardResult:
     """Move pairs from the most- to the least-loaded eligible GPU until balanced or stuck
-    (``compiled``: the loop runs in ``kernel``, with the same moves)."""
+    (the loop runs in ``kernel.greedy_moves``; tests/reference/moe.py holds its numpy form)."""
     load = load.astype(np.int64).copy()
     movable = movable.astype(np.int64).copy()
     loads = load.sum(axis=1)
     target = loads.mean() * (1.0 + tolerance)
-    if compiled:
-        from libra_des.plan.moe import kernel  # lazy: numba's import is costly
-
-        moves = kernel.greedy_moves(load, movable, np.asarray(receivers, dtype=np.bool_),
-                                    float(target), -1 if max_iterations is None
-                                    else max_iterations,
-                                    np.empty(0, dtype=np.int64) if node is None else node)
-        return ShardResult(load, int(moves))
-    iterations = 0
-    while max_iterations is None or iterations < max_iterations:
-        src = int(np.argmax(loads))
-        if loads[src] <= target:
-            break
-        move = best_move(load, movable, receivers, loads, src, node)
-        if move is None:
-            break
-        e, dst, amount = move
-        load[src, e] -= amount
-        load[dst, e] += amount
-        movable[src, e] -= amount
-        loads[src] -= amount
-        loads[dst] += amount
-        iterations += 1
-    return ShardResult(load, iterations)
+    moves = kernel.greedy_moves(load, movable, np.asarray(receivers, dtype=np.bool_),
+                                float(target), -1 if max_iterations is None else max_iterations,
+                                np.empty(0, dtype=np.int64) if node is None else node)
+    return ShardResult(load, int(moves))
 
 
 def initial_load(counts: np.ndarray, holders: np.ndarray, home: np.ndarray) -> np.ndarray:
@@ -105,9 +63,8 @@ def shard_remote_tokens(
     tolerance: float = 0.01,
     max_iterations: int | None = None,
     node: np.ndarray | None = None,
-    compiled: bool = False,
 ) -> ShardResult:
     """Libra's sharding of the remote pairs of ``counts[origin, expert]`` over ``holders``."""
     start = initial_load(counts, holders, home)
     movable = start - counts * holders
-    return greedy_moves(start, movable, holders, tolerance, max_iterations, node, compiled)
+    return greedy_moves(start, movable, holders, tolerance, max_iterations, node)

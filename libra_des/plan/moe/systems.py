@@ -16,12 +16,12 @@ from functools import partial
 
 import numpy as np
 
+from libra_des.plan.moe import kernel
 from libra_des.plan.moe.assignment import (
     MoeLayerPlan,
     copy_matrix,
     dispatch_matrix,
     materialise,
-    origin_counts,
     split_evenly,
 )
 from libra_des.plan.moe.harmoeny import harmoeny_moves
@@ -43,9 +43,6 @@ class MoeSetup:
     token_bytes: float  # one token's hidden state
     expert_bytes: float  # one expert's weights
     gpus_per_node: int = 0  # 0: the whole group is one node
-    #: Run the planners' hot loops in ``plan.moe.kernel`` (numba; the same plans). Worth it
-    #: only where numba is loaded anyway (large runs, see ``sim.moe.batch``).
-    compiled: bool = False
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -95,13 +92,9 @@ def finish(
 
 
 def pair_counts(routed: np.ndarray, origin: np.ndarray, setup: MoeSetup) -> np.ndarray:
-    """:func:`~libra_des.plan.moe.assignment.origin_counts` (compiled when ``setup`` says)."""
-    if setup.compiled:
-        from libra_des.plan.moe import kernel  # lazy: numba's import is costly
-
-        return np.asarray(kernel.origin_counts(routed, np.asarray(origin, dtype=np.int64),
-                                               *setup.shape))
-    return origin_counts(routed, origin, *setup.shape)
+    """``[G, E]`` pairs of each origin GPU per expert (``kernel.origin_counts``)."""
+    return np.asarray(kernel.origin_counts(routed, np.asarray(origin, dtype=np.int64),
+                                           *setup.shape))
 
 
 def dispatch_bytes(
@@ -109,12 +102,11 @@ def dispatch_bytes(
     setup: MoeSetup,
 ) -> np.ndarray:
     """``[G, G]`` dispatch bytes of the pairs placed by ``load`` (``materialise``, then
-    ``dispatch_matrix``; one compiled pass when ``setup`` says, the same bytes)."""
-    if not (setup.compiled and np.issubdtype(load.dtype, np.integer)):
+    ``dispatch_matrix`` for a load of another type; integer loads, as every shipped planner
+    makes them, in one pass of ``kernel.dispatch_pairs``)."""
+    if not np.issubdtype(load.dtype, np.integer):
         dest = materialise(routed, origin, load, counts)
         return dispatch_matrix(dest, origin, setup.shape[0], setup.token_bytes)
-    from libra_des.plan.moe import kernel  # lazy: numba's import is costly
-
     pairs = kernel.dispatch_pairs(routed, np.asarray(origin, dtype=np.int64),
                                   np.asarray(load, dtype=np.int64),
                                   np.asarray(counts, dtype=np.int64))
@@ -178,12 +170,11 @@ def libra_plan(
 ) -> MoeLayerPlan:
     """Locality-aware replicas from the prediction, then CPU sharding of the remote pairs."""
     replicas = libra_replicas(pair_counts(predicted, origin, setup), setup.home, setup.slots,
-                              setup.alpha, setup.node, setup.compiled)
+                              setup.alpha, setup.node)
     holders = setup.home | replicas
     counts = pair_counts(routed, origin, setup)  # on the GPU, right after the gate
     start = timer() if timer else 0.0
-    shard = shard_remote_tokens(counts, holders, setup.home, setup.tolerance, node=setup.node,
-                                compiled=setup.compiled)
+    shard = shard_remote_tokens(counts, holders, setup.home, setup.tolerance, node=setup.node)
     wall = timer() - start if timer else None
     copies = copy_matrix(replicas, setup.home, setup.expert_bytes)
     return finish("libra", routed, origin, setup, holders, replicas, shard.load, copies,
@@ -196,7 +187,7 @@ def harmoeny_plan(
     """Greedy token moves on the exact routing; receivers fetch the weights they lack."""
     counts = pair_counts(routed, origin, setup)
     start = timer() if timer else 0.0
-    moves = harmoeny_moves(counts, setup.home, setup.tolerance, setup.compiled)
+    moves = harmoeny_moves(counts, setup.home, setup.tolerance)
     wall = timer() - start if timer else None
     fetch = copy_matrix(moves.fetched, setup.home, setup.expert_bytes)
     none = np.zeros_like(setup.home)

@@ -27,7 +27,6 @@ from libra_des.sim.moe.layer import Stage, critical_exposure, launch, stage_span
 from libra_des.sim.moe.setup import batch_lengths, expert_bytes
 from libra_des.sim.network.model import NetworkModel
 from libra_des.workload.predictors import (
-    NoisyPredictor,
     Predictor,
     make_predictor,
     predictor_kind,
@@ -42,7 +41,6 @@ from libra_des.workload.routing import (
     request_datasets,
     skip_trace,
 )
-from libra_des.workload.sampling import COMPILED_UNIFORMS, compiled_stream
 
 
 @dataclass(frozen=True)
@@ -143,11 +141,8 @@ class BatchPlanner:
             assert profile is not None
             layout = rebalance_experts(profile.expert_load(), m.experts + bal.redundant_experts,
                                        1, 1, gpus)[0]
-        # The planners' compiled kernels where the routing generator's are used (numba is
-        # loaded for those anyway; it costs more than it saves on a small run).
-        compiled = batches * w.batch * w.seq_len * moe_layers * m.experts >= COMPILED_UNIFORMS
         setup = MoeSetup(static_home(m.experts, gpus), bal.slots, bal.alpha, bal.shard_tolerance,
-                         m.hidden * m.dtype_bytes, expert_bytes(m), gpus_per_node, compiled)
+                         m.hidden * m.dtype_bytes, expert_bytes(m), gpus_per_node)
         timer = time.perf_counter if bal.cpu_time == "measured" else None
         return cls(scenario, setup, wiring, batches, router, source, predictor, layout, rng, timer)
 
@@ -162,10 +157,7 @@ class BatchPlanner:
         spec = w.routing or RoutingSpec()
         stream = w.batch * self.batches
         datasets = request_datasets(spec.dataset, w.batch, b * w.batch, stream, self.rng)
-        layers, _, experts = self.router.gate.shape  # compiled kernels: worth it run-wide
-        compiled = compiled_stream(self.rng, stream * w.seq_len * layers * experts)
-        return generate_trace(self.router, batch_lengths(w.seq_len, w.batch), datasets, self.rng,
-                              compiled)
+        return generate_trace(self.router, batch_lengths(w.seq_len, w.batch), datasets, self.rng)
 
     def plan(
         self, routed: np.ndarray, origin: np.ndarray, predicted: np.ndarray | None, layer: int
@@ -309,20 +301,14 @@ def run_batch(
     """Plan, cost and execute every MoE layer of one batch (``rngs``: prediction, noise)."""
     pred_rng, noise_rng = rngs
     gpus = range(shape.tokens.size)
-    # The compiled agreement count where the run's routing is large enough for compiled
-    # generation (numba loaded either way): the same threshold as the generator's.
-    compiled = compiled_stream(pred_rng, trace.experts.size * trace.num_experts * planner.batches
-                               // max(trace.top_k, 1))
     predictor = planner.predictor
-    if isinstance(predictor, NoisyPredictor):
-        predictor = dataclasses.replace(predictor, compiled=compiled)
     plans, costs, accuracy = [], [], []
     for layer in range(trace.layers):
         routed = trace.layer(layer)
         predicted = None
         if predictor is not None:
             predicted = predictor.predict(trace, layer, pred_rng)
-            accuracy.append(topk_agreement(predicted, routed, compiled))
+            accuracy.append(topk_agreement(predicted, routed))
         plan = planner.plan(routed, shape.origin, predicted, layer)
         noise = variance.factors(noise_rng, np.arange(shape.tokens.size), 5, batch)
         plans.append(plan)

@@ -1,6 +1,6 @@
 """Generated routing batches made by a helper process while the simulation runs.
 
-Generating a large run's routing (numpy and compiled kernels) and simulating it (SimPy, pure
+Generating a large run's routing (numpy and numba kernels) and simulating it (SimPy, pure
 Python) each take about half of a cold ``moe-qwen3-235b`` run, and neither needs the other's
 results: the traces come from their own child stream, drawn before any policy decision. So a
 helper process draws the batches, in order, from a copy of that stream exactly as the run's
@@ -9,7 +9,7 @@ over as soon as it is made; the run simulates batch ``b`` while batch ``b + 1`` 
 Results are identical (the same draws, in the same order); only the wall time changes. CPU
 time rises by the helper's start-up (a fresh interpreter: imports, about 1 s).
 
-When (our choice): only for runs drawing at least ``sampling.COMPILED_UNIFORMS`` uniforms,
+When (our choice): only for runs drawing at least :data:`PREFETCH_UNIFORMS` uniforms,
 when the machine has a CPU to spare (one-minute load average at least 1.5 below the CPU count,
 counting this run: on a busy machine the helper only adds its start-up), and not inside a
 daemonic worker. Sweeps share traces through the on-disk cache instead
@@ -42,9 +42,13 @@ import numpy as np
 from libra_des.config import MoeScenario as Scenario
 from libra_des.sim.moe.batch import BatchPlanner
 from libra_des.workload.routing import RoutingTrace
-from libra_des.workload.sampling import COMPILED_UNIFORMS
 
 #: The arrays of one batch, in the order they travel.
+#: Uniforms a run must draw before a helper process pays for its start-up: about 1 s of
+#: imports against about 1.9 ns a uniform saved by overlapping generation with the
+#: simulation (measured on the 2-core CI machine, Qwen3-235B batches); 2**29 leaves a 2x
+#: margin (our choice).
+PREFETCH_UNIFORMS = 1 << 29
 FIELDS = ("experts", "request", "dataset", "num_experts")
 
 
@@ -75,7 +79,7 @@ def spare_cpus() -> float:
 
 def worthwhile(uniforms: int) -> bool:
     """Whether a run drawing ``uniforms`` should generate its batches in a helper process."""
-    return (uniforms >= COMPILED_UNIFORMS and spare_cpus() >= 1.5
+    return (uniforms >= PREFETCH_UNIFORMS and spare_cpus() >= 1.5
             and not multiprocessing.current_process().daemon)
 
 

@@ -44,37 +44,14 @@ from libra_des.hardware.collective_catalogue import (
     DEFAULT_ALGORITHM,
     OPS,
     Dag,
-    chain,
     composed_dag,
-    direct_pairs,
-    ring,
     transfer_dag,
 )
 from libra_des.hardware.hierarchy import Step, decompose, level_ranks
 from libra_des.hardware.topology import LinkId, Topology
 from libra_des.hardware.variance import VarianceModel
-from libra_des.sim.network.fluid import DONE_TOLERANCE, FluidState
+from libra_des.sim.network.fluid import FluidState
 from libra_des.sim.network.replay import Profile, Replay, ReplayBook, per_gpu
-from libra_des.sim.network.solver import (
-    CHECK_TOLERANCE,
-    MAX_DENSE_LINKS,
-    MAX_TRIES,
-    TIE_TOLERANCE,
-    bottleneck_levels,
-    bottleneck_links,
-    max_min_rates,
-    reassign,
-    refill,
-    restrict,
-    settle,
-)
-
-__all__ = [  # the solver's and the catalogue's names stay importable from here (they were here)
-    "CHECK_TOLERANCE", "DAG_ALGORITHMS", "DONE_TOLERANCE", "MAX_DENSE_LINKS", "MAX_TRIES",
-    "OPS", "TIE_TOLERANCE", "LinkTable", "Network", "bottleneck_levels", "bottleneck_links",
-    "chain", "direct_pairs", "max_min_rates", "reassign", "refill", "restrict", "ring",
-    "send_matrix", "settle",
-]
 
 #: Flows to start together: path numbers, bytes, receiving GPUs, coflows.
 Flows = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]

@@ -23,20 +23,24 @@ progressive filling level by level, exact up to float round-off.
 SimPy event) and no coflow completes: nothing outside the network can act in between, so the
 results are those of one SimPy timer per end, without the timers.
 
-Imported lazily (numba's import is costly); compiled functions are cached on disk
-(``cache=True``).
+Imported on the first flow-level run (``fluid.FluidState``); compiled functions are cached
+on disk (``cache=True``, in ``startup.numba_module``'s folder). tests/reference/solver.py
+holds the numpy max-min solver it is compared with.
 """
 
 from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 
 from libra_des.sim.network.fluid import DONE_TOLERANCE, MARGIN
-from libra_des.sim.network.solver import TIE_TOLERANCE
+from libra_des.startup import numba_module
 
+numba = numba_module()
+
+#: Flows this close (relative) below a level that is recomputed are recomputed too (ties).
+TIE_TOLERANCE = 1e-9
 #: Links whose fair share is this close (relative) above the lowest saturate in its round.
 LEVEL_TOLERANCE = 1e-12
 

@@ -1,6 +1,5 @@
-"""Max-min fair rates of flows over links.
-
-The solver behind :mod:`libra_des.sim.network.flow_model`.
+"""Max-min fair rates of flows over links, in numpy: the reference the compiled fluid
+engine (``libra_des.sim.network.fluid_kernel``) is tested against (tests/test_network.py).
 
 Input: flows as (flow, link) rows (``edge_flow``, ``edge_link``, grouped by flow) and each
 link's capacity; output: every flow's max-min fair rate, exact up to float round-off (the
@@ -22,10 +21,11 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg.lapack import dtrtrs
 
+from libra_des.sim.network.fluid_kernel import TIE_TOLERANCE
+
 #: Relative slack of the max-min checks (saturation, feasibility, bottleneck order).
 CHECK_TOLERANCE = 1e-10
-#: Flows this close (relative) below a level that is recomputed are recomputed too (ties).
-TIE_TOLERANCE = 1e-9
+
 #: Guided solves per recomputation before progressive filling settles what is left.
 MAX_TRIES = 8
 #: Most bottleneck links one dense triangular solve takes (more: progressive filling).
