@@ -95,7 +95,7 @@ def test_oracle_libra_balances_while_sglang_shows_raw_imbalance(
 ) -> None:
     raw = static_imbalance(traces)
     sglang = run("balancer.policy=sglang", traces=traces)
-    libra = run("balancer.predictor=oracle", traces=traces)
+    libra = run("balancer.override_predictor=oracle", traces=traces)
     assert raw > 1.3
     assert sglang["imbalance_ratio"]["mean"] == pytest.approx(raw, rel=1e-12)
     assert libra["imbalance_ratio"]["max"] <= 1.05

@@ -64,10 +64,14 @@ def summary(r: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 def elaborate(scenario: MoeScenario) -> None:
-    """The MoE system must be registered (the config layer, below the registry, cannot see)."""
-    from libra_des.plan.moe.registry import moe_system
+    """Bad input before any work: the MoE system must be registered (the config layer, below
+    the registry, cannot see), an override predictor usable by it, and EP no wider than the
+    experts."""
+    from libra_des.sim.moe.batch import Wiring
+    from libra_des.sim.moe.setup import check_ep_width
 
-    moe_system(scenario.balancer.policy)
+    check_ep_width(scenario)
+    Wiring.of(scenario)  # looks the system up; refuses an override it cannot use
 
 
 KIND = register(ScenarioKind(

@@ -32,10 +32,10 @@ BUILTIN = ("sglang", "eplb", "lina", "harmoeny", "libra")
 class MoeCapabilities:
     """What a system does, which the layer builder turns into stages and costs.
 
-    ``predictor``: the routing predictor it uses by default (``None``: it plans without a
-    prediction, and ``balancer.predictor`` is ignored). ``replication``: ``"static"`` replicas
-    laid out once from a profiling sample (EPLB's redundant experts, ``balancer.
-    redundant_experts`` per layer), ``"dynamic"`` replicas planned per layer from the
+    ``predictor``: the routing predictor it ships with (``None``: it plans without a
+    prediction, and ``balancer.override_predictor`` is refused). ``replication``:
+    ``"static"`` replicas laid out once from a profiling sample (EPLB's redundant experts,
+    ``balancer.redundant_experts`` per layer), ``"dynamic"`` replicas planned per layer from the
     prediction, or ``"none"``. ``prefetch``: the next layer's replicas are copied during this
     one. ``fetch``: weights a plan needs are fetched from host memory after planning, in the
     same layer. ``cpu_plan``: a host planning step after the gate (and its metadata

@@ -91,9 +91,19 @@ def cost_sources(
     gemm = "measured" if "gemm" in ops else "assumed"
     send, take = ("all_gather", "reduce_scatter") if allgather else ("all_to_all", "all_to_all")
     copy = "assumed" if fetch else ("measured" if "send_recv" in ops else "assumed")
+    elementwise = "assumed"  # HBM datasheet rate at the profile's stated efficiency
     return {
+        "residual_norm_attn": elementwise,
+        "qkv_proj": gemm,
+        "rope": elementwise,
         "attention": "measured" if "attention" in ops else "assumed",
+        "o_proj": gemm,
+        "residual_norm_moe": elementwise,
         "gate": gemm,
+        "gate_topk": elementwise,
+        "permute": elementwise,
+        "shared_experts": gemm,
+        "unpermute": elementwise,
         "prediction": gemm,
         "replica_copy": copy,
         "dispatch": collective_provenance(fits, send, gpus, per_node),

@@ -38,6 +38,7 @@ class EpGroup:
 def ep_group(scenario: Scenario, topo: Topology) -> EpGroup:
     """Validate the EP size against the topology and the model's experts."""
     moe_system(scenario.balancer.policy)  # bad input first: an unregistered system
+    check_ep_width(scenario)
     ep, experts = scenario.parallelism.ep, scenario.model.experts
     if ep > topo.num_gpus:
         raise InputError("parallelism.ep", ep, f"<= {topo.num_gpus} GPUs of the topology")
@@ -52,6 +53,13 @@ def ep_group(scenario: Scenario, topo: Topology) -> EpGroup:
             f"a multiple of ep={ep}",
         )
     return EpGroup(ep, min(topo.gpus_per_node, ep))
+
+
+def check_ep_width(scenario: Scenario) -> None:
+    """Bad input when the EP group is wider than the routed experts (a GPU would hold none)."""
+    ep, experts = scenario.parallelism.ep, scenario.model.experts
+    if ep > experts:
+        raise InputError("parallelism.ep", ep, f"<= model.experts={experts} (an expert a GPU)")
 
 
 def static_replicas(scenario: Scenario) -> bool:

@@ -59,6 +59,7 @@ from libra_des.plan.moe import MoeLayerPlan
 from libra_des.sim.moe import batch as moe_policy
 from libra_des.sim.moe import setup as moe_setup
 from libra_des.sim.moe.batch import BatchPlanner, LayerRecord, Wiring, run_batch
+from libra_des.sim.moe.block import NON_EXPERT, PRE_GATE
 from libra_des.sim.moe.costs import (
     LayerCosts,
     StageCoster,
@@ -79,7 +80,7 @@ from libra_des.workload.routing import RoutingTrace
 #: Result fields measured with the host's clock (excluded from determinism checks).
 WALL_CLOCK_FIELDS = ("wall_s", "cpu_sharding_wall_s")
 STAGES = (
-    "attention", "gate", "prediction", "replica_copy", "dispatch", "moe_local",
+    *NON_EXPERT, "prediction", "replica_copy", "dispatch", "moe_local",
     "sharding_cpu", "metadata", "moe_remote", "combine", "replication_cpu",
 )
 
@@ -152,14 +153,15 @@ class MoeRun:
         trace = self.planner.trace(b)
         shape = batch_shape(trace.request_lengths(), trace.request, coster.gpus,
                             sc.parallelism.tp)
-        attention = coster.attention(shape)
+        block = coster.block(shape)
+        attention = block.total(PRE_GATE)
         measured = sc.balancer.cpu_time == "measured"
         start = env.now
         dense = float((attention + coster.dense_ffn(shape)).max()) * sc.model.dense_layers
         env.run(until=env.timeout(dense))
 
         def costs_of(plan: MoeLayerPlan) -> LayerCosts:
-            return layer_costs(coster, shape, plan, self.wiring, attention, measured)
+            return layer_costs(coster, shape, plan, self.wiring, block, measured)
 
         totals.load_ratio.append([])
         assert self.net is not None
@@ -281,13 +283,17 @@ def assemble(scenario: Scenario, wiring: Wiring, t: RunTotals, events: int) -> d
         for name in STAGES
     }
     imb = np.asarray(t.load_ratio, dtype=np.float64)
+    layer_s = float(np.mean(t.layer_s)) if t.layer_s else 0.0
+    outside = sum(breakdown[name]["exposed"] for name in NON_EXPERT)
     total_s = float(np.sum(t.batch_s))
     result: dict[str, Any] = {
         "kind": "moe_inference",
         "policy": scenario.balancer.policy,
         "dispatch": "allgather" if wiring.allgather else "all2all",
-        "predictor": wiring.predictor,
-        "moe_layer_s": float(np.mean(t.layer_s)) if t.layer_s else 0.0,
+        "predictor": wiring.predictor_label,
+        "moe_layer_s": layer_s,
+        #: Share of the layer's critical path spent in kernels outside the routed experts.
+        "non_expert_share": min(outside / layer_s, 1.0) if layer_s > 0 else 0.0,
         "dense_layers_s": t.dense_s,
         "layer_breakdown_s": breakdown,
         "imbalance_ratio": {
