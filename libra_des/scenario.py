@@ -262,10 +262,19 @@ class TrainingScenario(ScenarioBase):
         return {**super().tags(), "policy": self.balancer.policy}
 
 
+class MoeModelSpec(ModelSpec):
+    """An MoE model with the number format its routed experts run in: ``bf16`` (weights and
+    activations in BF16) or ``fp8`` (FP8 expert weights and activations, BF16 outputs), which
+    picks the grouped-GEMM kernel each system ships for it (``hardware/grouped_kernels.py``)."""
+
+    dtype: Literal["bf16", "fp8"] = "bf16"
+
+
 class MoeScenario(ScenarioBase):
     """MoE prefill: ``workload.batches`` batches through one EP group (docs/model.md B)."""
 
     kind: Literal["moe_inference"] = "moe_inference"
+    model: MoeModelSpec
     workload: MoeWorkload
     parallelism: MoeParallelism = MoeParallelism()
     balancer: MoeBalancerSpec = MoeBalancerSpec()

@@ -65,12 +65,13 @@ def summary(r: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 def elaborate(scenario: MoeScenario) -> None:
     """Bad input before any work: the MoE system must be registered (the config layer, below
-    the registry, cannot see), an override predictor usable by it, and EP no wider than the
-    experts."""
+    the registry, cannot see), an override predictor usable by it, a grouped-GEMM kernel for
+    the model's dtype, and EP no wider than the experts."""
     from libra_des.sim.moe.batch import Wiring
-    from libra_des.sim.moe.setup import check_ep_width
+    from libra_des.sim.moe.setup import check_ep_width, system_kernel
 
     check_ep_width(scenario)
+    system_kernel(scenario)  # the system ships a kernel for model.dtype
     Wiring.of(scenario)  # looks the system up; refuses an override it cannot use
 
 

@@ -36,6 +36,7 @@ import numpy as np
 from libra_des.config import ModelSpec
 from libra_des.hardware.costs import CostModel
 from libra_des.hardware.fabric import Fabric
+from libra_des.hardware.grouped_kernels import GroupedKernel
 from libra_des.plan.moe.assignment import MoeLayerPlan, static_home
 from libra_des.sim.moe.block import (
     GATE,
@@ -132,11 +133,16 @@ def batch_shape(request_lengths: np.ndarray, request: np.ndarray, gpus: int, tp:
 class StageCoster:
     """Costs stages with the project's :class:`~libra_des.hardware.costs.CostModel`."""
 
-    def __init__(self, cost: CostModel, fabric: Fabric, model: ModelSpec, gpus: int) -> None:
+    def __init__(self, cost: CostModel, fabric: Fabric, model: ModelSpec, gpus: int,
+                 kernel: GroupedKernel | None = None) -> None:
         self.cost = cost
         self.fabric = fabric
         self.model = model
         self.gpus = gpus
+        #: The system's grouped-GEMM kernel for the model's dtype (None: the cost model's
+        #: default constants, BF16).
+        self.kernel = kernel
+        self.dtype = kernel.dtype if kernel is not None else "bf16"
         self.per_node = min(fabric.gpus_per_node, gpus)
         self.token_bytes = model.hidden * model.dtype_bytes
 
@@ -189,21 +195,16 @@ class StageCoster:
             out[busy] = np.asarray(self.cost.gemm(m[busy], n, k), dtype=np.float64)
         return out
 
-    def experts(self, tokens_per_expert: np.ndarray) -> float:
-        """One GPU's grouped GEMMs over ``tokens_per_expert`` (experts with 0 tokens skipped)."""
-        tpe = np.asarray(tokens_per_expert)
-        tpe = tpe[tpe > 0]
-        if tpe.size == 0:
-            return 0.0
-        h, f = self.model.hidden, self.model.expert_ffn or self.model.hidden
-        return float(self.cost.grouped_gemm(tpe, 2 * f, h) + self.cost.grouped_gemm(tpe, h, f))
-
     def experts_per_gpu(self, tokens_per_expert: np.ndarray) -> np.ndarray:
-        """:meth:`experts` of every row of ``tokens_per_expert`` [GPUs, experts] at once."""
+        """Each GPU's two grouped GEMMs over its row of ``tokens_per_expert`` [GPUs, experts]
+        (experts with 0 tokens skipped), in the system's kernel. Each GPU's launch is priced
+        from its own rows, so a GPU whose experts got more tokens gets the tile heights and
+        the share of peak its own M gives."""
         h, f = self.model.hidden, self.model.expert_ffn or self.model.hidden
         tpe = np.asarray(tokens_per_expert)
-        return np.asarray(self.cost.grouped_gemm_rows(tpe, 2 * f, h)
-                          + self.cost.grouped_gemm_rows(tpe, h, f))
+        return np.asarray(
+            self.cost.grouped_gemm_rows(tpe, 2 * f, h, self.dtype, self.kernel)
+            + self.cost.grouped_gemm_rows(tpe, h, f, self.dtype, self.kernel))
 
     def shared_experts(self, tokens: np.ndarray) -> np.ndarray:
         if not self.model.shared_experts:

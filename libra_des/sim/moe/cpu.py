@@ -77,7 +77,8 @@ def collective_provenance(
 
 
 def cost_sources(
-    cost: CostModel, gpus: int, per_node: int, allgather: bool, fetch: bool, measured_cpu: bool
+    cost: CostModel, gpus: int, per_node: int, allgather: bool, fetch: bool, measured_cpu: bool,
+    dtype: str = "bf16",
 ) -> dict[str, str]:
     """Per stage of ``sim.moe.simulator.STAGES``: measured, borrowed or assumed (see module doc).
 
@@ -107,11 +108,11 @@ def cost_sources(
         "prediction": gemm,
         "replica_copy": copy,
         "dispatch": collective_provenance(fits, send, gpus, per_node),
-        "moe_local": cost.grouped_provenance("bf16"),
+        "moe_local": cost.grouped_provenance(dtype),
         "sharding_cpu": "own_implementation" if measured_cpu else
         CPU_SOURCES["sharding_cpu"].provenance,
         "metadata": CPU_SOURCES["metadata"].provenance,
-        "moe_remote": cost.grouped_provenance("bf16"),
+        "moe_remote": cost.grouped_provenance(dtype),
         "combine": collective_provenance(fits, take, gpus, per_node),
         "replication_cpu": CPU_SOURCES["replication_cpu"].provenance,
     }

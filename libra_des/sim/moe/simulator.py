@@ -69,7 +69,7 @@ from libra_des.sim.moe.costs import (
 from libra_des.sim.moe.cpu import cost_sources
 from libra_des.sim.moe.layer import CountingEnvironment, SharedLink
 from libra_des.sim.moe.overlap import Prefetch, serve
-from libra_des.sim.moe.setup import check_memory, ep_group
+from libra_des.sim.moe.setup import check_memory, ep_group, system_kernel
 from libra_des.sim.network.analytic import AnalyticNetwork
 from libra_des.sim.network.flow_model import Network
 from libra_des.sim.network.model import NetworkModel
@@ -196,7 +196,7 @@ def simulate_moe(
     check_memory(scenario, group.gpus, topo.spec.gpu)
     fabric = topo.fabric()
     cost = CostModel(load_profile(scenario.profile), fabric)
-    coster = StageCoster(cost, fabric, scenario.model, group.gpus)
+    coster = StageCoster(cost, fabric, scenario.model, group.gpus, system_kernel(scenario))
     trace_rng, pred_rng, noise_rng, var_rng = rng.spawn(4)
     if traces is None:
         traces = shared_traces(scenario, group.gpus, trace_rng)
@@ -217,7 +217,9 @@ def simulate_moe(
     result = assemble(scenario, run.wiring, totals, run.env.processed)
     result["cost_sources"] = cost_sources(cost, group.gpus, group.gpus_per_node,
                                           run.wiring.allgather, run.wiring.fetch,
-                                          scenario.balancer.cpu_time == "measured")
+                                          scenario.balancer.cpu_time == "measured",
+                                          coster.dtype)
+    result["grouped_kernel"] = coster.kernel.name if coster.kernel is not None else None
     return {**result, **tier_keys(cost.tiers())}
 
 
