@@ -72,8 +72,10 @@ def test_result_keys_and_breakdown_adds_up(traces: list[RoutingTrace]) -> None:
     assert exposed == pytest.approx(r["moe_layer_s"], rel=1e-9)
     assert r["events"] > 0 and r["bytes_moved"]["total"] > 0
     assert set(r["cost_sources"]) == set(STAGES)
-    assert set(r["cost_sources"].values()) <= {"measured", "borrowed", "assumed"}
-    assert r["cost_sources"]["moe_local"] == "borrowed"  # H200 BF16: DeepGEMM-fitted constants
+    assert set(r["cost_sources"].values()) <= {"measured", "borrowed", "assumed",
+                                               "own_implementation"}
+    assert r["cost_sources"]["moe_local"] == "borrowed"  # H200 BF16: the Triton kernel's fit
+    assert r["cost_sources"]["sharding_cpu"] == "own_implementation"
 
 
 def test_harmoeny_fetches_from_host_over_pcie(traces: list[RoutingTrace]) -> None:
@@ -164,9 +166,9 @@ def test_measured_cpu_time_is_reported() -> None:
     assert r["cpu_time"] == "measured"
 
 
-def test_modelled_cpu_time_tracks_our_sharding_code(traces: list[RoutingTrace]) -> None:
-    """The modelled constants were fitted to this code: best-of-5 wall-clock (robust to a
-    busy machine) stays within an order of magnitude of the model."""
+def test_modelled_cpu_time_is_below_our_numpy_sharding(traces: list[RoutingTrace]) -> None:
+    """The model prices the compiled loop on a server core; this project's numpy engine, an
+    interpreted loop of small array calls, is slower (best of 5 wall-clock) on any host."""
     home = static_home(128, 8)
     origin = np.arange(traces[0].tokens) * 8 // traces[0].tokens
     for layer in range(2):
@@ -178,7 +180,7 @@ def test_modelled_cpu_time_tracks_our_sharding_code(traces: list[RoutingTrace]) 
             iterations = shard_remote_tokens(counts, holders, home, 0.01).iterations
             best = min(best, time.perf_counter() - start)
         modelled = sharding_seconds(iterations)
-        assert modelled / 10 < best < modelled * 10
+        assert 0 < modelled < best
 
 
 def test_multi_node_and_pcie_topologies_run() -> None:

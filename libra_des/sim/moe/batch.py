@@ -23,7 +23,7 @@ from libra_des.plan.moe import MoeLayerPlan, MoeSetup, rebalance_experts, static
 from libra_des.plan.moe.registry import MoeSystem, PlanInputs, moe_system
 from libra_des.sim.moe.block import GATE, PRE_GATE, TAIL
 from libra_des.sim.moe.costs import BatchShape, LayerCosts
-from libra_des.sim.moe.cpu import LINA_LOOKUP_PER_TOKEN_S
+from libra_des.sim.moe.cpu import lookup_seconds
 from libra_des.sim.moe.layer import Stage, critical_exposure, launch, stage_spans
 from libra_des.sim.moe.setup import batch_lengths, expert_bytes
 from libra_des.sim.network.model import NetworkModel
@@ -369,7 +369,7 @@ def run_batch(
         noise = variance.factors(noise_rng, np.arange(shape.tokens.size), 5, batch)
         plans.append(plan)
         costs.append(with_noise(costs_of(plan), noise))
-    lookup_s = LINA_LOOKUP_PER_TOKEN_S * trace.tokens
+    lookup_s = lookup_seconds(trace.tokens, trace.num_experts, trace.top_k)
     prefetched = None
     if wiring.prefetch:  # layer 0's replicas: copied as the batch starts
         prefetched = [Stage("replica_copy", g, 0.0, [], costs[0].copies[g]) for g in gpus]

@@ -285,7 +285,7 @@ def layer_costs(
     cpu = 0.0
     if wiring.cpu_plan:
         plan_s = plan.cpu_wall_s if measured_cpu and plan.cpu_wall_s is not None else (
-            sharding_seconds(plan.sharding_iterations))
+            sharding_seconds(plan.sharding_iterations, g, plan.load.shape[1]))
         cpu = coster.host(routing / g) + plan_s
     return LayerCosts(
         attention=block.total(PRE_GATE),
