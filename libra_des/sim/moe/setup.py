@@ -18,6 +18,7 @@ import numpy as np
 from libra_des.config import ModelSpec
 from libra_des.config import MoeScenario as Scenario
 from libra_des.errors import InputError
+from libra_des.hardware.deepep import check_width
 from libra_des.hardware.grouped_kernels import GroupedKernel, grouped_kernel
 from libra_des.hardware.memory import device_hbm
 from libra_des.hardware.topology import Topology
@@ -58,9 +59,7 @@ def ep_group(scenario: Scenario, topo: Topology) -> EpGroup:
 
 def check_ep_width(scenario: Scenario) -> None:
     """Bad input when the EP group is wider than the routed experts (a GPU would hold none)."""
-    ep, experts = scenario.parallelism.ep, scenario.model.experts
-    if ep > experts:
-        raise InputError("parallelism.ep", ep, f"<= model.experts={experts} (an expert a GPU)")
+    check_width(scenario.parallelism.ep, scenario.model.experts)
 
 
 def system_kernel(scenario: Scenario) -> GroupedKernel:
