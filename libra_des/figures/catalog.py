@@ -14,6 +14,7 @@ from libra_des.figures import (
     dp_scaling,
     moe_accuracy,
     moe_breakdown,
+    moe_crossover,
     moe_dispatch,
     moe_short_input,
     noise_spread,
@@ -54,6 +55,7 @@ FIGURES: tuple[Entry, ...] = tuple(
         moe_accuracy,
         moe_dispatch,
         moe_short_input,
+        moe_crossover,
     )
 )
 NAMES = tuple(e.name for e in FIGURES)
