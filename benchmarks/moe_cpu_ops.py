@@ -99,25 +99,19 @@ def place_replicas(load: np.ndarray, expert: np.ndarray, slots: int) -> int:
 
 @numba.njit(cache=False)
 def path_lookup(table: np.ndarray, prev: np.ndarray, top_k: int) -> np.ndarray:
-    """Lina's lookup: per token, sum the table rows of its previous-layer experts, then pick
-    the top-k of the summed row."""
+    """Lina's lookup of one layer's expert loads: the histogram of the tokens' previous-layer
+    experts, times the layer's ``[E, E]`` path table."""
     t, k = prev.shape
     e = table.shape[0]
-    out = np.empty((t, top_k), dtype=np.int64)
-    row = np.empty(e)
+    hist = np.zeros(e)
     for n in range(t):
-        row[:] = 0.0
         for a in range(k):
-            src = table[prev[n, a]]
-            for j in range(e):
-                row[j] += src[j]
-        for s in range(top_k):  # k passes of a max scan
-            best = 0
-            for j in range(e):
-                if row[j] > row[best]:
-                    best = j
-            out[n, s] = best
-            row[best] = -1.0
+            hist[prev[n, a]] += 1.0
+    out = np.zeros(e)
+    for i in range(e):
+        h = hist[i]
+        for j in range(e):
+            out[j] += h * table[i, j]
     return out
 
 
@@ -175,7 +169,7 @@ def main() -> None:
             ("sharding", partial(shard_copy, counts, holders), sharding_ops(g, e, moves)),
             ("replication", partial(replicate_copy, counts), replication_ops(g, e, 8 * g)),
         ]
-        tokens = 2048
+        tokens = 4096 * g
         table = rng.random((e, e))
         prev = rng.integers(0, e, size=(tokens, 8))
         cases.append(("lookup", partial(path_lookup, table, prev, 8),

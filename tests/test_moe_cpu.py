@@ -28,8 +28,9 @@ def test_operation_counts_in_closed_form() -> None:
     assert cpu.sharding_ops(g, e, 0) == g * e
     assert cpu.sharding_ops(g, e, 10) - cpu.sharding_ops(g, e, 9) == 2 * g + e
     assert cpu.replication_ops(g, e, 64) == g * e + 64 * (2 * g + e)
-    # Lina's lookup: k table rows of E counts read and k max scans over E, per token.
-    assert cpu.lookup_ops(1000, e, 8) == 1000 * 2 * 8 * e
-    assert cpu.lookup_seconds(2000, e, 8) == pytest.approx(2 * cpu.lookup_seconds(1000, e, 8))
+    # Lina's lookup: the previous layer's expert histogram, then histogram x [E, E] table.
+    assert cpu.lookup_ops(1000, e, 8) == 1000 * 8 + e * e
+    step = cpu.lookup_seconds(2000, e, 8) - cpu.lookup_seconds(1000, e, 8)
+    assert step == pytest.approx(cpu.SECONDS_PER_OP * 1000 * 8)
     assert cpu.sharding_seconds(10, g, e) == pytest.approx(
         cpu.SECONDS_PER_OP * cpu.sharding_ops(g, e, 10))

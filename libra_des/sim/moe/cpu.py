@@ -10,10 +10,11 @@ single-threaded on a stated server CPU (:data:`SERVER_CPU`):
 * ``replication_cpu`` (Libra's locality-aware replication, Lina's replica choice): one pass
   over the predicted ``[G, E]`` counts, then per replica placed the same three scans:
   :func:`replication_ops`. It plans the next layer's replicas and runs beside the current one.
-* Lina's path-table lookup (``prediction`` on the CPU): per token, the ``k`` table rows of
-  its previous-layer experts summed (``k E`` reads of a table of ``E x E`` counts per layer,
-  64 KB at E = 128: it stays in the core's L2, so it is priced like the other loops) and
-  ``k`` max scans over the ``E`` sums: :func:`lookup_ops`.
+* Lina's path-table lookup (``prediction`` on the CPU): its replica choice needs only the
+  predicted load of every expert, which the table gives from the previous layer's expert
+  histogram: one pass over the tokens' ``k`` previous-layer experts (``T k``), then the
+  histogram times the layer's ``E x E`` table (``E^2`` reads of 64 KB at E = 128: it stays in
+  the core's L2, so it is priced like the other loops): :func:`lookup_ops`.
 * Routing rows to the host and the load matrix back (``metadata``): PCIe Gen5 x16 datasheet
   rate at an assumed 80% efficiency plus an assumed 10 us per transfer (``sim.moe.costs``).
 
@@ -38,7 +39,7 @@ from libra_des.hardware.costs import CostModel
 #: Cycles per counted operation of the compiled planning loops: the median over sharding,
 #: replication and lookup at G = 8, 16, 32 and E = 128 of ``benchmarks/moe_cpu_ops.py``
 #: (numba, one core of an AMD EPYC host at 2.6 GHz; per-loop values in benchmarks/README.md).
-CYCLES_PER_OP = 1.36
+CYCLES_PER_OP = 1.62
 #: The host CPU the stages are priced on, and its clock (datasheet base frequency).
 SERVER_CPU = "Intel Xeon Platinum 8480C (the DGX H100/H200 host CPU), one core"
 SERVER_GHZ = 2.0
@@ -76,8 +77,8 @@ def replication_ops(gpus: int, experts: int, replicas: int) -> float:
 
 
 def lookup_ops(tokens: int, experts: int, top_k: int) -> float:
-    """Operations of Lina's path-table lookup for ``tokens`` tokens."""
-    return float(tokens * 2 * top_k * experts)
+    """Operations of Lina's path-table lookup of one layer's expert loads."""
+    return float(tokens * top_k + experts * experts)
 
 
 def sharding_seconds(iterations: int, gpus: int = 8, experts: int = 128) -> float:
