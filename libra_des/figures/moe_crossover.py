@@ -16,6 +16,7 @@ import numpy as np
 
 from libra_des.figures import common
 from libra_des.figures.moe_systems import SCENARIO
+from libra_des.plan.moe.registry import moe_system
 
 NAME = "moe_crossover"
 TITLE = "Libra gain vs batch size and input length (crossover)"
@@ -57,7 +58,7 @@ def make(opts: common.FigOptions) -> common.Drawn:
         ax.set_yticks(range(len(batches)), [str(b) for b in batches])
         fig.colorbar(im, ax=ax, label="throughput gain (%)")
         common.label_axes(ax, "tokens per request", "requests per batch",
-                          f"Libra over {other.upper() if other == 'eplb' else 'SGLang'}")
+                          f"Libra over {moe_system(other).label}")
     fig.suptitle("Libra's prefill gain, Qwen3-235B-A22B, 8x H200 (0: the gain has vanished)")
     rows = [
         {"batch": b, "seq_len": s,
