@@ -126,16 +126,20 @@ Balancer = TrainingBalancerSpec
 class MoeBalancerSpec(Frozen):
     """An MoE system (``plan.moe.registry``) and the prefill knobs of docs/model.md B.
 
-    ``slots``: extra expert slots N per GPU; ``alpha``: locality share; ``predictor``: how
-    the next layer's routing is forecast; EPLB's ``redundant_experts`` per layer (the paper
-    replicates 8 hot experts per layer) and the token-sharding stop rule: max GPU load <=
-    mean * (1 + ``shard_tolerance``).
+    ``slots``: extra expert slots N per GPU; ``alpha``: locality share; EPLB's
+    ``redundant_experts`` per layer (the paper replicates 8 hot experts per layer) and the
+    token-sharding stop rule: max GPU load <= mean * (1 + ``shard_tolerance``).
+
+    Each system runs with the predictor, dispatch and stages of its registration
+    (``plan.moe.registry``). ``override_predictor`` replaces the predictor of a system that
+    has one (a study knob: the result then names it ``"<name> (override)"``); a system that
+    plans without a prediction refuses it. ``accuracy`` forces the noisy predictors' accuracy.
     """
 
     policy: str = "libra"
     slots: int = Field(default=8, ge=0)
     alpha: float = Field(default=0.5, ge=0, le=1)
-    predictor: Literal["oracle", "lookahead", "lina", "injected"] | None = None
+    override_predictor: Literal["oracle", "lookahead", "lina", "injected"] | None = None
     accuracy: float | None = Field(default=None, ge=0, le=1)
     error_bias: Literal["popular", "random"] = "popular"
     dispatch: Literal["auto", "all2all", "allgather"] = "auto"
@@ -263,10 +267,19 @@ class TrainingScenario(ScenarioBase):
         return {**super().tags(), "policy": self.balancer.policy}
 
 
+class MoeModelSpec(ModelSpec):
+    """An MoE model with the number format its routed experts run in: ``bf16`` (weights and
+    activations in BF16) or ``fp8`` (FP8 expert weights and activations, BF16 outputs), which
+    picks the grouped-GEMM kernel each system ships for it (``hardware/grouped_kernels.py``)."""
+
+    dtype: Literal["bf16", "fp8"] = "bf16"
+
+
 class MoeScenario(ScenarioBase):
     """MoE prefill: ``workload.batches`` batches through one EP group (docs/model.md B)."""
 
     kind: Literal["moe_inference"] = "moe_inference"
+    model: MoeModelSpec
     workload: MoeWorkload
     parallelism: MoeParallelism = MoeParallelism()
     balancer: MoeBalancerSpec = MoeBalancerSpec()

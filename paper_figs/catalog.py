@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from paper_figs.common import Drawn, FigOptions
 from paper_figs.libra_moe import (
+    crossover,
     dispatch_skew,
     imbalance,
     layer_breakdown,
@@ -64,6 +65,7 @@ MODULES = (
     predictor_accuracy,
     dispatch_skew,
     short_input,
+    crossover,
 )
 FIGURES: tuple[Entry, ...] = tuple(Entry(m.NAME, m.TITLE, m.make) for m in MODULES)
 NAMES = tuple(e.name for e in FIGURES)

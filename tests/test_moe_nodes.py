@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from libra_des.plan.moe.assignment import static_home
 from libra_des.plan.moe.replication import libra_replicas
@@ -71,7 +72,10 @@ def test_sharding_conserves_pairs_across_nodes() -> None:
 
 def test_cpu_costs_and_provenance() -> None:
     assert sharding_seconds(10) > sharding_seconds(0) > 0
-    assert replication_seconds(64, 8, 128) == 2 * replication_seconds(32, 8, 128)
+    # A fixed pass over the [G, E] counts, then a cost per replica placed.
+    step = replication_seconds(64, 8, 128) - replication_seconds(63, 8, 128)
+    assert step == pytest.approx(replication_seconds(33, 8, 128) - replication_seconds(32, 8, 128))
+    assert replication_seconds(0, 8, 128) > 0
     fits = [("all_gather", 8, 8)]
     assert collective_provenance(fits, "all_gather", 8, 8) == "measured"
     assert collective_provenance(fits, "all_gather", 16, 8) == "borrowed"

@@ -78,3 +78,52 @@ def test_a_sweep_rejects_an_unregistered_system_before_any_point() -> None:
     assert err.value.line().startswith("error: balancer.policy: got 'magic'")
     good = Axis(("balancer.policy",), (("toy",), ("sglang",)))
     assert len(resolve(SweepSpec(str(BREAKDOWN), tuple(SMALL), (good,)))) == 2
+
+
+SHIPPED = [*sorted(BREAKDOWN.parent.glob("moe-*.yaml")), BREAKDOWN]
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
+@pytest.mark.parametrize("name", BUILTIN)
+def test_no_scenario_predictor_leaks_into_another_system(path: Path, name: str) -> None:
+    sc = load_scenario(path, [f"balancer.policy={name}"])
+    assert sc.balancer.override_predictor is None  # shipped scenarios compare systems as shipped
+    wiring = Wiring.of(sc)
+    assert wiring.predictor == moe_system(name).capabilities.predictor
+    assert wiring.predictor_label == wiring.predictor
+
+
+def test_lina_reports_its_own_path_table_unless_overridden() -> None:
+    qwen = BREAKDOWN.parent / "moe-qwen3-235b.yaml"
+    small = ["model.layers=3", "workload.batches=1", "variance.enabled=false"]
+    own = libra_des.simulate(qwen, [*small, "balancer.policy=lina"], seed=0)
+    forced = libra_des.simulate(
+        qwen, [*small, "balancer.policy=lina", "balancer.override_predictor=lookahead"], seed=0)
+    assert own["predictor"] == "lina"
+    assert forced["predictor"] == "lookahead (override)"
+    # The path table misses far more often than the lookahead gate (docs/model.md B).
+    assert own["predictor_accuracy"] < 0.7 < 0.8 < forced["predictor_accuracy"]
+
+
+@pytest.mark.parametrize("name", ["sglang", "eplb", "harmoeny"])
+def test_an_override_a_system_cannot_use_is_bad_input(name: str) -> None:
+    sc = load_scenario(BREAKDOWN, [*SMALL, f"balancer.policy={name}",
+                                   "balancer.override_predictor=lookahead"])
+    with pytest.raises(InputError) as err:
+        Wiring.of(sc)
+    assert err.value.line().startswith("error: balancer.override_predictor: got 'lookahead'")
+
+
+def test_cli_refuses_an_unusable_override_and_a_too_wide_ep(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from libra_des.cli import main
+
+    for extra in (["balancer.policy=sglang", "balancer.override_predictor=oracle"],
+                  ["parallelism.ep=256", "model.experts=128"]):
+        args = ["run", str(BREAKDOWN), "--out", "/nonexistent/never-written"]
+        for item in [*SMALL, *extra]:
+            args += ["--set", item]
+        assert main(args) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and ("override_predictor" in err[0] or "parallelism.ep" in err[0])

@@ -20,8 +20,12 @@ import numpy as np
 from libra_des.errors import InputError
 from libra_des.hardware.communication import CollectiveCost, Communication
 from libra_des.hardware.fabric import Fabric
+from libra_des.hardware.grouped_kernels import GroupedKernel
 from libra_des.hardware.kernels import (
+    BLOCK_M_LARGE,
+    BLOCK_M_SMALL,
     BORROWED_GROUPED,
+    GROUPED_BLOCK_N,
     AttentionParams,
     GemmParams,
     GroupedGemmParams,
@@ -156,16 +160,25 @@ class CostModel(Communication):
                                  shape, k)
 
     def grouped_gemm_rows(
-        self, tokens_per_expert: np.ndarray, n: int, k: int, dtype: str = "bf16"
+        self, tokens_per_expert: np.ndarray, n: int, k: int, dtype: str = "bf16",
+        kernel: GroupedKernel | None = None,
     ) -> np.ndarray:
         """:meth:`grouped_gemm` of every row of ``tokens_per_expert`` [launches, experts] (one
-        vectorised evaluation; each entry equals the single launch's seconds)."""
+        vectorised evaluation; each entry equals the single launch's seconds). ``kernel``: a
+        named kernel's geometry and constants (``hardware/grouped_kernels.py``) where the
+        profile holds no fit of its own for ``dtype``."""
         rows = np.asarray(tokens_per_expert, dtype=np.float64)
         check_dims(rows, n, k)
-        tiles, block_m, moved = grouped_shapes(rows, n, k, DTYPE_BYTES.get(dtype, 2))
-        seconds = grouped_seconds(self.grouped_for(dtype), self.profile.peak_flops(dtype),
-                                  self.profile.hbm_bw, self.sms, tiles, block_m, moved,
-                                  np.full(tiles.shape, k))
+        blocks: tuple[int, ...] = (BLOCK_M_SMALL, BLOCK_M_LARGE)
+        if kernel is None or dtype in self.grouped_params:
+            params, block_n = self.grouped_for(dtype), GROUPED_BLOCK_N
+        else:
+            params, blocks, block_n = kernel.params, kernel.blocks, kernel.block_n
+        tiles, block_m, moved = grouped_shapes(rows, n, k, DTYPE_BYTES.get(dtype, 2), blocks,
+                                               block_n)
+        seconds = grouped_seconds(params, self.profile.peak_flops(dtype), self.profile.hbm_bw,
+                                  self.sms, tiles, block_m, moved, np.full(tiles.shape, k),
+                                  block_n)
         return np.where(tiles > 0, seconds, 0.0)
 
     def grouped_for(self, dtype: str) -> GroupedGemmParams:

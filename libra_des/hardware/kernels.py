@@ -267,15 +267,22 @@ def grouped_shape(rows: np.ndarray, n: float, k: float, dtype_bytes: int) -> Gro
 
 
 def grouped_shapes(
-    rows: np.ndarray, n: float, k: float, dtype_bytes: int
+    rows: np.ndarray, n: float, k: float, dtype_bytes: int,
+    blocks: tuple[int, ...] = (BLOCK_M_SMALL, BLOCK_M_LARGE), block_n: int = GROUPED_BLOCK_N,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(tiles, block_m, bytes) of :func:`grouped_shape` for every row of ``rows`` [launches,
     experts] at once. Tile and row counts are whole numbers, exact in float64 in any order
-    of summation, so each launch's figures equal :func:`grouped_shape`'s bit for bit."""
+    of summation, so each launch's figures equal :func:`grouped_shape`'s bit for bit.
+
+    ``blocks``: the kernel's M tile heights, smallest first; a launch uses the smallest that
+    holds its largest expert (the largest when none does). ``block_n``: its N tile width.
+    The defaults are the Hopper CUTLASS / DeepGEMM geometry of :func:`grouped_shape`."""
     m = np.asarray(rows, dtype=np.float64)
-    block_m = np.where(m.max(axis=1, initial=0.0) <= BLOCK_M_SMALL, BLOCK_M_SMALL,
-                       BLOCK_M_LARGE)
-    n_tiles = math.ceil(n / GROUPED_BLOCK_N)
+    largest = m.max(axis=1, initial=0.0)
+    block_m = np.full(largest.shape, float(blocks[-1]))
+    for b in reversed(blocks[:-1]):
+        block_m = np.where(largest <= b, float(b), block_m)
+    n_tiles = math.ceil(n / block_n)
     tiles = np.ceil(m / block_m[:, None]).sum(axis=1) * n_tiles
     weights = ((m > 0).sum(axis=1) * k * n * dtype_bytes).astype(np.float64)
     moved = weights + m.sum(axis=1) * (k * dtype_bytes + n * max(dtype_bytes, MIN_OUT_BYTES))
@@ -309,6 +316,7 @@ def grouped_seconds(
     block_m: np.ndarray,
     nbytes: np.ndarray,
     k: np.ndarray,
+    block_n: int = GROUPED_BLOCK_N,
 ) -> np.ndarray:
     """``launch + ||(waves * tile MMA time + ceil(waves) * tile_s, bytes / (hbm * mem_eff))||_p``
     per launch, with ``waves = ceil(tiles / SMs)`` (fractional below one wave).
@@ -317,7 +325,7 @@ def grouped_seconds(
     of the SM count costs a whole extra wave, and at small M the weight reads set the floor.
     Every term is non-decreasing in every expert's rows.
     """
-    per_tile = 2.0 * block_m * GROUPED_BLOCK_N * k / (peak / sms * p.efficiency)
+    per_tile = 2.0 * block_m * block_n * k / (peak / sms * p.efficiency)
     waves = tiles / sms
     # A first wave with fewer tiles than SMs is spread over more SMs with narrower N tiles
     # (DeepGEMM's unaligned block sizes); from one full wave on, a partial wave costs a whole.

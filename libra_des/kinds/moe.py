@@ -64,13 +64,17 @@ def summary(r: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 def elaborate(scenario: MoeScenario) -> None:
-    """The MoE system and the network model must be registered (the config layer, below the
-    registries, cannot see them)."""
-    from libra_des.plan.moe.registry import moe_system
+    """Bad input before any work: the MoE system and the network model must be registered (the
+    config layer, below the registries, cannot see them), an override predictor usable by the
+    system, a grouped-GEMM kernel for the model's dtype, and EP no wider than the experts."""
+    from libra_des.sim.moe.batch import Wiring
+    from libra_des.sim.moe.setup import check_ep_width, system_kernel
     from libra_des.sim.network import models as network_models
 
-    moe_system(scenario.balancer.policy)
     network_models.get(scenario.fidelity)
+    check_ep_width(scenario)
+    system_kernel(scenario)  # the system ships a kernel for model.dtype
+    Wiring.of(scenario)  # looks the system up; refuses an override it cannot use
 
 
 KIND = register(ScenarioKind(

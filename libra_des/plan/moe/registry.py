@@ -18,6 +18,7 @@ from typing import Literal
 
 import numpy as np
 
+from libra_des.errors import InputError
 from libra_des.plan.moe.assignment import MoeLayerPlan
 from libra_des.plan.moe.systems import MoeSetup, Timer
 from libra_des.registry import Registry
@@ -32,16 +33,21 @@ BUILTIN = ("sglang", "eplb", "lina", "harmoeny", "libra")
 class MoeCapabilities:
     """What a system does, which the layer builder turns into stages and costs.
 
-    ``predictor``: the routing predictor it uses by default (``None``: it plans without a
-    prediction, and ``balancer.predictor`` is ignored). ``replication``: ``"static"`` replicas
-    laid out once from a profiling sample (EPLB's redundant experts, ``balancer.
-    redundant_experts`` per layer), ``"dynamic"`` replicas planned per layer from the
+    ``predictor``: the routing predictor it ships with (``None``: it plans without a
+    prediction, and ``balancer.override_predictor`` is refused). ``replication``:
+    ``"static"`` replicas laid out once from a profiling sample (EPLB's redundant experts,
+    ``balancer.redundant_experts`` per layer), ``"dynamic"`` replicas planned per layer from the
     prediction, or ``"none"``. ``prefetch``: the next layer's replicas are copied during this
     one. ``fetch``: weights a plan needs are fetched from host memory after planning, in the
     same layer. ``cpu_plan``: a host planning step after the gate (and its metadata
     broadcast). ``two_stage``: local experts start before dispatch, remote work after the plan.
     ``memory_slots``: ``balancer.slots`` double-buffered expert slots are reserved per GPU.
     ``dispatch``: the token dispatch used when ``balancer.dispatch`` is ``auto``.
+    ``kernels``: the grouped-GEMM kernel it ships for each ``model.dtype``
+    (``hardware/grouped_kernels.py``). The default is SGLang's: its Triton fused-MoE path for
+    BF16 and DeepGEMM for FP8. Every shipped system keeps it: the Libra paper runs all of them
+    in SGLang v0.4.10 (docs/model.md B), Lina and HarMoEny as its re-implementations there
+    (our reading of its setup).
     """
 
     predictor: str | None = None
@@ -52,6 +58,14 @@ class MoeCapabilities:
     two_stage: bool = False
     memory_slots: bool = False
     dispatch: Literal["all2all", "allgather"] = "all2all"
+    kernels: tuple[tuple[str, str], ...] = (("bf16", "triton_fused_moe"), ("fp8", "deepgemm_fp8"))
+
+    def kernel(self, dtype: str) -> str:
+        """The grouped-GEMM kernel for ``dtype`` (bad input when the system ships none)."""
+        for have, name in self.kernels:
+            if have == dtype:
+                return name
+        raise InputError("model.dtype", dtype, " | ".join(d for d, _ in self.kernels))
 
 
 @dataclass(frozen=True)

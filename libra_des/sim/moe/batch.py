@@ -21,8 +21,9 @@ from libra_des.errors import InputError
 from libra_des.hardware.variance import VarianceModel
 from libra_des.plan.moe import MoeLayerPlan, MoeSetup, rebalance_experts, static_home
 from libra_des.plan.moe.registry import MoeSystem, PlanInputs, moe_system
+from libra_des.sim.moe.block import GATE, PRE_GATE, TAIL
 from libra_des.sim.moe.costs import BatchShape, LayerCosts
-from libra_des.sim.moe.cpu import LINA_LOOKUP_PER_TOKEN_S
+from libra_des.sim.moe.cpu import lookup_seconds
 from libra_des.sim.moe.layer import Stage, critical_exposure, launch, stage_spans
 from libra_des.sim.moe.setup import batch_lengths, expert_bytes
 from libra_des.sim.network.model import NetworkModel
@@ -57,14 +58,23 @@ class Wiring:
     cpu_plan: bool
     two_stage: bool
 
+    overridden: bool = False  # the predictor is the scenario's ``override_predictor``
+
     @classmethod
     def of(cls, scenario: Scenario) -> Wiring:
-        """The wiring of the scenario's system, from its registered capabilities."""
+        """The wiring of the scenario's system, from its registered capabilities only: its
+        own predictor (``balancer.override_predictor`` replaces it explicitly), dispatch
+        (unless ``balancer.dispatch`` names one) and stages."""
         bal = scenario.balancer
-        caps = moe_system(bal.policy).capabilities
-        predictor = None
-        if caps.predictor is not None:  # a system without a predictor ignores the knob
-            predictor = bal.predictor or caps.predictor
+        system = moe_system(bal.policy)
+        caps = system.capabilities
+        predictor = caps.predictor
+        override = bal.override_predictor
+        if override is not None:
+            if caps.predictor is None:
+                raise InputError("balancer.override_predictor", override,
+                                 f"none for {bal.policy} (it plans without a prediction)")
+            predictor = override
         dispatch = caps.dispatch if bal.dispatch == "auto" else bal.dispatch
         return cls(
             policy=bal.policy,
@@ -76,7 +86,15 @@ class Wiring:
             fetch=caps.fetch,
             cpu_plan=caps.cpu_plan,
             two_stage=caps.two_stage,
+            overridden=override is not None,
         )
+
+    @property
+    def predictor_label(self) -> str | None:
+        """The predictor as results name it: ``"lookahead (override)"`` when overridden."""
+        if self.predictor is None or not self.overridden:
+            return self.predictor
+        return f"{self.predictor} (override)"
 
     @property
     def dispatch_after_plan(self) -> bool:
@@ -226,11 +244,30 @@ class LayerRecord:
 
 
 def with_noise(c: LayerCosts, f: np.ndarray) -> LayerCosts:
-    """Apply per-GPU slowdown factors ``f[5, G]`` to the compute stages."""
+    """Apply per-GPU slowdown factors ``f[5, G]`` to the compute stages (and their kernels:
+    the pre-gate kernels by ``f[0]``, the gate's by ``f[1]``, the shared experts and the
+    un-permute by ``f[3]``)."""
+    block = c.block
+    if block is not None:
+        block = block.scaled(PRE_GATE, f[0]).scaled(GATE, f[1]).scaled(
+            ("shared_experts", *TAIL), f[3])
     return dataclasses.replace(
         c, attention=c.attention * f[0], gate=c.gate * f[1], predict=c.predict * f[2],
-        moe_local=c.moe_local * f[3], moe_remote=c.moe_remote * f[4],
+        moe_local=c.moe_local * f[3], moe_remote=c.moe_remote * f[4], block=block,
     )
+
+
+def kernel_parts(c: LayerCosts, names: tuple[str, ...], g: int) -> tuple[tuple[str, float], ...]:
+    """GPU ``g``'s kernels of ``names`` (none when the costs carry no block breakdown)."""
+    return c.block.parts(names, g) if c.block is not None else ()
+
+
+def local_parts(c: LayerCosts, g: int) -> tuple[tuple[str, float], ...]:
+    """MoE_local's kernels: the shared experts, then the local routed experts."""
+    if c.block is None:
+        return ()
+    shared = float(c.block.seconds["shared_experts"][g])
+    return (("shared_experts", shared), ("moe_local", float(c.moe_local[g]) - shared))
 
 
 def build_graph(
@@ -239,8 +276,10 @@ def build_graph(
 ) -> tuple[list[Stage], Stage, list[Stage] | None]:
     """Stages of one layer (and the copies it issues for the next layer)."""
     gpus = range(c.attention.size)
-    att = [Stage("attention", g, c.attention[g]) for g in gpus]
-    gate = [Stage("gate", g, c.gate[g], [att[g]]) for g in gpus]
+    att = [Stage("attention", g, c.attention[g], parts=kernel_parts(c, PRE_GATE, g))
+           for g in gpus]
+    gate = [Stage("gate", g, c.gate[g], [att[g]], parts=kernel_parts(c, GATE, g))
+            for g in gpus]
     pred = [Stage("prediction", g, c.predict[g], [gate[g]]) for g in gpus] if wiring.gpu_predict \
         else gate
     stages = att + gate + (pred if wiring.gpu_predict else [])
@@ -258,7 +297,7 @@ def build_graph(
         deps = [pred[g]] if wiring.two_stage else [disp]
         if prefetched is not None:
             deps.append(prefetched[g])
-        local.append(Stage("moe_local", g, c.moe_local[g], deps))
+        local.append(Stage("moe_local", g, c.moe_local[g], deps, parts=local_parts(c, g)))
         after = [local[g], disp] + (plan_ready if wiring.remote_after_plan else [])
         if wiring.fetch and c.copy[g] > 0:
             # HarMoEny: the fetched experts' weights stream from host memory over the GPU's
@@ -268,7 +307,10 @@ def build_graph(
             after.append(fetch)
         remote.append(Stage("moe_remote", g, c.moe_remote[g], after))
     combine = Stage("combine", None, 0.0, list(remote), c.combine)
-    stages += local + remote + [combine]
+    # Every GPU sums its tokens' top-k outputs once combine has returned them; the layer
+    # ends with the slowest (the next block starts on every GPU at once).
+    tail = Stage("unpermute", None, c.tail, [combine])
+    stages += local + remote + [combine, tail]
     issued = None
     if nxt is not None:
         ready: list[Stage] = list(pred)
@@ -283,7 +325,7 @@ def build_graph(
         stages.append(replan)
         issued = [Stage("replica_copy", g, 0.0, [replan, disp], nxt.copies[g]) for g in gpus]
         stages += issued
-    return stages, combine, issued
+    return stages, tail, issued
 
 
 def run_batch(
@@ -313,7 +355,7 @@ def run_batch(
         noise = variance.factors(noise_rng, np.arange(shape.tokens.size), 5, batch)
         plans.append(plan)
         costs.append(with_noise(costs_of(plan), noise))
-    lookup_s = LINA_LOOKUP_PER_TOKEN_S * trace.tokens
+    lookup_s = lookup_seconds(trace.tokens, trace.num_experts, trace.top_k)
     prefetched = None
     if wiring.prefetch:  # layer 0's replicas: copied as the batch starts
         prefetched = [Stage("replica_copy", g, 0.0, [], costs[0].copies[g]) for g in gpus]
@@ -359,5 +401,5 @@ def layer_record(
         bytes={"dispatch": c.dispatch_bytes, "combine": c.combine_bytes,
                "replica_copy": c.copy_bytes, "metadata": c.metadata_bytes,
                "routing_d2h": c.routing_bytes},
-        stages=tuple((s.name, s.gpu, s.start, s.end) for s in stages),
+        stages=tuple((name, s.gpu, a, b) for s in stages for name, a, b in s.pieces()),
     )

@@ -36,7 +36,16 @@ import numpy as np
 from libra_des.config import ModelSpec
 from libra_des.hardware.costs import CostModel
 from libra_des.hardware.fabric import Fabric
+from libra_des.hardware.grouped_kernels import GroupedKernel
 from libra_des.plan.moe.assignment import MoeLayerPlan, static_home
+from libra_des.sim.moe.block import (
+    GATE,
+    HOST_LAUNCH_S,
+    PRE_GATE,
+    TAIL,
+    BlockKernels,
+    elementwise_bytes,
+)
 from libra_des.sim.moe.cpu import replication_seconds, sharding_seconds
 from libra_des.sim.network.model import Traffic
 
@@ -87,6 +96,14 @@ class LayerCosts:
     copy_bytes: float
     metadata_bytes: float
     routing_bytes: float
+    #: Every non-expert kernel's seconds per GPU (the ``attention``, ``gate``, ``moe_local``
+    #: and ``unpermute`` stages' parts; ``attention`` and ``gate`` above are their sums).
+    block: BlockKernels | None = None
+
+    @property
+    def tail(self) -> float:
+        """The group-wide stage after combine: the slowest GPU's un-permute."""
+        return float(self.block.total(TAIL).max()) if self.block is not None else 0.0
 
 
 @dataclass(frozen=True)
@@ -116,32 +133,49 @@ def batch_shape(request_lengths: np.ndarray, request: np.ndarray, gpus: int, tp:
 class StageCoster:
     """Costs stages with the project's :class:`~libra_des.hardware.costs.CostModel`."""
 
-    def __init__(self, cost: CostModel, fabric: Fabric, model: ModelSpec, gpus: int) -> None:
+    def __init__(self, cost: CostModel, fabric: Fabric, model: ModelSpec, gpus: int,
+                 kernel: GroupedKernel | None = None) -> None:
         self.cost = cost
         self.fabric = fabric
         self.model = model
         self.gpus = gpus
+        #: The system's grouped-GEMM kernel for the model's dtype (None: the cost model's
+        #: default constants, BF16).
+        self.kernel = kernel
+        self.dtype = kernel.dtype if kernel is not None else "bf16"
         self.per_node = min(fabric.gpus_per_node, gpus)
         self.token_bytes = model.hidden * model.dtype_bytes
 
     # ------------------------------------------------------------------ compute
-    def attention(self, shape: BatchShape) -> np.ndarray:
+    def block(self, shape: BatchShape) -> BlockKernels:
+        """Every kernel of the block outside the routed experts (``sim.moe.block``), per GPU."""
         m, div = self.model, shape.heads_div
         q_heads, kv_heads = m.heads_q // div, max(m.heads_kv // div, 1)
         attn_tokens = shape.tokens if div == 1 else np.full(self.gpus, shape.tokens.sum())
-        proj = self.gemm(attn_tokens, (q_heads + 2 * kv_heads) * m.head_dim, m.hidden)
-        proj = proj + self.gemm(attn_tokens, m.hidden, q_heads * m.head_dim)
         core = np.array(
             [self.cost.attention_docs(d, q_heads, kv_heads, m.head_dim) if d.size else 0.0
              for d in shape.docs]
         )
-        frame = 0.0
-        if div > 1:
+        if div > 1:  # TP attention: the hidden states gathered before, scattered after
             nbytes = float(shape.tokens.sum()) * self.token_bytes
-            frame = self.collective("all_gather", nbytes) + self.collective(
-                "reduce_scatter", nbytes
-            )
-        return np.asarray(proj + core + frame)
+            core = core + self.collective("all_gather", nbytes) + self.collective(
+                "reduce_scatter", nbytes)
+        moved = elementwise_bytes(shape.tokens, m.hidden, m.dtype_bytes, m.top_k, m.experts,
+                                  q_heads, kv_heads, m.head_dim)
+        moved["rope"] = moved["rope"] * (attn_tokens / np.maximum(shape.tokens, 1))
+        seconds = {name: np.asarray(self.cost.elementwise(b)) for name, b in moved.items()}
+        seconds.update(
+            qkv_proj=self.gemm(attn_tokens, (q_heads + 2 * kv_heads) * m.head_dim, m.hidden),
+            attention=np.asarray(core),
+            o_proj=self.gemm(attn_tokens, m.hidden, q_heads * m.head_dim),
+            gate=self.gate(shape.tokens),
+            shared_experts=self.shared_experts(shape.tokens),
+        )
+        return BlockKernels(seconds)
+
+    def attention(self, shape: BatchShape) -> np.ndarray:
+        """Seconds per GPU of the kernels before the gate (a dense layer's attention half)."""
+        return self.block(shape).total(PRE_GATE)
 
     def dense_ffn(self, shape: BatchShape) -> np.ndarray:
         ffn = self.model.ffn or 4 * self.model.hidden
@@ -161,21 +195,16 @@ class StageCoster:
             out[busy] = np.asarray(self.cost.gemm(m[busy], n, k), dtype=np.float64)
         return out
 
-    def experts(self, tokens_per_expert: np.ndarray) -> float:
-        """One GPU's grouped GEMMs over ``tokens_per_expert`` (experts with 0 tokens skipped)."""
-        tpe = np.asarray(tokens_per_expert)
-        tpe = tpe[tpe > 0]
-        if tpe.size == 0:
-            return 0.0
-        h, f = self.model.hidden, self.model.expert_ffn or self.model.hidden
-        return float(self.cost.grouped_gemm(tpe, 2 * f, h) + self.cost.grouped_gemm(tpe, h, f))
-
     def experts_per_gpu(self, tokens_per_expert: np.ndarray) -> np.ndarray:
-        """:meth:`experts` of every row of ``tokens_per_expert`` [GPUs, experts] at once."""
+        """Each GPU's two grouped GEMMs over its row of ``tokens_per_expert`` [GPUs, experts]
+        (experts with 0 tokens skipped), in the system's kernel. Each GPU's launch is priced
+        from its own rows, so a GPU whose experts got more tokens gets the tile heights and
+        the share of peak its own M gives."""
         h, f = self.model.hidden, self.model.expert_ffn or self.model.hidden
         tpe = np.asarray(tokens_per_expert)
-        return np.asarray(self.cost.grouped_gemm_rows(tpe, 2 * f, h)
-                          + self.cost.grouped_gemm_rows(tpe, h, f))
+        return np.asarray(
+            self.cost.grouped_gemm_rows(tpe, 2 * f, h, self.dtype, self.kernel)
+            + self.cost.grouped_gemm_rows(tpe, h, f, self.dtype, self.kernel))
 
     def shared_experts(self, tokens: np.ndarray) -> np.ndarray:
         if not self.model.shared_experts:
@@ -219,12 +248,12 @@ def layer_costs(
     shape: BatchShape,
     plan: MoeLayerPlan,
     wiring: WiringLike,
-    attention: np.ndarray,
+    block: BlockKernels,
     measured_cpu: bool,
 ) -> LayerCosts:
-    """Cost every stage of one layer under ``plan``."""
+    """Cost every stage of one layer under ``plan`` (``block``: the non-expert kernels)."""
     g = coster.gpus
-    gate = coster.gate(shape.tokens)
+    gate = block.total(GATE)
     if wiring.two_stage:
         local = coster.experts_per_gpu(plan.local)
         remote = coster.experts_per_gpu(plan.remote)
@@ -238,7 +267,7 @@ def layer_costs(
         total = coster.experts_per_gpu(plan.load)
         share = plan.local.sum(axis=1) / np.maximum(plan.load.sum(axis=1), 1)
         local, remote = total * share, total * (1.0 - share)
-    local = local + coster.shared_experts(shape.tokens)
+    local = local + block.seconds["shared_experts"]
     every = tuple(range(g))
     if wiring.allgather:
         nbytes = coster.allgather_bytes(shape)
@@ -256,12 +285,14 @@ def layer_costs(
     cpu = 0.0
     if wiring.cpu_plan:
         plan_s = plan.cpu_wall_s if measured_cpu and plan.cpu_wall_s is not None else (
-            sharding_seconds(plan.sharding_iterations))
+            sharding_seconds(plan.sharding_iterations, g, plan.load.shape[1]))
         cpu = coster.host(routing / g) + plan_s
     return LayerCosts(
-        attention=attention,
+        attention=block.total(PRE_GATE),
         gate=gate,
-        predict=gate if wiring.gpu_predict else np.zeros(g),
+        # Lookahead: the next block's router GEMM and top-k on this block's hidden states.
+        predict=block.seconds["gate"] + block.seconds["gate_topk"] if wiring.gpu_predict
+        else np.zeros(g),
         moe_local=local,
         moe_remote=remote,
         dispatch=dispatch,
@@ -271,10 +302,13 @@ def layer_costs(
         cpu=cpu,
         replan=replication_seconds(plan.replica_count, g, plan.load.shape[1])
         if wiring.prefetch else 0.0,
-        metadata=coster.host(meta / g) if wiring.cpu_plan else 0.0,
+        # After the metadata the host launches the remote kernels (it synchronised with the
+        # GPUs for the routing counts): one host launch path is exposed.
+        metadata=coster.host(meta / g) + HOST_LAUNCH_S if wiring.cpu_plan else 0.0,
         dispatch_bytes=d_bytes,
         combine_bytes=c_bytes,
         copy_bytes=float(plan.copy_bytes.sum()),
         metadata_bytes=meta,
         routing_bytes=routing,
+        block=block,
     )

@@ -104,6 +104,9 @@ class Stage:
     work: float  # solo seconds on the GPU or the CPU (0 for a communication stage)
     deps: list[Stage] = field(default_factory=list)
     traffic: Traffic | None = None  # what a communication stage moves over the network
+    #: Kernels run back to back inside a compute stage, ``(name, solo seconds)`` in stream
+    #: order (one SimPy timeout for all; traces and breakdowns list each kernel).
+    parts: tuple[tuple[str, float], ...] = ()
     start: float = -1.0
     end: float = -1.0
     done: simpy.Event | None = None
@@ -111,6 +114,18 @@ class Stage:
     @property
     def duration(self) -> float:
         return self.end - self.start
+
+    def pieces(self) -> list[tuple[str, float, float]]:
+        """``(name, start, end)`` of every kernel of the stage (the stage itself without
+        parts); parts split the stage's interval in proportion to their solo seconds."""
+        total = sum(p[1] for p in self.parts)
+        if not self.parts or total <= 0:
+            return [(self.name, self.start, self.end)]
+        out, at, scale = [], self.start, self.duration / total
+        for name, seconds in self.parts:
+            out.append((name, at, at + seconds * scale))
+            at += seconds * scale
+        return out
 
 
 def launch(env: simpy.Environment, stage: Stage, net: NetworkModel | None) -> simpy.Event:
@@ -137,8 +152,14 @@ def execute(
     stage.done.succeed()
 
 
+def expose(exposed: dict[str, float], stage: Stage) -> None:
+    """Add the whole of ``stage`` (each of its kernels) to ``exposed``."""
+    for name, start, end in stage.pieces():
+        exposed[name] = exposed.get(name, 0.0) + (end - start)
+
+
 def critical_exposure(last: Stage, layer_start: float) -> dict[str, float]:
-    """Seconds each stage name spends on the critical path ending at ``last``."""
+    """Seconds each stage (or kernel) name spends on the critical path ending at ``last``."""
     exposed: dict[str, float] = {}
     node: Stage | None = last
     while node is not None:
@@ -148,10 +169,10 @@ def critical_exposure(last: Stage, layer_start: float) -> dict[str, float]:
             # Prefetched in an earlier layer: exposed only for the extra wait it caused.
             other = deps[-2].end if len(deps) > 1 else layer_start
             exposed[crit.name] = exposed.get(crit.name, 0.0) + max(crit.end - other, 0.0)
-            exposed[node.name] = exposed.get(node.name, 0.0) + node.duration
+            expose(exposed, node)
             node = deps[-2] if len(deps) > 1 else None
             continue
-        exposed[node.name] = exposed.get(node.name, 0.0) + node.duration
+        expose(exposed, node)
         node = crit
     return exposed
 
@@ -160,8 +181,9 @@ def stage_spans(stages: Sequence[Stage], layer_start: float) -> dict[str, float]
     """Per stage name, the busiest GPU's total time in it (group stages count as one GPU)."""
     per_gpu: dict[tuple[str, int | None], float] = {}
     for s in stages:
-        length = s.end - max(s.start, layer_start) if s.end > layer_start else 0.0
-        per_gpu[s.name, s.gpu] = per_gpu.get((s.name, s.gpu), 0.0) + length
+        for name, start, end in s.pieces():
+            length = end - max(start, layer_start) if end > layer_start else 0.0
+            per_gpu[name, s.gpu] = per_gpu.get((name, s.gpu), 0.0) + length
     spans: dict[str, float] = {}
     for (name, _), total in per_gpu.items():
         spans[name] = max(spans.get(name, 0.0), total)

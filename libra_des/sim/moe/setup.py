@@ -18,6 +18,8 @@ import numpy as np
 from libra_des.config import ModelSpec
 from libra_des.config import MoeScenario as Scenario
 from libra_des.errors import InputError
+from libra_des.hardware.deepep import check_width
+from libra_des.hardware.grouped_kernels import GroupedKernel, grouped_kernel
 from libra_des.hardware.memory import device_hbm
 from libra_des.hardware.topology import Topology
 from libra_des.plan.moe.registry import moe_system
@@ -38,6 +40,7 @@ class EpGroup:
 def ep_group(scenario: Scenario, topo: Topology) -> EpGroup:
     """Validate the EP size against the topology and the model's experts."""
     moe_system(scenario.balancer.policy)  # bad input first: an unregistered system
+    check_ep_width(scenario)
     ep, experts = scenario.parallelism.ep, scenario.model.experts
     if ep > topo.num_gpus:
         raise InputError("parallelism.ep", ep, f"<= {topo.num_gpus} GPUs of the topology")
@@ -54,14 +57,28 @@ def ep_group(scenario: Scenario, topo: Topology) -> EpGroup:
     return EpGroup(ep, min(topo.gpus_per_node, ep))
 
 
+def check_ep_width(scenario: Scenario) -> None:
+    """Bad input when the EP group is wider than the routed experts (a GPU would hold none)."""
+    check_width(scenario.parallelism.ep, scenario.model.experts)
+
+
+def system_kernel(scenario: Scenario) -> GroupedKernel:
+    """The grouped-GEMM kernel the scenario's system ships for ``model.dtype``."""
+    dtype = scenario.model.dtype
+    name = moe_system(scenario.balancer.policy).capabilities.kernel(dtype)
+    return grouped_kernel(name, dtype)
+
+
 def static_replicas(scenario: Scenario) -> bool:
     """Whether the system lays out ``balancer.redundant_experts`` static replicas per layer."""
     return moe_system(scenario.balancer.policy).capabilities.replication == "static"
 
 
 def expert_bytes(model: ModelSpec) -> float:
-    """Weights of one routed expert: gate, up and down projections."""
-    return 3.0 * model.hidden * (model.expert_ffn or model.hidden) * model.dtype_bytes
+    """Weights of one routed expert: gate, up and down projections (one byte a weight when
+    the experts run in FP8, ``model.dtype``)."""
+    per = 1 if getattr(model, "dtype", "bf16") == "fp8" else model.dtype_bytes
+    return 3.0 * model.hidden * (model.expert_ffn or model.hidden) * per
 
 
 def resident_bytes(scenario: Scenario, gpus: int) -> float:

@@ -60,6 +60,7 @@ from libra_des.plan.moe import MoeLayerPlan
 from libra_des.sim.moe import batch as moe_policy
 from libra_des.sim.moe import setup as moe_setup
 from libra_des.sim.moe.batch import BatchPlanner, LayerRecord, Wiring, run_batch
+from libra_des.sim.moe.block import NON_EXPERT, PRE_GATE
 from libra_des.sim.moe.costs import (
     LayerCosts,
     StageCoster,
@@ -69,7 +70,7 @@ from libra_des.sim.moe.costs import (
 from libra_des.sim.moe.cpu import cost_sources
 from libra_des.sim.moe.layer import CountingEnvironment, SharedLink
 from libra_des.sim.moe.overlap import Prefetch, serve
-from libra_des.sim.moe.setup import check_memory, ep_group
+from libra_des.sim.moe.setup import check_memory, ep_group, system_kernel
 from libra_des.sim.network import models as network_models
 from libra_des.sim.network.model import NetworkModel
 from libra_des.sim.network.models import NetworkSetup
@@ -80,7 +81,7 @@ from libra_des.workload.routing import RoutingTrace
 #: Result fields measured with the host's clock (excluded from determinism checks).
 WALL_CLOCK_FIELDS = ("wall_s", "cpu_sharding_wall_s")
 STAGES = (
-    "attention", "gate", "prediction", "replica_copy", "dispatch", "moe_local",
+    *NON_EXPERT, "prediction", "replica_copy", "dispatch", "moe_local",
     "sharding_cpu", "metadata", "moe_remote", "combine", "replication_cpu",
 )
 
@@ -153,14 +154,15 @@ class MoeRun:
         trace = self.planner.trace(b)
         shape = batch_shape(trace.request_lengths(), trace.request, coster.gpus,
                             sc.parallelism.tp)
-        attention = coster.attention(shape)
+        block = coster.block(shape)
+        attention = block.total(PRE_GATE)
         measured = sc.balancer.cpu_time == "measured"
         start = env.now
         dense = float((attention + coster.dense_ffn(shape)).max()) * sc.model.dense_layers
         env.run(until=env.timeout(dense))
 
         def costs_of(plan: MoeLayerPlan) -> LayerCosts:
-            return layer_costs(coster, shape, plan, self.wiring, attention, measured)
+            return layer_costs(coster, shape, plan, self.wiring, block, measured)
 
         totals.load_ratio.append([])
         assert self.net is not None
@@ -195,7 +197,7 @@ def simulate_moe(
     check_memory(scenario, group.gpus, topo.spec.gpu)
     fabric = topo.fabric()
     cost = CostModel(load_profile(scenario.profile), fabric)
-    coster = StageCoster(cost, fabric, scenario.model, group.gpus)
+    coster = StageCoster(cost, fabric, scenario.model, group.gpus, system_kernel(scenario))
     trace_rng, pred_rng, noise_rng, var_rng = rng.spawn(4)
     if traces is None:
         traces = shared_traces(scenario, group.gpus, trace_rng)
@@ -216,7 +218,9 @@ def simulate_moe(
     result = assemble(scenario, run.wiring, totals, run.env.processed)
     result["cost_sources"] = cost_sources(cost, group.gpus, group.gpus_per_node,
                                           run.wiring.allgather, run.wiring.fetch,
-                                          scenario.balancer.cpu_time == "measured")
+                                          scenario.balancer.cpu_time == "measured",
+                                          coster.dtype)
+    result["grouped_kernel"] = coster.kernel.name if coster.kernel is not None else None
     return {**result, **tier_keys(cost.tiers())}
 
 
@@ -282,13 +286,17 @@ def assemble(scenario: Scenario, wiring: Wiring, t: RunTotals, events: int) -> d
         for name in STAGES
     }
     imb = np.asarray(t.load_ratio, dtype=np.float64)
+    layer_s = float(np.mean(t.layer_s)) if t.layer_s else 0.0
+    outside = sum(breakdown[name]["exposed"] for name in NON_EXPERT)
     total_s = float(np.sum(t.batch_s))
     result: dict[str, Any] = {
         "kind": "moe_inference",
         "policy": scenario.balancer.policy,
         "dispatch": "allgather" if wiring.allgather else "all2all",
-        "predictor": wiring.predictor,
-        "moe_layer_s": float(np.mean(t.layer_s)) if t.layer_s else 0.0,
+        "predictor": wiring.predictor_label,
+        "moe_layer_s": layer_s,
+        #: Share of the layer's critical path spent in kernels outside the routed experts.
+        "non_expert_share": min(outside / layer_s, 1.0) if layer_s > 0 else 0.0,
         "dense_layers_s": t.dense_s,
         "layer_breakdown_s": breakdown,
         "imbalance_ratio": {
