@@ -25,8 +25,10 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = Path(__file__).resolve().parent
 #: Plotting code cannot change a result, so it stays out of the fingerprint.
 FIGURES = PACKAGE / "figures"
-#: Data the simulator reads besides its code: the shipped calibration profiles.
+#: Data the simulator reads besides its code: the shipped calibration profiles (JSON) and
+#: NCCL's tuning constants (calibration/public/nccl_tuning.yaml).
 DATA_DIRS = (ROOT / "calibration" / "profiles",)
+DATA_FILES = (ROOT / "calibration" / "public" / "nccl_tuning.yaml",)
 
 
 def map_strings(obj: Any, fn: Callable[[str], Any]) -> Any:
@@ -89,6 +91,7 @@ def code_fingerprint() -> str:
     for folder in DATA_DIRS:
         if folder.is_dir():
             files += source_files(folder, (".json",))
+    files += [f for f in DATA_FILES if f.is_file()]
     for path in files:
         digest.update(path.relative_to(ROOT).as_posix().encode() + b"\0")
         digest.update(path.read_bytes() + b"\0")

@@ -135,12 +135,16 @@ def one_collective(
     model: CostModel, args: argparse.Namespace, nbytes: float
 ) -> tuple[dict[str, Any], str]:
     res = model.collective(args.op, nbytes, args.group, args.gpus_per_node, args.algorithm)
-    out = {"seconds": res.seconds, "algorithm": res.algorithm, "busbw_gbs": res.busbw_gbs}
+    out = {"seconds": res.seconds, "algorithm": res.algorithm, "busbw_gbs": res.busbw_gbs,
+           "protocol": res.protocol, "channels": res.channels}
     out.update(model.explain(args.op, nbytes, args.group, args.gpus_per_node, args.algorithm))
     gpn = args.gpus_per_node or min(args.group, model.fabric.gpus_per_node)
+    proto = f"/{res.protocol} on {res.channels} channels" if res.channels else (
+        f"/{res.protocol}" if res.protocol else "")
     text = (
         f"{args.op} of {nbytes:.0f} B on {args.group} GPUs ({gpn} per node): "
-        f"{res.seconds * 1e6:.2f} us via {res.algorithm}, bus bandwidth {res.busbw_gbs:.1f} GB/s "
+        f"{res.seconds * 1e6:.2f} us via {res.algorithm}{proto}, "
+        f"bus bandwidth {res.busbw_gbs:.1f} GB/s "
         f"({res.tier} curves)"
     )
     return out, text

@@ -406,6 +406,7 @@ class Topology:
             leaf_nodes=spans[0] if spans else 32,
             rail_optimized=leaf is None or leaf.type == "rail_leaf",
             tiers=tiers,
+            collnet=any(lv.in_network_reduction for lv in network),
         )
 
     def inter_latency(self) -> float:
