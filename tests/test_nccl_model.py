@@ -202,3 +202,27 @@ def test_held_out_group_size_stays_within_15_percent() -> None:
     # ring model while the 8-GPU one is within 5% (docs/communication.md reports both).
     assert report["all_gather"] < 0.15, report
     assert report["reduce_scatter"] > 0.15, report  # if this starts to carry, say so
+
+
+def test_all_to_all_breakdown_names_each_mechanism_and_grows_with_nodes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Fixed per-GPU bytes: more nodes, more remote peers, more per-peer latency and time."""
+    import json
+
+    rows = []
+    for n in (16, 64, 256):
+        assert main(["cost", "--op", "all_to_all", "--group", str(n), "--bytes", "67108864",
+                     "--topology", "h200-roce-railopt-2to1", "--json"]) == 0
+        rows.append(json.loads(capsys.readouterr().out))
+    names = {"message_size_efficiency", "per_peer_latency_s", "once_latency_s",
+             "one_nic_per_gpu_gbs", "node_share_s", "incast", "spine_share", "pxn", "ecmp"}
+    assert all(names <= set(r["breakdown"]) for r in rows)
+    secs = [r["seconds"] for r in rows]
+    lat = [r["breakdown"]["per_peer_latency_s"] for r in rows]
+    assert secs[0] < secs[1] < secs[2] and lat[0] < lat[1] < lat[2]
+    # Smaller messages per peer on wider groups: never a better message-size efficiency.
+    eff = [r["breakdown"]["message_size_efficiency"] for r in rows]
+    assert eff[2] <= eff[0] + 1e-12
+    # 2:1 rail-optimised: 7 of 8 rails per peer node cross the spine.
+    assert rows[0]["breakdown"]["spine_share"] == pytest.approx(7 / 8)

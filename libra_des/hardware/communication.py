@@ -71,13 +71,16 @@ def tier_name(tier: int) -> str:
 
 
 def tier_keys(
-    tiers: dict[str, str], choices: dict[str, Any] | None = None
+    tiers: dict[str, str], choices: dict[str, Any] | None = None,
+    layout: dict[str, Any] | None = None,
 ) -> dict[str, object]:
     """``comm_tiers`` (op -> which curves priced it: measured, borrowed, datasheet; see
     :mod:`libra_des.hardware.communication`), ``uncalibrated_ops`` (ops that ran on
     datasheet numbers) and ``comm_choices`` (op -> NCCL's algorithm, protocol and channels
-    for its largest call, :meth:`Communication.choices`)."""
+    for its largest call, :meth:`Communication.choices`) and ``fabric_layout`` (the topology
+    as laid out, :meth:`~libra_des.hardware.topology.Topology.layout`)."""
     return {
+        "fabric_layout": layout or {},
         "comm_tiers": dict(sorted(tiers.items())),
         "uncalibrated_ops": sorted(op for op, t in tiers.items() if t == "datasheet"),
         "comm_choices": dict(sorted((choices or {}).items())),
@@ -288,8 +291,7 @@ class Communication:
     def candidates(self, op: str, group: int, gpn: int) -> tuple[list[str], list[str]]:
         """(automatic candidates, every algorithm that may be asked for) on this layout."""
         avail = self.algorithms(op, group, gpn)
-        nccl = self.nccl_algorithms(op, group, gpn)
-        auto = list(dict.fromkeys([*avail, *nccl]))
+        auto = list(dict.fromkeys([*avail, *self.nccl_algorithms(op, group, gpn)]))
         # ``multilevel`` (every switch level, hierarchy.py) only when asked for: NCCL's own
         # hierarchy is node / network, so the automatic choice never takes it.
         asked = [*auto, "multilevel"] if "hierarchical" in avail else auto
@@ -332,8 +334,7 @@ class Communication:
         if self.tuner is None:
             return "", 0
         if collective_ops.get(op).pairwise:
-            message = size / n if op == "all_to_all" else size
-            return self.tuner.p2p_protocol(message), 0
+            return self.tuner.p2p_protocol(size / n if op == "all_to_all" else size), 0
         pick = self.tuner.choose(op, size, n, gpn, alg, self.forced_protocol)
         return (pick.protocol, pick.channels) if pick else ("", 0)
 
@@ -539,6 +540,8 @@ class Communication:
         res = self.collective(op, nbytes, group, gpus_per_node, algorithm)
         gpn = self.layout(group, gpus_per_node)
         out: dict[str, object] = {"tier": res.tier, "inter_paths": self.book.inter_paths}
+        if op == "all_to_all" and group > gpn and nbytes > 0:  # the mechanisms, named
+            out["breakdown"] = self.inter_a2a(group, gpn)[0].breakdown(group, gpn, nbytes / group)
         if res.algorithm not in ("hierarchical", "multilevel") or nbytes <= 0:
             return out
         nodes = math.ceil(group / gpn)

@@ -216,7 +216,7 @@ def simulate_moe(
     result["cost_sources"] = cost_sources(cost, group.gpus, group.gpus_per_node,
                                           run.wiring.allgather, run.wiring.fetch,
                                           scenario.balancer.cpu_time == "measured")
-    return {**result, **tier_keys(cost.tiers(), cost.choices())}
+    return {**result, **tier_keys(cost.tiers(), cost.choices(), topo.layout())}
 
 
 def network_factory(

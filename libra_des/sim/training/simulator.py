@@ -83,6 +83,7 @@ class StepRecord:
     tap_autotune: dict[str, Any] | None = None  # the (H, B) ranking when knobs were auto
     comm_tiers: tuple[tuple[str, str], ...] = ()  # (op, curve tier) priced so far in the run
     comm_choices: tuple[tuple[str, Any], ...] = ()  # (op, NCCL algorithm/protocol/channels)
+    fabric_layout: dict[str, Any] | None = None  # Topology.layout() of the run's cluster
 
 
 def elaborate_cluster(scenario: Scenario, rng: np.random.Generator) -> Cluster:
@@ -402,7 +403,8 @@ def simulate_training(
             plans[step] = plan.without_slots()
             records.append(replace(rec, plan=plans[step], memory=report, tap_autotune=tuned,
                                    comm_tiers=tuple(cluster.cost.tiers().items()),
-                                   comm_choices=tuple(cluster.cost.choices().items())))
+                                   comm_choices=tuple(cluster.cost.choices().items()),
+                                   fabric_layout=cluster.topology.layout()))
             if progress is not None:
                 progress(step)
     finally:
