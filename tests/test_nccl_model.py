@@ -226,3 +226,23 @@ def test_all_to_all_breakdown_names_each_mechanism_and_grows_with_nodes(
     assert eff[2] <= eff[0] + 1e-12
     # 2:1 rail-optimised: 7 of 8 rails per peer node cross the spine.
     assert rows[0]["breakdown"]["spine_share"] == pytest.approx(7 / 8)
+
+
+def test_all_to_all_has_its_own_efficiency_from_all_to_all_evidence() -> None:
+    import csv
+
+    from libra_des.hardware.collectives import A2A_NIC_EFFICIENCY
+
+    text = (ROOT / "calibration" / "public" / "alltoall-efficiency.csv").read_text()
+    rows = list(csv.DictReader(ln for ln in text.splitlines() if not ln.startswith("#")))
+    used = [float(r["per_nic_gbs"]) / float(r["line_gbs"]) for r in rows if r["used"] == "yes"]
+    assert used and pytest.approx(min(used)) == A2A_NIC_EFFICIENCY
+    # Breaking it moves the all-to-all only: the ring collectives keep NIC_EFFICIENCY.
+    prof = load_profile("h200-sxm")
+    fab = load_topology("h200-roce-railopt", {}).fabric()
+    base, broken = CostModel(prof, fab), CostModel(prof, fab)
+    broken.book.a2a_eta = 0.5
+    broken.book.memo.clear()
+    a2a = [m.collective("all_to_all", 2**28, 64).seconds for m in (base, broken)]
+    ag = [m.collective("all_gather", 2**28, 64).seconds for m in (base, broken)]
+    assert a2a[1] > 1.5 * a2a[0] and ag[0] == ag[1]

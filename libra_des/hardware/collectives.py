@@ -59,6 +59,13 @@ ALGORITHMS = (
 #: 400 Gb/s ConnectX-7 (NVIDIA/nccl-tests#267): 0.96-0.98; we take the lower, 0.96.
 NIC_EFFICIENCY = 0.96
 
+#: Share of a NIC's line rate an all-to-all's cross-node messages move at, where a profile has
+#: no inter-node measurement: its own figure from all-to-all measurements, not the ring's
+#: (calibration/public/alltoall-efficiency.csv). NCCL's maintainers state 48-49 GB/s per
+#: ConnectX-7 for all-to-all (one NIC per GPU, NVIDIA/nccl-tests#267): 0.96. The lower public
+#: figures there (NVIDIA/nccl#2409, DeepEP) are a machine-wide cap or another library.
+A2A_NIC_EFFICIENCY = 0.96
+
 #: Fixed cost of one point-to-point message between GPUs on two nodes (NIC, switches and
 #: NCCL's network proxy), used where a profile has no inter-node measurement: the latency of a
 #: send/recv, and paid once by a cross-node all-to-all whose further messages each add the

@@ -44,6 +44,7 @@ from libra_des.errors import InputError
 from libra_des.hardware import collective_ops
 from libra_des.hardware.alltoall import InterNodeA2A, LeafMap
 from libra_des.hardware.collectives import (
+    A2A_NIC_EFFICIENCY,
     FLAT_ALGORITHMS,
     NET_P2P_LATENCY,
     NIC_EFFICIENCY,
@@ -70,10 +71,8 @@ def tier_name(tier: int) -> str:
     return TIER_NAMES[min(max(tier, 0), DATASHEET_TIER)]
 
 
-def tier_keys(
-    tiers: dict[str, str], choices: dict[str, Any] | None = None,
-    layout: dict[str, Any] | None = None,
-) -> dict[str, object]:
+def tier_keys(tiers: dict[str, str], choices: dict[str, Any] | None = None,
+              layout: dict[str, Any] | None = None) -> dict[str, object]:
     """``comm_tiers`` (op -> which curves priced it: measured, borrowed, datasheet; see
     :mod:`libra_des.hardware.communication`), ``uncalibrated_ops`` (ops that ran on
     datasheet numbers) and ``comm_choices`` (op -> NCCL's algorithm, protocol and channels
@@ -114,6 +113,7 @@ class CurveBook:
         self.fabric = fabric
         # Datasheet inter-node curves run at NCCL's usual share of the NIC (collectives.py).
         self.nic_eta = NIC_EFFICIENCY if efficiency else 1.0
+        self.a2a_eta = A2A_NIC_EFFICIENCY if efficiency else 1.0  # all-to-all's own figure
         self.net_p2p = NET_P2P_LATENCY if efficiency else 0.0
         # Intra-node fits describe the profile's own node fabric (NVSwitch or PCIe); on a
         # different kind of node they do not apply and the datasheet takes over.
@@ -166,7 +166,8 @@ class CurveBook:
                 cand = [f for f in fits if f.op == other]
                 if cand:
                     return Curve(nearest(cand, group).pieces, "borrowed"), tier
-        eta, latency = (self.nic_eta, self.net_p2p) if scope == "inter" else (1.0, 0.0)
+        eta = self.a2a_eta if op == "all_to_all" else self.nic_eta
+        eta, latency = (eta, self.net_p2p) if scope == "inter" else (1.0, 0.0)
         if op != "send_recv":
             # Collectives' steps and an all-to-all's back-to-back messages are pipelined: each
             # pays the hop latency; an all-to-all pays the message latency once (alltoall.py).
