@@ -67,7 +67,7 @@ if TYPE_CHECKING:
 #: Names defined in :mod:`libra_des.scenario` and importable from here (on first use, PEP 562):
 #: the scenario models are built only by a command that loads a scenario.
 SCENARIO_NAMES = frozenset({
-    "DEFAULT_KIND", "SCENARIO_KINDS", "Balancer", "MemorySpec", "MoeBalancerSpec",
+    "DEFAULT_KIND", "SCENARIO_KINDS", "Balancer", "CommSpec", "MemorySpec", "MoeBalancerSpec",
     "MoeModelSpec", "MoeParallelism", "MoeScenario", "Parallelism", "Scenario", "ScenarioBase",
     "TrainingBalancerSpec", "TrainingParallelism", "TrainingScenario", "VarianceSpec",
     "check_balancer", "load_scenario", "require_training", "validate_scenario",

@@ -28,8 +28,10 @@ PACKAGE = Path(__file__).resolve().parent
 #: figures here (the paper figures, ``paper_figs/``, sit outside the package and are never
 #: hashed).
 PLOTTING = (PACKAGE / "report_figures.py",)
-#: Data the simulator reads besides its code: the shipped calibration profiles.
+#: Data the simulator reads besides its code: the shipped calibration profiles (JSON) and
+#: NCCL's tuning constants (calibration/public/nccl_tuning.yaml).
 DATA_DIRS = (ROOT / "calibration" / "profiles",)
+DATA_FILES = (ROOT / "calibration" / "public" / "nccl_tuning.yaml",)
 
 
 def map_strings(obj: Any, fn: Callable[[str], Any]) -> Any:
@@ -92,6 +94,7 @@ def code_fingerprint() -> str:
     for folder in DATA_DIRS:
         if folder.is_dir():
             files += source_files(folder, (".json",))
+    files += [f for f in DATA_FILES if f.is_file()]
     for path in files:
         digest.update(path.relative_to(ROOT).as_posix().encode() + b"\0")
         digest.update(path.read_bytes() + b"\0")

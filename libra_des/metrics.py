@@ -169,7 +169,8 @@ def training_result(
         "tiles_per_step": records[0].plan.tiles,
         "attention_flops_per_step": mean("attn_flops"),
         "events": int(sum(r.run.events for r in records)),
-        **tier_keys(dict(records[-1].comm_tiers)),
+        **tier_keys(dict(records[-1].comm_tiers), dict(records[-1].comm_choices),
+                    records[-1].fabric_layout),
         "checks": {
             "flops_executed_equal_planned": True,
             "bytes_sent_equal_received": True,

@@ -187,6 +187,23 @@ class MemorySpec(Frozen):
     distributed_optimizer: bool = True
 
 
+class CommSpec(Frozen):
+    """Collective overrides, the scenario analogues of ``NCCL_ALGO`` / ``NCCL_PROTO``.
+
+    ``algorithm``: run every collective that has it with this algorithm (others keep NCCL's
+    choice, as a per-function ``NCCL_ALGO`` list would); ``protocol``: restrict NCCL's tuner to
+    this protocol. An algorithm or protocol the topology cannot run (NVLS without NVLink SHARP,
+    CollNet without in-network reduction, LL128 over PCIe) is bad input, checked when the cost
+    model is built (``hardware/nccl_tuner.py``).
+    """
+
+    algorithm: Literal[
+        "ring", "tree", "nvls", "nvls_tree", "collnet_direct", "collnet_chain", "pat",
+        "direct", "hierarchical", "multilevel",
+    ] | None = None
+    protocol: Literal["LL", "LL128", "Simple"] | None = None
+
+
 class ScenarioBase(Frozen):
     """The top-level keys every scenario kind shares.
 
@@ -201,6 +218,7 @@ class ScenarioBase(Frozen):
     profile: str | dict[str, Any] | None = None
     model: ModelSpec
     variance: VarianceSpec = VarianceSpec()
+    comm: CommSpec = CommSpec()
     #: Network model, a name registered in ``sim/network/models.py`` (the kinds' ``elaborate``
     #: looks it up): ``fast`` the alpha-beta cost model (training folds its times into op
     #: durations, MoE runs them on shared per-GPU ports), ``detailed`` flows on the topology

@@ -21,7 +21,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from libra_des.cli import main
+from libra_des.hardware.collectives import NIC_EFFICIENCY
 from libra_des.hardware.kernels import BORROWED_GROUPED
+from libra_des.hardware.nccl_tuner import NcclTuner
 from libra_des.hardware.profile import (
     GemmShape,
     Profile,
@@ -168,8 +170,9 @@ def closed_form_profile() -> Profile:
     """The H200 datasheet without fits, with samples timed by the closed forms themselves:
     GEMM roofline (launch + max(F (1 + (half/F)^gamma) / (peak eff), bytes / hbm)), a
     grouped GEMM by the borrowed tile constants (8 experts of m rows: tiles, waves over 132
-    SMs, p-norm of MMA and HBM time), a 2-rank all_reduce as
-    2 alpha + S / B and a send_recv as alpha + S / B (efficiency 1, one hop latency)."""
+    SMs, p-norm of MMA and HBM time), a 2-rank all_reduce by NCCL's tuning model (the
+    datasheet tier of collectives) and a send_recv as alpha + S / B (efficiency 1, one hop
+    latency)."""
     base = load_profile("h200-sxm").model_copy(update={"fits": ()})
     k = base.kernels
     eff, half, gamma = k.gemm_efficiency.value, k.gemm_half_flops.value, k.gemm_gamma.value
@@ -192,9 +195,13 @@ def closed_form_profile() -> Profile:
         samples.append(
             Sample(op="grouped_gemm", gemm=shape, group=8, time=TimeStats(median=grouped))
         )
+    tuner = NcclTuner(base.interconnect.fabric(1), base.device, NIC_EFFICIENCY,
+                      base.interconnect.nvls_ops)
     for size in (1e3, 1e6, 1e9):
-        for op, steps in (("all_reduce", 2), ("send_recv", 1)):
-            t = TimeStats(median=steps * alpha + size / rate)
+        nccl = tuner.times("all_reduce", np.array([size]), 2, 2)
+        assert nccl is not None
+        for op, secs in (("all_reduce", float(nccl[0])), ("send_recv", alpha + size / rate)):
+            t = TimeStats(median=secs)
             samples.append(Sample(op=op, nbytes=size, group=2, gpus_per_node=2, time=t))
     return base.with_samples(tuple(samples))
 

@@ -59,10 +59,18 @@ def test_ring_all_reduce_closed_form(n: int, size: float) -> None:
 
 
 def test_profile_without_fits_is_the_datasheet_closed_form() -> None:
+    """Without efficiencies: the alpha-beta closed form; with them and no fits: NCCL's
+    tuning model of the ring (Simple at 100 MB: base 8.4 us + 3 hops x 3.4 us, the ring's
+    12 x 30 GB/s channels converted by ranks / steps = 4 / 3)."""
     prof = load_profile(None).model_copy(update={"fits": ()})
     fab = hgx()
-    got = CostModel(prof, fab).collective("all_gather", 1e8, 4, algorithm="ring").seconds
-    assert got == pytest.approx(3 * fab.intra_latency + 3 / 4 * 1e8 / fab.intra_bw, rel=1e-9)
+    plain = CostModel(prof, fab, efficiency=False).collective("all_gather", 1e8, 4,
+                                                              algorithm="ring").seconds
+    assert plain == pytest.approx(3 * fab.intra_latency + 3 / 4 * 1e8 / fab.intra_bw, rel=1e-9)
+    res = CostModel(prof, fab).collective("all_gather", 1e8, 4, algorithm="ring")
+    assert (res.protocol, res.tier) == ("Simple", "datasheet")
+    want = (8.4 + 3 * 3.4) * 1e-6 + 1e8 / (360e9 * 4 / 3)
+    assert res.seconds == pytest.approx(want, rel=1e-9)
 
 
 def test_inter_node_phase_uses_the_nic_bandwidth() -> None:
@@ -176,7 +184,11 @@ def pcie_box(switches: int = 1) -> Fabric:
 def test_intra_fits_do_not_apply_to_a_pcie_node() -> None:
     model = CostModel(load_profile(None), pcie_box())
     res = model.collective("all_reduce", 1e9, 8, algorithm="ring")
-    assert res.seconds == pytest.approx(14 * 1e-6 + 2 * 7 / 8 * 1e9 / 32e9, rel=1e-9)
+    assert res.tier == "datasheet"  # the H200 NVSwitch fits are not used
+    # NCCL's ring on PCIe: 30 GB/s of search speed fits once in 32 GB/s, doubled at half
+    # speed; Simple: base 8.4 us + 14 hops x 5.7 us; bus bandwidth x 8 / 14.
+    want = (8.4 + 14 * 5.7) * 1e-6 + 1e9 / (30e9 * 8 / 14)
+    assert res.seconds == pytest.approx(want, rel=1e-9)
 
 
 def test_pcie_bridge_limits_cross_switch_all_to_all() -> None:

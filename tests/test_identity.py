@@ -16,7 +16,8 @@ from libra_des.sweep import point_id
 
 TINY = ["parallelism.dp=2", "parallelism.pp=1", "parallelism.gbs=4", "balancer.pool_size=2",
         "model.layers=2"]
-PARTS = ("libra_des", "scenarios", "topologies", "workloads", "calibration/profiles")
+PARTS = ("libra_des", "scenarios", "topologies", "workloads", "calibration/profiles",
+         "calibration/public")
 
 
 def clone(dest: Path) -> Path:

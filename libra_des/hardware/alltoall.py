@@ -185,3 +185,29 @@ class InterNodeA2A:
         rank = peers * self.curve.seconds(p, self.nic_bw, 1)
         at_node = min(n, gpn) * peers * self.curve.seconds(p, self.node_bw, 0)
         return np.where(p > 0, self.once + np.maximum(rank, at_node), 0.0)
+
+    def breakdown(self, n: int, gpn: int, per_peer: float) -> dict[str, object]:
+        """``cost --json``: each mechanism of a uniform all-to-all of ``per_peer`` bytes per
+        pair, named with what it costs (seconds) or the rate it runs at (GB/s)."""
+        peers = n - min(n, gpn)
+        p = np.array([float(per_peer)])
+        one = float(self.curve.seconds(p, self.nic_bw, 1)[0])
+        alpha = self.curve.pieces[0].alpha_step
+        moving = max(one - alpha, 1e-300)
+        local = self.leaves.local(n) if self.leaves.gain > 1 else None
+        node = np.arange(n) // gpn
+        cross = node[:, None] != node[None, :]
+        spine = float((cross & ~local).sum() / cross.sum()) if local is not None else 1.0
+        return {
+            "remote_peers": peers,
+            "message_size_efficiency": float(per_peer / (self.nic_bw * moving)),
+            "per_peer_latency_s": peers * alpha,
+            "once_latency_s": self.once,
+            "one_nic_per_gpu_gbs": self.nic_bw / 1e9,
+            "node_nics_gbs": self.node_bw / 1e9,
+            "node_share_s": float(min(n, gpn) * peers * self.curve.seconds(p, self.node_bw, 0)[0]),
+            "incast": "hottest receiver decides (uniform: every receiver alike)",
+            "spine_share": spine,
+            "pxn": "not modelled: cross-rail messages cross the spine",
+            "ecmp": "not modelled in fast mode",
+        }

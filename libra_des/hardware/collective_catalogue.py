@@ -184,6 +184,12 @@ def send_recv(ranks: list[int], nbytes: float) -> Dag:
     return [(ranks[0], ranks[1], nbytes)], [[]]
 
 
+def reduce_chain(ranks: list[int], nbytes: float, chunks: int) -> Dag:
+    """Pipelined ring reduce to the root (``ranks[0]``): a chain from the last rank to the
+    root, each rank adding its part before forwarding (NCCL's ring reduce)."""
+    return chain([*ranks[1:][::-1], ranks[0]], nbytes, chunks)
+
+
 def root_fan_out(ranks: list[int], nbytes: float) -> Dag:
     """Direct broadcast: the root (``ranks[0]``) sends the whole buffer to every peer."""
     transfers = [(ranks[0], r, nbytes) for r in ranks[1:]]
@@ -227,6 +233,8 @@ CATALOGUE: tuple[Algorithm, ...] = (
     Algorithm("broadcast", "tree", lambda n: (2.0, log2_steps(n))),
     Algorithm("broadcast", "direct", lambda n: (float(n - 1), 1),
               lambda ranks, s, _m, _c, _g: root_fan_out(ranks, s)),
+    Algorithm("reduce", "ring", lambda n: (1.0, n - 1),
+              lambda ranks, s, _m, c, _g: reduce_chain(ranks, s, c)),
     Algorithm("send_recv", "direct", lambda n: (1.0, 1),
               lambda ranks, s, _m, _c, _g: send_recv(ranks, s)),
     Algorithm("all_to_all", "direct", lambda n: (part(n), 1),

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from libra_des.errors import InputError
+from libra_des.hardware import collective_ops
 from libra_des.hardware.collective_catalogue import (  # re-exported: defined with their DAGs
     DEFAULT_ALGORITHM as DEFAULT_ALGORITHM,
 )
@@ -46,7 +47,10 @@ from libra_des.hardware.collective_catalogue import part as part
 from libra_des.hardware.fabric import Fabric
 from libra_des.hardware.profile import COLLECTIVE_OPS, Piece
 
-ALGORITHMS = ("ring", "tree", "direct", "hierarchical", "nvls", "multilevel")
+ALGORITHMS = (
+    "ring", "tree", "direct", "hierarchical", "nvls", "multilevel",
+    "nvls_tree", "collnet_direct", "collnet_chain", "pat",
+)
 
 #: Share of a NIC's line rate NCCL moves between nodes with large messages, used where a
 #: profile has no inter-node measurement (datasheet tier). Public evidence (numbers and links in
@@ -54,6 +58,13 @@ ALGORITHMS = ("ring", "tree", "direct", "hierarchical", "nvls", "multilevel")
 #: peak of a 200 Gb/s (25 GB/s) NIC (NVIDIA/nccl-tests#119, #160) and 48-49 GB/s that of a
 #: 400 Gb/s ConnectX-7 (NVIDIA/nccl-tests#267): 0.96-0.98; we take the lower, 0.96.
 NIC_EFFICIENCY = 0.96
+
+#: Share of a NIC's line rate an all-to-all's cross-node messages move at, where a profile has
+#: no inter-node measurement: its own figure from all-to-all measurements, not the ring's
+#: (calibration/public/alltoall-efficiency.csv). NCCL's maintainers state 48-49 GB/s per
+#: ConnectX-7 for all-to-all (one NIC per GPU, NVIDIA/nccl-tests#267): 0.96. The lower public
+#: figures there (NVIDIA/nccl#2409, DeepEP) are a machine-wide cap or another library.
+A2A_NIC_EFFICIENCY = 0.96
 
 #: Fixed cost of one point-to-point message between GPUs on two nodes (NIC, switches and
 #: NCCL's network proxy), used where a profile has no inter-node measurement: the latency of a
@@ -85,13 +96,7 @@ def phase_shape(op: str, algorithm: str, n: int, size: np.ndarray) -> tuple[np.n
 
 def busbw_factor(op: str, n: int) -> float:
     """nccl-tests' bus-bandwidth factor: busbw = algbw * factor, algbw = size / time."""
-    if n <= 1:
-        return 1.0
-    if op == "all_reduce":
-        return 2 * (n - 1) / n
-    if op in ("all_gather", "reduce_scatter", "all_to_all"):
-        return (n - 1) / n
-    return 1.0
+    return collective_ops.get(op).busbw(n) if n > 1 else 1.0
 
 
 def node_nic_bw(

@@ -36,15 +36,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from libra_des.errors import InputError
+from libra_des.hardware import collective_ops
 from libra_des.hardware.alltoall import InterNodeA2A, LeafMap
 from libra_des.hardware.collectives import (
+    A2A_NIC_EFFICIENCY,
     FLAT_ALGORITHMS,
     NET_P2P_LATENCY,
     NIC_EFFICIENCY,
+    SHAPES,
     Curve,
     busbw_factor,
     check_op,
@@ -54,21 +58,11 @@ from libra_des.hardware.collectives import (
 )
 from libra_des.hardware.fabric import Fabric
 from libra_des.hardware.hierarchy import Step, decompose, level_ranks
+from libra_des.hardware.nccl_tuner import NO_OVERRIDES, NcclTuner, Overrides, check_override
 from libra_des.hardware.profile import Fit, Piece, Profile
 
-#: Ops whose curves another op may borrow (tier 2/3), most similar first.
-BORROW = {
-    "all_reduce": ("reduce_scatter", "all_gather", "broadcast", "all_to_all", "send_recv"),
-    "all_gather": ("reduce_scatter", "all_reduce", "broadcast", "all_to_all", "send_recv"),
-    "reduce_scatter": ("all_gather", "all_reduce", "broadcast", "all_to_all", "send_recv"),
-    "broadcast": ("all_gather", "reduce_scatter", "all_reduce", "send_recv", "all_to_all"),
-    "send_recv": ("all_to_all", "broadcast", "all_gather", "reduce_scatter", "all_reduce"),
-    "all_to_all": ("send_recv", "all_gather", "reduce_scatter", "broadcast", "all_reduce"),
-}
 DATASHEET_TIER = 4
 MEMO_LIMIT = 1 << 16
-#: Collectives whose cross-node time is at least the same collective on one node's ranks.
-NODE_FLOOR_OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
 #: User-facing name of each curve tier (module docstring).
 TIER_NAMES = ("measured", "measured", "borrowed", "borrowed", "datasheet")
 
@@ -77,24 +71,33 @@ def tier_name(tier: int) -> str:
     return TIER_NAMES[min(max(tier, 0), DATASHEET_TIER)]
 
 
-def tier_keys(tiers: dict[str, str]) -> dict[str, object]:
+def tier_keys(tiers: dict[str, str], choices: dict[str, Any] | None = None,
+              layout: dict[str, Any] | None = None) -> dict[str, object]:
     """``comm_tiers`` (op -> which curves priced it: measured, borrowed, datasheet; see
-    :mod:`libra_des.hardware.communication`) and ``uncalibrated_ops`` (ops that ran on
-    datasheet numbers)."""
+    :mod:`libra_des.hardware.communication`), ``uncalibrated_ops`` (ops that ran on
+    datasheet numbers) and ``comm_choices`` (op -> NCCL's algorithm, protocol and channels
+    for its largest call, :meth:`Communication.choices`) and ``fabric_layout`` (the topology
+    as laid out, :meth:`~libra_des.hardware.topology.Topology.layout`)."""
     return {
+        "fabric_layout": layout or {},
         "comm_tiers": dict(sorted(tiers.items())),
         "uncalibrated_ops": sorted(op for op, t in tiers.items() if t == "datasheet"),
+        "comm_choices": dict(sorted((choices or {}).items())),
     }
 
 
 @dataclass(frozen=True)
 class CollectiveCost:
-    """One collective's time, the algorithm chosen, and nccl-tests' bus bandwidth (GB/s)."""
+    """One collective's time, the algorithm chosen, and nccl-tests' bus bandwidth (GB/s);
+    ``protocol`` and ``channels``: NCCL's choice for that algorithm at this size (empty / 0
+    where NCCL's tuner does not price the algorithm: direct exchanges, composed ones)."""
 
     seconds: float
     algorithm: str
     busbw_gbs: float
     tier: str = "measured"
+    protocol: str = ""
+    channels: int = 0
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,7 @@ class CurveBook:
         self.fabric = fabric
         # Datasheet inter-node curves run at NCCL's usual share of the NIC (collectives.py).
         self.nic_eta = NIC_EFFICIENCY if efficiency else 1.0
+        self.a2a_eta = A2A_NIC_EFFICIENCY if efficiency else 1.0  # all-to-all's own figure
         self.net_p2p = NET_P2P_LATENCY if efficiency else 0.0
         # Intra-node fits describe the profile's own node fabric (NVSwitch or PCIe); on a
         # different kind of node they do not apply and the datasheet takes over.
@@ -158,11 +162,12 @@ class CurveBook:
             (2, [f for f in pool if f.algorithm == algorithm]),
             (3, [f for f in pool if (f.algorithm == "nvls") == nvls]),
         ):
-            for other in BORROW[op]:
+            for other in collective_ops.get(op).borrow:
                 cand = [f for f in fits if f.op == other]
                 if cand:
                     return Curve(nearest(cand, group).pieces, "borrowed"), tier
-        eta, latency = (self.nic_eta, self.net_p2p) if scope == "inter" else (1.0, 0.0)
+        eta = self.a2a_eta if op == "all_to_all" else self.nic_eta
+        eta, latency = (eta, self.net_p2p) if scope == "inter" else (1.0, 0.0)
         if op != "send_recv":
             # Collectives' steps and an all-to-all's back-to-back messages are pipelined: each
             # pays the hop latency; an all-to-all pays the message latency once (alltoall.py).
@@ -198,10 +203,21 @@ def regroup(fits: list[Fit], op: str, algorithm: str, group: int) -> tuple[Piece
 class Communication:
     """Times collectives, all-to-all(v) and point-to-point transfers on ``fabric``."""
 
-    def __init__(self, profile: Profile, fabric: Fabric, efficiency: bool = True) -> None:
+    def __init__(self, profile: Profile, fabric: Fabric, efficiency: bool = True,
+                 comm: Overrides = NO_OVERRIDES) -> None:
+        algorithm, protocol = comm
         self.profile = profile
         self.fabric = fabric
         self.book = CurveBook(profile, fabric, efficiency)
+        # Scenario-wide overrides (NCCL_ALGO / NCCL_PROTO analogues), checked before any work.
+        check_override(fabric, algorithm, protocol)
+        self.forced_algorithm, self.forced_protocol = algorithm, protocol
+        # Datasheet-tier collectives are priced by NCCL's own tuning model (nccl_tuner.py);
+        # without efficiencies the pure alpha-beta closed forms stay.
+        self.tuner = (
+            NcclTuner(fabric, profile.device, self.book.nic_eta, profile.interconnect.nvls_ops)
+            if efficiency else None
+        )
         # Simulations ask the same questions every step; answers depend only on the frozen
         # profile and fabric, so they are remembered per instance.
         self.answers: dict[tuple[str, float, int, int, str | None], CollectiveCost] = {}
@@ -236,10 +252,16 @@ class Communication:
     def algorithms(self, op: str, group: int, gpn: int) -> list[str]:
         """Algorithms available for ``op`` on this layout."""
         algs = [a for a in FLAT_ALGORITHMS[op] if a != "nvls" or self.nvls(op, group, gpn)]
-        if group > gpn and op not in ("all_to_all", "send_recv"):
+        if group > gpn and collective_ops.get(op).composes:
             # Direct exchanges assume a non-blocking switch: only inside a node.
             algs = [a for a in algs if a != "direct"] + ["hierarchical"]
         return algs
+
+    def nccl_algorithms(self, op: str, group: int, gpn: int) -> list[str]:
+        """NCCL's algorithms the tuner allows for ``op`` here (none for direct exchanges)."""
+        if self.tuner is None or collective_ops.get(op).pairwise:
+            return []
+        return self.tuner.algorithms(op, group, gpn)
 
     def nvls(self, op: str, group: int, gpn: int) -> bool:
         return group <= gpn and self.fabric.nvls and op in self.profile.interconnect.nvls_ops
@@ -267,26 +289,36 @@ class Communication:
             self.answers[key] = self.choose(op, size, int(group), gpn, algorithm)
         return self.answers[key]
 
+    def candidates(self, op: str, group: int, gpn: int) -> tuple[list[str], list[str]]:
+        """(automatic candidates, every algorithm that may be asked for) on this layout."""
+        avail = self.algorithms(op, group, gpn)
+        auto = list(dict.fromkeys([*avail, *self.nccl_algorithms(op, group, gpn)]))
+        # ``multilevel`` (every switch level, hierarchy.py) only when asked for: NCCL's own
+        # hierarchy is node / network, so the automatic choice never takes it.
+        asked = [*auto, "multilevel"] if "hierarchical" in avail else auto
+        return auto, asked
+
     def choose(
         self, op: str, size: float, group: int, gpn: int, algorithm: str | None
     ) -> CollectiveCost:
-        """Time every candidate algorithm; keep the fastest of the lowest curve tier."""
-        avail = self.algorithms(op, group, gpn)
-        # ``multilevel`` (every switch level, hierarchy.py) only when asked for: NCCL's own
-        # hierarchy is node / network, so the automatic choice never takes it.
-        asked = [*avail, "multilevel"] if "hierarchical" in avail else avail
+        """Time every candidate algorithm; keep the fastest of the lowest curve tier. Where
+        that tier is the datasheet, only NCCL's own algorithms compete (as NCCL's tuner)."""
+        auto, asked = self.candidates(op, group, gpn)
         if algorithm is not None and algorithm not in asked:
             allowed = " | ".join(asked)
             raise InputError("algorithm", algorithm, f"{allowed} (for {op} on this layout)")
-        chosen = [algorithm] if algorithm else avail
+        forced = self.forced_algorithm if self.forced_algorithm in asked else None
+        pinned = algorithm or forced
+        chosen: list[str] = [pinned] if pinned else auto
         phases = {a: self.phase(op, a, group, gpn, np.array([size])) for a in chosen}
         best_tier = min(p.tier for p in phases.values())
-        name = min(
-            (a for a, p in phases.items() if p.tier == best_tier),
-            key=lambda a: float(phases[a].seconds[0]),
-        )
+        names = [a for a, p in phases.items() if p.tier == best_tier]
+        nccl = self.nccl_algorithms(op, group, gpn)
+        if best_tier == DATASHEET_TIER and len(names) > 1 and any(a in nccl for a in names):
+            names = [a for a in names if a in nccl]
+        name = min(names, key=lambda a: float(phases[a].seconds[0]))
         seconds, tier = float(phases[name].seconds[0]), phases[name].tier
-        if group > gpn and op in NODE_FLOOR_OPS:
+        if group > gpn and collective_ops.get(op).node_floor:
             # Spanning nodes never removes the work inside one node: every rank still moves
             # at least the single-node collective's bytes over NVLink (or PCIe), whichever
             # algorithm crosses the nodes; priced by the same intra-node curves.
@@ -295,7 +327,27 @@ class Communication:
                 seconds, tier = floor.seconds, max(tier, TIER_NAMES.index(floor.tier))
         busbw = size / seconds * busbw_factor(op, group) / 1e9 if seconds > 0 else 0.0
         self.note(op, tier)
-        return CollectiveCost(seconds, name, busbw, tier_name(tier))
+        protocol, channels = self.nccl_choice(op, size, group, gpn, name)
+        return CollectiveCost(seconds, name, busbw, tier_name(tier), protocol, channels)
+
+    def nccl_choice(self, op: str, size: float, n: int, gpn: int, alg: str) -> tuple[str, int]:
+        """NCCL's protocol and launched channels for ``alg`` at ``size`` ('' and 0: none)."""
+        if self.tuner is None:
+            return "", 0
+        if collective_ops.get(op).pairwise:
+            return self.tuner.p2p_protocol(size / n if op == "all_to_all" else size), 0
+        pick = self.tuner.choose(op, size, n, gpn, alg, self.forced_protocol)
+        return (pick.protocol, pick.channels) if pick else ("", 0)
+
+    def choices(self) -> dict[str, dict[str, object]]:
+        """Per op, NCCL's (algorithm, protocol, channels) for its largest call so far."""
+        out: dict[str, tuple[float, dict[str, object]]] = {}
+        for (op, size, _n, _g, _a), res in self.answers.items():
+            if res.seconds > 0 and (op not in out or size > out[op][0]):
+                row = {"algorithm": res.algorithm, "protocol": res.protocol,
+                       "channels": res.channels, "bytes": size}
+                out[op] = (size, row)
+        return {op: row for op, (_, row) in sorted(out.items())}
 
     def p2p(self, nbytes: float, same_node: bool) -> float:
         """One message between two GPUs (send_recv curve, one hop)."""
@@ -381,11 +433,23 @@ class Communication:
             return self.hierarchical(op, n, gpn, size, alg == "multilevel")
         if op == "all_to_all":
             return self.uniform_a2a(n, gpn, size)
-        scope = "intra" if n <= gpn else "inter"
-        volume, steps = phase_shape(op, alg, n, size)
-        curve, tier = self.book.lookup(op, alg, scope, n, gpn)
-        rate = self.rate(alg, n, gpn, tier)
-        return Phase(curve.seconds(volume, rate, steps), tier)
+        nccl_only = (op, alg) not in SHAPES
+        if not nccl_only:
+            scope = "intra" if n <= gpn else "inter"
+            curve, tier = self.book.lookup(op, alg, scope, n, gpn)
+            if tier < DATASHEET_TIER or self.tuner is None:
+                volume, steps = phase_shape(op, alg, n, size)
+                return Phase(curve.seconds(volume, self.rate(alg, n, gpn, tier), steps), tier)
+        # No measurement: NCCL's tuning model prices the algorithm (nccl_tuner.py), or the
+        # datasheet alpha-beta curve where NCCL does not run it (e.g. a direct all-gather).
+        timed = self.tuner.times(op, size, n, gpn, alg, self.forced_protocol) if self.tuner \
+            else None
+        if timed is None:
+            if nccl_only:
+                raise InputError("algorithm", alg, f"an algorithm NCCL runs for {op} here")
+            volume, steps = phase_shape(op, alg, n, size)
+            return Phase(curve.seconds(volume, self.rate(alg, n, gpn, tier), steps), tier)
+        return Phase(timed, DATASHEET_TIER)
 
     def rate(self, alg: str, n: int, gpn: int, tier: int = DATASHEET_TIER) -> float:
         f = self.fabric
@@ -477,6 +541,8 @@ class Communication:
         res = self.collective(op, nbytes, group, gpus_per_node, algorithm)
         gpn = self.layout(group, gpus_per_node)
         out: dict[str, object] = {"tier": res.tier, "inter_paths": self.book.inter_paths}
+        if op == "all_to_all" and group > gpn and nbytes > 0:  # the mechanisms, named
+            out["breakdown"] = self.inter_a2a(group, gpn)[0].breakdown(group, gpn, nbytes / group)
         if res.algorithm not in ("hierarchical", "multilevel") or nbytes <= 0:
             return out
         nodes = math.ceil(group / gpn)

@@ -87,13 +87,16 @@ def collective(model: CostModel, q: CostQuery, op: str) -> CostReport:
         raise InputError("nbytes", nbytes, f"a size in bytes, 0..2^40 (for {op})")
     res = model.collective(op, nbytes, q.group, q.gpus_per_node, q.algorithm)
     out: dict[str, Any] = {"seconds": res.seconds, "algorithm": res.algorithm,
-                           "busbw_gbs": res.busbw_gbs}
+                           "busbw_gbs": res.busbw_gbs, "protocol": res.protocol,
+                           "channels": res.channels}
     out.update(model.explain(op, nbytes, q.group, q.gpus_per_node, q.algorithm))
     gpn = q.gpus_per_node or min(q.group, model.fabric.gpus_per_node)
+    proto = f"/{res.protocol} on {res.channels} channels" if res.channels else (
+        f"/{res.protocol}" if res.protocol else "")
     text = (
         f"{op} of {nbytes:.0f} B on {q.group} GPUs ({gpn} per node): "
-        f"{res.seconds * 1e6:.2f} us via {res.algorithm}, bus bandwidth {res.busbw_gbs:.1f} GB/s "
-        f"({res.tier} curves)"
+        f"{res.seconds * 1e6:.2f} us via {res.algorithm}{proto}, "
+        f"bus bandwidth {res.busbw_gbs:.1f} GB/s ({res.tier} curves)"
     )
     return CostReport(res.seconds, out, text)
 

@@ -40,9 +40,16 @@ from libra_des.hardware.kernels import (
     sm_count,
     tile_geometry,
 )
+from libra_des.hardware.nccl_tuner import NO_OVERRIDES, Overrides
 from libra_des.hardware.profile import DTYPE_BYTES, Profile
 
-__all__ = ["CollectiveCost", "CostModel"]
+__all__ = ["CollectiveCost", "CostModel", "comm_overrides"]
+
+
+def comm_overrides(scenario: Any) -> Overrides:
+    """A scenario's ``comm.algorithm`` and ``comm.protocol`` (None, None without a section)."""
+    comm = getattr(scenario, "comm", None)
+    return (comm.algorithm, comm.protocol) if comm is not None else (None, None)
 
 
 class CostModel(Communication):
@@ -52,8 +59,9 @@ class CostModel(Communication):
     :class:`~libra_des.hardware.communication.Communication`; kernels are defined here.
     """
 
-    def __init__(self, profile: Profile, fabric: Fabric, efficiency: bool = True) -> None:
-        super().__init__(profile, fabric, efficiency)
+    def __init__(self, profile: Profile, fabric: Fabric, efficiency: bool = True,
+                 comm: Overrides = NO_OVERRIDES) -> None:
+        super().__init__(profile, fabric, efficiency, comm)
         base = AttentionParams.from_kernels(profile.kernels)
         fit = next((f for f in profile.fits if f.op == "attention"), None)
         self.attn = AttentionParams.from_dict(fit.params, base) if fit else base

@@ -34,6 +34,8 @@ class Fabric:
     level below the top, the nodes one of its units joins (0: all) and its oversubscription;
     ``oversubscription`` is their product and ``inter_bw`` the rate across the top level.
     Empty ``tiers`` means the two-level reading above: one leaf level of ``leaf_nodes`` nodes.
+
+    ``collnet``: a network level reduces in the switch (SHARP), so NCCL's CollNet runs.
     """
 
     gpus_per_node: int
@@ -51,6 +53,7 @@ class Fabric:
     leaf_nodes: int = 0
     rail_optimized: bool = True
     tiers: tuple[tuple[int, float], ...] = ()
+    collnet: bool = False
 
     @property
     def num_gpus(self) -> int:

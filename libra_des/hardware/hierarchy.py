@@ -21,8 +21,10 @@ hierarchical collective; ``multilevel`` uses every switch level of the fabric.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from libra_des.hardware import collective_ops
 from libra_des.hardware.fabric import Fabric
 
 
@@ -61,23 +63,35 @@ def level_ranks(fabric: Fabric, n: int, gpn: int, every_level: bool) -> list[tup
 
 
 def decompose(op: str, levels: list[tuple[int, int]]) -> list[Step]:
-    """The steps of ``op`` over ``levels`` (module docstring), in execution order; levels with
-    one member are skipped (nothing to exchange), level 0 never (it may hold a measured
-    curve that prices both halves)."""
+    """The steps of ``op`` over ``levels`` (module docstring; the op's ``levels`` rule from
+    :mod:`~libra_des.hardware.collective_ops`), in execution order; levels with one member are
+    skipped (nothing to exchange), level 0 never (it may hold a measured curve that prices
+    both halves)."""
     divisors = [math.prod(k for k, _ in levels[:i]) for i in range(len(levels))]
     steps = [Step(i, op, k, d, s) for i, ((k, s), d) in enumerate(zip(levels, divisors,
                                                                           strict=True))]
     top, lower = steps[-1], [s for s in steps[:-1] if s.level == 0 or s.ranks > 1]
-    if op == "all_reduce":
-        up = [with_op(s, "reduce_scatter") for s in lower[1:]]
-        down = [with_op(s, "all_gather") for s in reversed(lower[1:])]
-        return [with_op(lower[0], "all_reduce"), *up, top, *down]
-    if op == "reduce_scatter":
-        return [*lower, top]
-    if op == "all_gather":
-        return [top, *reversed(lower)]
-    # broadcast (and any op without a reduction): the whole buffer at each level, top first.
-    return [Step(s.level, op, s.ranks, 1, s.span) for s in (top, *reversed(lower))]
+    return RULES[collective_ops.get(op).levels](top, lower)
+
+
+def reduce_rule(top: Step, lower: list[Step]) -> list[Step]:
+    """Reduce-scatter going up, all-reduce at the top, all-gather coming down."""
+    up = [with_op(s, "reduce_scatter") for s in lower[1:]]
+    down = [with_op(s, "all_gather") for s in reversed(lower[1:])]
+    return [with_op(lower[0], "all_reduce"), *up, top, *down]
+
+
+def whole(top: Step, lower: list[Step], order: list[Step]) -> list[Step]:
+    return [Step(s.level, top.op, s.ranks, 1, s.span) for s in order]
+
+
+RULES: dict[str, Callable[[Step, list[Step]], list[Step]]] = {
+    "reduce": reduce_rule,
+    "scatter": lambda top, lower: [*lower, top],
+    "gather": lambda top, lower: [top, *reversed(lower)],
+    "down": lambda top, lower: whole(top, lower, [top, *reversed(lower)]),
+    "up": lambda top, lower: whole(top, lower, [*lower, top]),
+}
 
 
 def with_op(step: Step, op: str) -> Step:
@@ -87,11 +101,13 @@ def with_op(step: Step, op: str) -> Step:
 def bytes_per_rank(steps: list[Step], size: float) -> float:
     """Bytes one rank sends over all ``steps`` in their ring form (conservation check).
 
-    Level 0's all_reduce step stands for its reduce-scatter and all-gather halves."""
-    factor = {"all_reduce": 2.0, "reduce_scatter": 1.0, "all_gather": 1.0, "broadcast": 1.0}
+    Level 0's all_reduce step stands for its reduce-scatter and all-gather halves; an op
+    moving the whole buffer per level (``down`` / ``up``) sends it once per level."""
     total = 0.0
     for s in steps:
+        op = collective_ops.get(s.op)
         share = size / s.divisor
-        part = (s.ranks - 1) / s.ranks if s.op != "broadcast" else 1.0 - (s.ranks == 1)
-        total += factor[s.op] * part * share
+        whole_buffer = op.levels in ("down", "up")
+        frac = (1.0 - (s.ranks == 1)) if whole_buffer else (s.ranks - 1) / s.ranks
+        total += op.ring_factor * frac * share
     return total

@@ -91,6 +91,8 @@ class NetworkLevel(Frozen):
     latency: Latency = 0.0
     fan_out: int = Field(default=0, ge=0)
     oversubscription: float = Field(default=1.0, gt=0)
+    #: The level's switches reduce in the network (InfiniBand SHARP): NCCL's CollNet runs.
+    in_network_reduction: bool = False
 
 
 class LeafLevel(NetworkLevel):

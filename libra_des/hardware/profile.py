@@ -31,6 +31,7 @@ COLLECTIVE_OPS = (
     "all_gather",
     "reduce_scatter",
     "broadcast",
+    "reduce",
     "send_recv",
     "all_to_all",
 )

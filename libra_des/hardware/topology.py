@@ -388,6 +388,26 @@ class Topology:
         """The smallest bandwidth on a path (inf for an empty path)."""
         return min((self.link(lid).bandwidth for lid in path), default=float("inf"))
 
+    def layout(self) -> dict[str, object]:
+        """The fabric as laid out for this cluster (``result.json``'s ``fabric_layout``):
+        nodes, and per switch level its units, switches, nodes per unit, links down and up
+        per switch (up: one to every switch of the level above in its unit) and its
+        oversubscription; ``oversubscription``: the product in force across the top."""
+        levels = []
+        for i, t in enumerate(self.tiers):
+            above = self.tiers[i + 1] if i + 1 < len(self.tiers) else None
+            levels.append({
+                "level": t.index, "type": t.spec.type, "units": t.units,
+                "switches": t.units * t.width, "nodes_per_unit": min(t.span, self.nodes),
+                "down_links_per_switch": t.down_ports,
+                "uplinks_per_switch": above.width if above is not None else 0,
+                "oversubscription": t.spec.oversubscription,
+            })
+        ratio = math.prod(t.spec.oversubscription for t in self.tiers[:-1]) if self.tiers else 1
+        return {"nodes": self.nodes, "gpus_per_node": self.gpus_per_node,
+                "nics_per_node": self.template.nics, "levels": levels,
+                "oversubscription": float(ratio)}
+
     def fabric(self) -> Fabric:
         """The numbers the analytical cost models need (see :class:`Fabric`).
 
@@ -421,6 +441,7 @@ class Topology:
             leaf_nodes=spans[0] if spans else 32,
             rail_optimized=leaf is None or leaf.type == "rail_leaf",
             tiers=tiers,
+            collnet=any(lv.in_network_reduction for lv in network),
         )
 
     def inter_latency(self) -> float:

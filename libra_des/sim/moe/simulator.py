@@ -52,7 +52,7 @@ from rich.progress import Progress
 
 from libra_des.config import MoeScenario as Scenario
 from libra_des.hardware.communication import tier_keys
-from libra_des.hardware.costs import CostModel
+from libra_des.hardware.costs import CostModel, comm_overrides
 from libra_des.hardware.profile import load_profile
 from libra_des.hardware.topology import Topology, load_topology
 from libra_des.hardware.variance import VarianceModel
@@ -196,7 +196,7 @@ def simulate_moe(
     group = ep_group(scenario, topo)
     check_memory(scenario, group.gpus, topo.spec.gpu)
     fabric = topo.fabric()
-    cost = CostModel(load_profile(scenario.profile), fabric)
+    cost = CostModel(load_profile(scenario.profile), fabric, True, comm_overrides(scenario))
     coster = StageCoster(cost, fabric, scenario.model, group.gpus, system_kernel(scenario))
     trace_rng, pred_rng, noise_rng, var_rng = rng.spawn(4)
     if traces is None:
@@ -221,7 +221,7 @@ def simulate_moe(
                                           scenario.balancer.cpu_time == "measured",
                                           coster.dtype)
     result["grouped_kernel"] = coster.kernel.name if coster.kernel is not None else None
-    return {**result, **tier_keys(cost.tiers())}
+    return {**result, **tier_keys(cost.tiers(), cost.choices(), topo.layout())}
 
 
 def network_factory(

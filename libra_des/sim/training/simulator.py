@@ -23,7 +23,7 @@ import simpy
 
 from libra_des.config import TrainingScenario as Scenario
 from libra_des.errors import CheckError, InputError
-from libra_des.hardware.costs import CostModel
+from libra_des.hardware.costs import CostModel, comm_overrides
 from libra_des.hardware.profile import load_profile
 from libra_des.hardware.topology import Topology, load_topology
 from libra_des.hardware.variance import VarianceModel
@@ -84,6 +84,8 @@ class StepRecord:
     memory: MemoryReport | None = None
     tap_autotune: dict[str, Any] | None = None  # the (H, B) ranking when knobs were auto
     comm_tiers: tuple[tuple[str, str], ...] = ()  # (op, curve tier) priced so far in the run
+    comm_choices: tuple[tuple[str, Any], ...] = ()  # (op, NCCL algorithm/protocol/channels)
+    fabric_layout: dict[str, Any] | None = None  # Topology.layout() of the run's cluster
 
 
 def elaborate_cluster(scenario: Scenario, rng: np.random.Generator) -> Cluster:
@@ -97,7 +99,7 @@ def elaborate_cluster(scenario: Scenario, rng: np.random.Generator) -> Cluster:
         topo = load_topology(scenario.topology, params)
     if topo.num_gpus < need:
         raise InputError("topology_params.nodes", topo.nodes, f"enough nodes for {need} GPUs")
-    cost = CostModel(load_profile(scenario.profile), topo.fabric())
+    cost = CostModel(load_profile(scenario.profile), topo.fabric(), True, comm_overrides(scenario))
     if scenario.variance.enabled:
         variance = VarianceModel.build(scenario.variance, topo.num_gpus, rng)
     else:
@@ -402,7 +404,9 @@ def simulate_training(
             # Measured: the per-slot plans are no longer needed (metrics and trace read none).
             plans[step] = plan.without_slots()
             records.append(replace(rec, plan=plans[step], memory=report, tap_autotune=tuned,
-                                   comm_tiers=tuple(cluster.cost.tiers().items())))
+                                   comm_tiers=tuple(cluster.cost.tiers().items()),
+                                   comm_choices=tuple(cluster.cost.choices().items()),
+                                   fabric_layout=cluster.topology.layout()))
             if progress is not None:
                 progress(step)
     finally:
