@@ -22,10 +22,22 @@ def simulate(
     scenario: Scenario, progress: bool = False, trace_ranks: list[int] | None = None,
     want_trace: bool = False,
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """Run a scenario; returns (result, trace or None). Wall-clock fields: ``wall_s``."""
+    """Run a scenario; returns (result, trace or None). Wall-clock fields: ``wall_s``.
+
+    A profile measured on another GPU than the topology's is refused before any work unless
+    borrowed; a borrowed one puts ``warnings`` in the result (``hardware/device_check.py``).
+    """
+    from libra_des.hardware.device_check import profile_warnings
+
+    warnings = profile_warnings(scenario.profile, scenario.profile_scope, scenario.topology,
+                                scenario.topology_params)
     rng = np.random.default_rng(scenario.seed)
     t0 = time.perf_counter()
-    return kinds.kind_of(scenario).simulate(scenario, rng, t0, progress, want_trace, trace_ranks)
+    result, trace = kinds.kind_of(scenario).simulate(scenario, rng, t0, progress, want_trace,
+                                                     trace_ranks)
+    if warnings:
+        result["warnings"] = [*result.get("warnings", []), *warnings]
+    return result, trace
 
 
 def elaborate_peak(scenario: Scenario) -> float:

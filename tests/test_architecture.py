@@ -28,7 +28,7 @@ LAYERS: Mapping[str, int] = {
     "sim": 5, "metrics": 5, "trace": 5, "trace_moe": 5,
     "simulation": 6, "preflight": 6, "kinds": 6,
     "api": 7, "sweep": 7,
-    "commands": 8, "cli": 8, "figures": 8, "report": 8, "report_figures": 8,
+    "commands": 8, "cli": 8, "figures": 8, "report": 8, "report_figures": 8, "calibrate": 8,
 }
 #: Packages the core may import only lazily (optional extras).
 OPTIONAL = ("torch", "matplotlib")

@@ -28,6 +28,8 @@ def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="override a scenario field, e.g. parallelism.dp=16 (repeatable)")
     p.add_argument("--trace", action="store_true", help="also write DIR/trace.json (Perfetto)")
     p.add_argument("--trace-ranks", default=None, help="rank groups to trace, e.g. 0,1,2")
+    p.add_argument("--chakra", default=None, metavar="DIR",
+                   help="also write the simulated step as Chakra ET, one file per rank")
     p.add_argument("--json", action="store_true", help="print result.json to stdout")
     p.add_argument("--table", action="store_true",
                    help="also write DIR/result.csv (and result.parquet with the tables extra)")
@@ -54,7 +56,9 @@ def summary_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
 def handle(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, args.set)
     parsed = None if args.trace_ranks is None else int_list("--trace-ranks", args.trace_ranks, 0)
-    ranks = trace_ranks(scenario, args.trace, args.trace_ranks, parsed)
+    if args.chakra is not None:
+        check_chakra(scenario, Path(args.chakra))
+    ranks = trace_ranks(scenario, args.trace or args.chakra is not None, args.trace_ranks, parsed)
     if not args.no_preflight:
         check_feasible(scenario)
     out = Path(args.out) if args.out else default_folder(args.scenario)
@@ -64,7 +68,10 @@ def handle(args: argparse.Namespace) -> int:
         sys.stderr.write(f"note: runs/{Path(args.scenario).stem} holds another scenario's "
                          f"results; writing to {out}\n")
     result, trace = simulate(scenario, progress=not args.json, trace_ranks=ranks,
-                             want_trace=args.trace)
+                             want_trace=args.trace or args.chakra is not None)
+    if args.chakra is not None and trace is not None:
+        write_chakra(trace, Path(args.chakra))
+    trace = trace if args.trace else None
     write_atomic(out / "result.json", dumps(result) + "\n")
     if not args.out:
         claim(out, args.scenario)
@@ -80,3 +87,22 @@ def handle(args: argparse.Namespace) -> int:
     else:
         Console().print(summary_table(result, f"{Path(args.scenario).name} -> {out}/result.json"))
     return 0
+
+
+def check_chakra(scenario: Any, out: Path) -> None:
+    """``--chakra`` exports training steps only, into a writable folder (before any work)."""
+    from libra_des.config import TrainingScenario
+    from libra_des.errors import InputError
+
+    # The export reads the training trace's layout (trace.py), so only that model qualifies.
+    if not isinstance(scenario, TrainingScenario):
+        raise InputError("--chakra", scenario.kind, "a training scenario")
+    check_output_dir(out, "--chakra", ("comm_group.json",))
+
+
+def write_chakra(trace: dict[str, Any], out: Path) -> None:
+    from libra_des.sim.chakra.export import export
+    from libra_des.sim.chakra.files import write_folder
+
+    files, groups = export(trace)
+    write_folder(out, files, groups)
