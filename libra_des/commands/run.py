@@ -19,6 +19,9 @@ from libra_des.preflight import check_feasible, trace_ranks
 from libra_des.simulation import simulate
 from libra_des.validation import check_output_dir
 
+#: Runs estimated longer than this get a one-line note with the estimate (our choice).
+ESTIMATE_NOTE_S = 10.0
+
 
 def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subs.add_parser("run", help="simulate a scenario and write result.json")
@@ -33,6 +36,8 @@ def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--json", action="store_true", help="print result.json to stdout")
     p.add_argument("--table", action="store_true",
                    help="also write DIR/result.csv (and result.parquet with the tables extra)")
+    p.add_argument("--progress", action="store_true",
+                   help="show the progress bar even with --json (on a terminal)")
     p.add_argument("--no-preflight", action="store_true",
                    help="run even when the memory/time estimate exceeds this machine")
     p.set_defaults(handler=handle)
@@ -60,14 +65,17 @@ def handle(args: argparse.Namespace) -> int:
         check_chakra(scenario, Path(args.chakra))
     ranks = trace_ranks(scenario, args.trace or args.chakra is not None, args.trace_ranks, parsed)
     if not args.no_preflight:
-        check_feasible(scenario)
+        estimate = check_feasible(scenario)
+        if estimate.seconds > ESTIMATE_NOTE_S:
+            sys.stderr.write(f"note: estimated {estimate.text()} (preflight, an upper "
+                             "estimate)\n")
     out = Path(args.out) if args.out else default_folder(args.scenario)
     tables = ("result.csv", "result.parquet") if args.table else ()
     check_output_dir(out, "--out", ("result.json", "trace.json", *tables))
     if not args.out and out.name != Path(args.scenario).stem:
         sys.stderr.write(f"note: runs/{Path(args.scenario).stem} holds another scenario's "
                          f"results; writing to {out}\n")
-    result, trace = simulate(scenario, progress=not args.json, trace_ranks=ranks,
+    result, trace = simulate(scenario, progress=args.progress or not args.json, trace_ranks=ranks,
                              want_trace=args.trace or args.chakra is not None)
     if args.chakra is not None and trace is not None:
         write_chakra(trace, Path(args.chakra))
