@@ -102,6 +102,8 @@ def test_long_runs_note_their_estimate(
     monkeypatch.setattr("libra_des.commands.run.check_feasible",
                         lambda _s: Estimate(1e9, 600.0))
     argv = ["run", QUICK, "--out", str(tmp_path / "r"), "--json"]
-    assert main(argv + [a for s in SMALL for a in ("--set", s)]) == 0
-    err = capsys.readouterr().err
-    assert "note: estimated about 1 GB and 10 min" in err
+    sets = [a for s in SMALL for a in ("--set", s)]
+    assert main(argv + sets) == 0
+    assert "note: estimated" not in capsys.readouterr().err  # not a terminal: quiet
+    assert main([*argv, "--progress", *sets]) == 0
+    assert "note: estimated about 1 GB and 10 min" in capsys.readouterr().err

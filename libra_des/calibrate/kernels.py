@@ -48,8 +48,13 @@ class Clock:
 
             torch.cuda.synchronize()
 
-    def seconds(self, fn: Callable[[], object]) -> float:
+    def seconds(self, fn: Callable[[], object], setup: Callable[[], object] | None = None
+                ) -> float:
+        """Seconds of ``fn``; ``setup`` (if any) runs after the synchronisation and before the
+        clock starts, so work it launches (an async collective) is still in flight."""
         self.sync()
+        if setup is not None:
+            setup()
         if not self.cuda:
             t0 = time.perf_counter()
             fn()

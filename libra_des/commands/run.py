@@ -37,7 +37,8 @@ def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--table", action="store_true",
                    help="also write DIR/result.csv (and result.parquet with the tables extra)")
     p.add_argument("--progress", action="store_true",
-                   help="show the progress bar even with --json (on a terminal)")
+                   help="show the progress bar even with --json, and the preflight's time "
+                   "estimate off a terminal")
     p.add_argument("--no-preflight", action="store_true",
                    help="run even when the memory/time estimate exceeds this machine")
     p.set_defaults(handler=handle)
@@ -66,7 +67,9 @@ def handle(args: argparse.Namespace) -> int:
     ranks = trace_ranks(scenario, args.trace or args.chakra is not None, args.trace_ranks, parsed)
     if not args.no_preflight:
         estimate = check_feasible(scenario)
-        if estimate.seconds > ESTIMATE_NOTE_S:
+        # On a terminal (or with --progress) only: a pipe reading stderr expects nothing but
+        # the one error line when the run later refuses its input.
+        if estimate.seconds > ESTIMATE_NOTE_S and (args.progress or sys.stderr.isatty()):
             sys.stderr.write(f"note: estimated {estimate.text()} (preflight, an upper "
                              "estimate)\n")
     out = Path(args.out) if args.out else default_folder(args.scenario)
