@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from libra_des.calibrate.kernels import tailed_mix
-from libra_des.calibrate.run import calibrate, fail, options, torch_missing
 from libra_des.calibrate.sizes import ALL_OPS, COLLECTIVES, KERNEL_OPS, SIZE_SETS, SOURCE
 from libra_des.errors import InputError
 
@@ -50,6 +49,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    # After parsing, so --help stays quick (the run module loads scipy's fitting code).
+    from libra_des.calibrate.run import calibrate, fail, options, torch_missing
+
     missing = torch_missing()
     if missing is not None:
         sys.stderr.write(missing + "\n")

@@ -188,6 +188,16 @@ def test_replay_refuses_unmatched_traces(tmp_path: Path, capsys: pytest.CaptureF
     assert err.count("\n") == 1 and "never ran" in err
 
 
+def test_replay_checks_the_profile_device(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                          ) -> None:
+    folder = two_ranks(tmp_path)
+    argv = ["import", "chakra", str(folder), "--profile", "a100-sxm", "--json"]
+    assert main(argv) == 2
+    assert "measured on A100-SXM" in capsys.readouterr().err
+    assert main([*argv, "--profile-scope", "borrowed"]) == 0
+    assert "borrowed" in json.loads(capsys.readouterr().out)["warnings"][0]
+
+
 @pytest.mark.parametrize("data", [b"\x05ab", b"\xff", b""])
 def test_broken_files_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                    data: bytes) -> None:

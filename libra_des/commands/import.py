@@ -27,6 +27,8 @@ def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     ch.add_argument("traces", nargs="+", metavar="ET", help=".et files or folders of them")
     ch.add_argument("--topology", default="h200-roce-railopt", help="topology name or file")
     ch.add_argument("--profile", default=None, help="profile (default: the shipped H200 SXM)")
+    ch.add_argument("--profile-scope", default="own", choices=("own", "borrowed"),
+                    help="borrowed: use a profile measured on another GPU (with a warning)")
     ch.add_argument("--json", action="store_true", help="print the totals as JSON")
     ch.set_defaults(handler=handle_chakra)
 
@@ -36,7 +38,7 @@ def handle_chakra(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from libra_des.hardware.costs import CostModel
-    from libra_des.hardware.profile import load_profile
+    from libra_des.hardware.profile import check_device, load_profile
     from libra_des.hardware.topology import load_topology
     from libra_des.sim.chakra.files import read_inputs
     from libra_des.sim.chakra.replay import replay
@@ -45,7 +47,12 @@ def handle_chakra(args: argparse.Namespace) -> int:
     topo = load_topology(args.topology)
     if topo.num_gpus < len(traces):
         topo = load_topology(args.topology, {"nodes": -(-len(traces) // topo.gpus_per_node)})
-    result = replay(traces, groups, CostModel(load_profile(args.profile), topo.fabric()))
+    profile = load_profile(args.profile)
+    warning = (check_device(profile, topo.spec.gpu, args.profile_scope, args.profile)
+               if args.profile else None)
+    result = replay(traces, groups, CostModel(profile, topo.fabric()))
+    if warning:
+        result["warnings"] = [warning]
     if args.json:
         print(dumps(result))
         return 0
