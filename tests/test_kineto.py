@@ -13,8 +13,6 @@ from libra_des.cli import main
 from libra_des.hardware.kineto import import_kineto
 from libra_des.hardware.profile import load_profile
 
-pytest.importorskip("torch", reason="making a Kineto trace needs torch (the calibrate extra)")
-
 #: Two gloo ranks run a GEMM, a batched GEMM, causal attention and three collectives under
 #: torch.profiler (after one untimed round, so the first call's set-up is not profiled).
 MAKE_TRACE = """
@@ -47,6 +45,7 @@ mp.start_processes(work, args=(sys.argv[1],), nprocs=2, start_method="fork")
 
 @pytest.fixture(scope="module")
 def trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("torch", reason="making a Kineto trace needs torch (the calibrate extra)")
     out = tmp_path_factory.mktemp("kineto")
     done = subprocess.run([sys.executable, "-W", "ignore", "-c", MAKE_TRACE, str(out)],
                           capture_output=True, text=True, timeout=240)
@@ -104,3 +103,34 @@ def test_bad_traces_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: FILE")
     assert not (tmp_path / "p.json").exists()
+
+
+def gpu_trace() -> dict[str, object]:
+    """A hand-made GPU trace in Kineto's layout: a GEMM operator whose inner op launched two
+    kernels, and an NCCL all-gather kernel carrying its message args."""
+    mm = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 7, "ts": 100.0,
+          "dur": 50.0, "args": {"External id": 10, "Input Dims": [[4096, 2048], [2048, 1024]],
+                                "Input type": ["c10::BFloat16", "c10::BFloat16"]}}
+    inner = {"ph": "X", "cat": "cpu_op", "name": "aten::_inner", "pid": 1, "tid": 7,
+             "ts": 110.0, "dur": 20.0, "args": {"External id": 11}}
+    kernels = [{"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm_bf16", "pid": 0, "tid": 7,
+                "ts": 200.0 + i, "dur": 30.0, "args": {"External id": 11}} for i in range(2)]
+    nccl = {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllGather_RING_LL", "pid": 0,
+            "tid": 8, "ts": 300.0, "dur": 80.0,
+            "args": {"Collective name": "_allgather_base", "In msg nelems": 1024,
+                     "Out msg nelems": 8192, "Group size": 8, "dtype": "BFloat16"}}
+    return {"traceEvents": [mm, inner, *kernels, nccl],
+            "deviceProperties": [{"name": "NVIDIA H200"}] * 8}
+
+
+def test_gpu_kernels_give_device_time(tmp_path: Path) -> None:
+    path = tmp_path / "gpu.json"
+    path.write_text(json.dumps(gpu_trace()))
+    samples, device, _ = import_kineto(path)
+    assert device == "NVIDIA H200"
+    gemm, gather = sorted(samples, key=lambda s: s.op)[::-1]
+    assert gemm.op == "gemm" and gemm.time.median == pytest.approx(60e-6)  # both kernels
+    assert (gemm.gemm.m, gemm.gemm.n, gemm.gemm.k, gemm.gemm.dtype) == (4096, 1024, 2048, "bf16")
+    assert gather.op == "all_gather" and gather.nbytes == 8192 * 2  # the gathered output
+    assert (gather.group, gather.gpus_per_node) == (8, 8)
+    assert gather.time.median == pytest.approx(80e-6)
