@@ -24,11 +24,12 @@ LAYERS: Mapping[str, int] = {
     "config": 1, "scenario": 1, "training_balancers": 1,
     "workload": 2,
     "hardware": 3,
+    "calibrate": 8,  # the torch harness: the commands' layer
     "plan": 4,
     "sim": 5, "metrics": 5, "trace": 5, "trace_moe": 5,
     "simulation": 6, "preflight": 6, "kinds": 6,
     "api": 7, "sweep": 7,
-    "commands": 8, "cli": 8, "figures": 8, "report": 8, "report_figures": 8, "calibrate": 8,
+    "commands": 8, "cli": 8, "figures": 8, "report": 8, "report_figures": 8,
 }
 #: Packages the core may import only lazily (optional extras).
 OPTIONAL = ("torch", "matplotlib")
