@@ -6,9 +6,10 @@
 # 1. makes `libra_des` importable with what `pip install -c constraints.txt -e .[calibrate]`
 #    gives and nothing else: a node whose python already has a CUDA torch keeps it (the
 #    calibrate extra would replace it), and wheels in ./.whl are used offline when present;
-# 2. measures with `--sizes quick` (all visible GPUs for the collectives);
+# 2. measures with `libra-des calibrate --quick` (all visible GPUs for the collectives, every
+#    group size from 2 to all of them, interference), fits and cross-validates;
 # 3. replays the profile with `libra-des validate` and prints its table;
-# 4. leaves in $OUT: profile.json, validate.json, validate.txt, harness.log.
+# 4. leaves in $OUT: profile.json, validation.html, validate.json, validate.txt, harness.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${OUT:?set OUT to the folder that receives the profile and the report}"
@@ -30,8 +31,8 @@ fi
 "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, \
 'gpus', torch.cuda.device_count())"
 
-# Quick sizes are meant to take about a minute; the limit only guards against a hung rank.
-timeout 300 "$PY" -m calibration.harness --out "$OUT/profile.json" --device cuda \
-    --sizes quick 2>&1 | tee "$OUT/harness.log"
+# The limit only guards against a hung rank (--quick aims at under 10 minutes on 8 GPUs).
+timeout 900 "$PY" -m libra_des.cli calibrate --device cuda --quick --out "$OUT" 2>&1 \
+    | tee "$OUT/harness.log"
 "$PY" -m libra_des.cli validate "$OUT/profile.json" --json >"$OUT/validate.json"
 "$PY" -m libra_des.cli validate "$OUT/profile.json" | tee "$OUT/validate.txt"

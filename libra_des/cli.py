@@ -24,7 +24,8 @@ from libra_des.safety import guarded
 from libra_des.startup import blas_threads
 
 #: Command modules, in the order ``--help`` lists them.
-COMMANDS = ("quickstart", "run", "plan", "sweep", "cost", "profile", "validate", "figs", "report")
+COMMANDS = ("quickstart", "run", "plan", "sweep", "cost", "profile", "validate", "figs", "report",
+            "calibrate", "import", "scenario")
 
 #: What ``libra-des --help`` says above and below the command list (plain text, no markup).
 DESCRIPTION = "Simulate Libra and its baselines on modelled GPU clusters."

@@ -14,7 +14,15 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SerializeAsAny, ValidationError, field_validator, model_validator
+from pydantic import (
+    Field,
+    SerializeAsAny,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from libra_des import training_balancers
 from libra_des.config import (
@@ -216,6 +224,9 @@ class ScenarioBase(Frozen):
     topology: str | dict[str, Any] = "h200-roce-railopt"
     topology_params: dict[str, Any] = Field(default_factory=dict)
     profile: str | dict[str, Any] | None = None
+    #: ``own``: the profile must be measured on the topology's GPU; ``borrowed``: use it on
+    #: another GPU anyway (the result carries a warning). See ``hardware/device_check.py``.
+    profile_scope: Literal["own", "borrowed"] = "own"
     model: ModelSpec
     variance: VarianceSpec = VarianceSpec()
     comm: CommSpec = CommSpec()
@@ -231,6 +242,15 @@ class ScenarioBase(Frozen):
         check_model(self.model)
         check_gpus(self.gpus)
         return self
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """``profile_scope`` appears in dumps (results, sweep ids) only when borrowed, so
+        scenarios that never set it keep their recorded form."""
+        data: dict[str, Any] = handler(self)
+        if data.get("profile_scope") == "own":
+            del data["profile_scope"]
+        return data
 
     @property
     def gpus(self) -> int:

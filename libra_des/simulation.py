@@ -38,14 +38,21 @@ def simulate_timed(
     """:func:`simulate` plus the run's wall-clock record (``wall_s``, ...: ``run.json``).
 
     The result records the versions that produced it (:func:`~libra_des.identity.versions`).
+    A profile measured on another GPU than the topology's is refused before any work unless
+    borrowed; a borrowed one puts ``warnings`` in the result (``hardware/device_check.py``).
     """
+    from libra_des.hardware.device_check import profile_warnings
     from libra_des.identity import versions
 
     kind = kinds.kind_of(scenario)
     kind.elaborate(scenario)  # the names only registries above the config can check
+    warnings = profile_warnings(scenario.profile, scenario.profile_scope, scenario.topology,
+                                scenario.topology_params)
     rng = np.random.default_rng(scenario.seed)
     t0 = time.perf_counter()
     result, trace = kind.simulate(scenario, rng, t0, progress, want_trace, trace_ranks)
+    if warnings:
+        result["warnings"] = [*result.get("warnings", []), *warnings]
     timing = {k: result.pop(k) for k in WALL_CLOCK_FIELDS if k in result}
     result["versions"] = versions()
     return result, trace, timing

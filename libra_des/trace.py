@@ -79,6 +79,7 @@ class Tracks:
     width: int
     stride: int  # GPUs per stage (dp * cp)
     per_gpu: bool
+    cp: int = 1  # context-parallel width (expert gradients reduce over stride / cp)
 
     def compute(self, d: int) -> list[int]:
         """Thread ids of stage ``d``'s compute tracks."""
@@ -126,17 +127,26 @@ def step_events(
                 hop = float(rec.p2p_seconds[dep[0], d]) if dep is not None else 0.0
                 if dep is not None and dep[0] != d and hop > 0:
                     sent = offset + float(rec.run.finish[e, dep[0], dep[1]])
-                    out.append(span(e, tracks.comm(d), f"recv {name}", sent, sent + hop))
+                    out.append(span(e, tracks.comm(d), f"recv {name}", sent, sent + hop,
+                                    bytes=rec.linear.act_bytes, src_stage=dep[0]))
                     out += flow(fid, (e, tracks.compute(dep[0])[0], sent),
                                 (e, tracks.comm(d), sent))
                     fid += 1
                     transfers.append((sent, sent + hop))
             for k, (b0, b1) in enumerate(rec.run.buckets[d]):
                 out.append(span(e, tracks.comm(d), f"grad-sync bucket{k}", offset + b0,
-                                offset + b1))
+                                offset + b1, **bucket_args(rec, tracks)))
         out += in_flight(e, transfers, rec.linear.act_bytes * tracks.width)
         out += activations_held(e, rec, schedule, offset)
     return out
+
+
+def bucket_args(rec: StepRecord, tracks: Tracks) -> dict[str, float]:
+    """What one layer's gradient bucket reduces per GPU: replicated weights over DP x CP
+    (``group``), this GPU's experts over DP (``expert_group``; see ``sync_fn``)."""
+    return {"bytes": rec.linear.grad_bytes, "group": tracks.stride,
+            "expert_bytes": rec.linear.expert_grad_bytes,
+            "expert_group": tracks.stride // tracks.cp}
 
 
 def in_flight(pid: int, transfers: list[tuple[float, float]], nbytes: float) -> list[Any]:
@@ -196,7 +206,8 @@ def chrome_trace(
     stride = par.dp * par.cp if par is not None else count
     width = max(stride // max(count, 1), 1)
     traced = len(chosen) * schedule.stages * width
-    tracks = Tracks(schedule.stages, width, stride, traced <= GPU_TRACK_LIMIT)
+    tracks = Tracks(schedule.stages, width, stride, traced <= GPU_TRACK_LIMIT,
+                    par.cp if par is not None else 1)
     events: list[dict[str, Any]] = []
     for e in chosen:
         events.append(meta(e, None, f"rank group {e}"))

@@ -29,6 +29,7 @@ LAYERS: Mapping[str, int] = {
     "config": 1, "scenario": 1, "training_balancers": 1,
     "workload": 2,
     "hardware": 3,
+    "calibrate": 8,  # the torch harness: the commands' layer
     "plan": 4,
     "sim": 5, "metrics": 5, "trace": 5, "trace_moe": 5,
     "simulation": 6, "preflight": 6, "kinds": 6, "plan_replay": 6,

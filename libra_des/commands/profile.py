@@ -46,6 +46,8 @@ def register(subs: argparse._SubParsersAction) -> None:
     imp.add_argument("files", nargs="+", metavar="FILE", help="measurement files")
     imp.add_argument("--out", required=True, help="profile JSON to create or extend")
     imp.add_argument("--device", default=None, help="device name (default: from the files)")
+    imp.add_argument("--base", default=None, help="profile to start a new --out from "
+                     "(default: the device's datasheet profile)")
     imp.add_argument("--cv", action="store_true", help="also cross-validate the fits")
     imp.add_argument("--strip-samples", action="store_true", help="keep fits, drop samples")
     imp.add_argument("--json", action="store_true", help="print the fit errors as JSON")
@@ -69,11 +71,17 @@ def console() -> Console:
     return out if out.is_terminal else Console(width=140)
 
 
-def base_profile(out: Path, device: str | None) -> Profile:
-    """The profile to extend: ``out`` if it exists, else the device's datasheet profile."""
+def base_profile(out: Path, device: str | None, start_from: str | None = None) -> Profile:
+    """The profile to extend: ``out`` if it exists, else ``start_from`` or the device's datasheet
+    profile (without fits or samples)."""
     if out.exists():
         prof = load_profile(out)
         return prof.model_copy(update={"device": device}) if device else prof
+    if start_from is not None:
+        start = load_profile(start_from)
+        return start.model_copy(update={"device": device or start.device, "name": out.stem,
+                                        "gpu": device or start.gpu, "fits": (),
+                                        "samples": (), "interference": ()})
     if device is None:
         raise InputError("--device", None, "a device name (the files do not name one)")
     base = datasheet_for(device)
@@ -88,7 +96,8 @@ def handle_import(args: argparse.Namespace) -> int:
     if imported.skipped:
         sys.stderr.write(f"note: skipped {imported.skipped} rows without a measurement "
                          "(size 0)\n")
-    prof = base_profile(out, args.device or (None if out.exists() else imported.device))
+    prof = base_profile(out, args.device or (None if out.exists() else imported.device),
+                        args.base)
     fresh = {s.source for s in imported.samples}
     kept = tuple(s for s in prof.samples if s.source not in fresh)
     prof = prof.with_samples(kept + imported.samples)

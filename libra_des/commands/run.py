@@ -20,6 +20,9 @@ from libra_des.simulation import run_record, simulate_timed
 from libra_des.simulation import simulate as simulate  # scripts run a scenario from here
 from libra_des.validation import check_output_dir
 
+#: Runs estimated longer than this get a one-line note with the estimate (our choice).
+ESTIMATE_NOTE_S = 10.0
+
 
 def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subs.add_parser("run", help="simulate a scenario and write result.json")
@@ -29,9 +32,14 @@ def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="override a scenario field, e.g. parallelism.dp=16 (repeatable)")
     p.add_argument("--trace", action="store_true", help="also write DIR/trace.json (Perfetto)")
     p.add_argument("--trace-ranks", default=None, help="rank groups to trace, e.g. 0,1,2")
+    p.add_argument("--chakra", default=None, metavar="DIR",
+                   help="also write the simulated step as Chakra ET, one file per rank")
     p.add_argument("--json", action="store_true", help="print result.json to stdout")
     p.add_argument("--table", action="store_true",
                    help="also write DIR/result.csv (and result.parquet with the tables extra)")
+    p.add_argument("--progress", action="store_true",
+                   help="show the progress bar even with --json, and the preflight's time "
+                   "estimate off a terminal")
     p.add_argument("--no-preflight", action="store_true",
                    help="run even when the memory/time estimate exceeds this machine")
     p.set_defaults(handler=handle)
@@ -56,9 +64,16 @@ def handle(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, args.set)
     kinds.kind_of(scenario).elaborate(scenario)  # registered names, before any work
     parsed = None if args.trace_ranks is None else int_list("--trace-ranks", args.trace_ranks, 0)
-    ranks = trace_ranks(scenario, args.trace, args.trace_ranks, parsed)
+    if args.chakra is not None:
+        check_chakra(scenario, Path(args.chakra))
+    ranks = trace_ranks(scenario, args.trace or args.chakra is not None, args.trace_ranks, parsed)
     if not args.no_preflight:
-        check_feasible(scenario)
+        estimate = check_feasible(scenario)
+        # On a terminal (or with --progress) only: a pipe reading stderr expects nothing but
+        # the one error line when the run later refuses its input.
+        if estimate.seconds > ESTIMATE_NOTE_S and (args.progress or sys.stderr.isatty()):
+            sys.stderr.write(f"note: estimated {estimate.text()} (preflight, an upper "
+                             "estimate)\n")
     out = Path(args.out) if args.out else default_folder(args.scenario)
     tables = ("result.csv", "result.parquet") if args.table else ()
     files = ("result.json", *(("trace.json",) if args.trace else ()), *tables)
@@ -67,8 +82,12 @@ def handle(args: argparse.Namespace) -> int:
     if not args.out and out.name != Path(args.scenario).stem:
         sys.stderr.write(f"note: runs/{Path(args.scenario).stem} holds another scenario's "
                          f"results; writing to {out}\n")
-    result, trace, timing = simulate_timed(scenario, progress=not args.json, trace_ranks=ranks,
-                                           want_trace=args.trace)
+    result, trace, timing = simulate_timed(
+        scenario, progress=args.progress or not args.json, trace_ranks=ranks,
+        want_trace=args.trace or args.chakra is not None)
+    if args.chakra is not None and trace is not None:
+        write_chakra(trace, Path(args.chakra))
+    trace = trace if args.trace else None
     write_atomic(out / "result.json", dumps(result) + "\n")
     if not args.out:
         claim(out, args.scenario)
@@ -87,3 +106,22 @@ def handle(args: argparse.Namespace) -> int:
         title = f"{Path(args.scenario).name} -> {out}/result.json"
         Console().print(summary_table(result | timing, title))
     return 0
+
+
+def check_chakra(scenario: Any, out: Path) -> None:
+    """``--chakra`` exports training steps only, into a writable folder (before any work)."""
+    from libra_des.config import TrainingScenario
+    from libra_des.errors import InputError
+
+    # The export reads the training trace's layout (trace.py), so only that model qualifies.
+    if not isinstance(scenario, TrainingScenario):
+        raise InputError("--chakra", scenario.kind, "a training scenario")
+    check_output_dir(out, "--chakra", ("comm_group.json",))
+
+
+def write_chakra(trace: dict[str, Any], out: Path) -> None:
+    from libra_des.sim.chakra.export import export
+    from libra_des.sim.chakra.files import write_folder
+
+    files, groups = export(trace)
+    write_folder(out, files, groups)

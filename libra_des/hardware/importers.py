@@ -28,6 +28,7 @@ from pathlib import Path
 
 from libra_des.errors import InputError
 from libra_des.hardware import import_checks as checks
+from libra_des.hardware.kineto import import_kineto
 from libra_des.hardware.profile import (
     COLLECTIVE_OPS,
     AttentionShape,
@@ -37,7 +38,7 @@ from libra_des.hardware.profile import (
     read_text,
 )
 
-FORMATS = ("nccl-tests", "vidur-csv", "attention-psv", "grouped-gemm-csv")
+FORMATS = ("nccl-tests", "vidur-csv", "attention-psv", "grouped-gemm-csv", "kineto")
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,7 @@ def import_files(fmt: str, paths: list[Path]) -> Imported:
         "vidur-csv": import_vidur_csv,
         "attention-psv": import_attention_psv,
         "grouped-gemm-csv": import_grouped_gemm_csv,
+        "kineto": lambda p: Imported(*import_kineto(p)),
     }
     if fmt not in readers:
         raise InputError("format", fmt, " | ".join(FORMATS))

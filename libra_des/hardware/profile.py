@@ -11,6 +11,7 @@ Units everywhere: seconds, bytes, bytes/s, FLOP/s. Link bandwidths are per direc
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -240,12 +241,57 @@ class Fit(Frozen):
         )
 
 
+class Interference(Frozen):
+    """One kernel run while a collective is in flight on the same GPUs (calibration harness).
+
+    ``kernel_s``: one kernel alone; ``kernel_under_s``: one kernel of a ``burst`` launched
+    while the collective runs; ``collective_s``: the collective alone; ``both_s``: the wall
+    time of the collective and the burst launched together (all medians of the slowest rank).
+    """
+
+    kernel: Literal["gemm"] = "gemm"
+    m: int = Field(gt=0)
+    n: int = Field(gt=0)
+    k: int = Field(gt=0)
+    dtype: str = "bf16"
+    collective: str
+    nbytes: float = Field(gt=0)
+    group: int = Field(gt=0)
+    burst: int = Field(gt=0)
+    kernel_s: float = Field(gt=0)
+    kernel_under_s: float = Field(gt=0)
+    collective_s: float = Field(gt=0)
+    both_s: float = Field(gt=0)
+    source: str = ""
+
+    @property
+    def kernel_slowdown(self) -> float:
+        """How much slower a kernel runs under the collective (1: unaffected)."""
+        return self.kernel_under_s / self.kernel_s
+
+    @property
+    def overlap(self) -> float:
+        """Share of the shorter of (burst, collective) hidden by running them together:
+        1 when ``both = max``, 0 when ``both = sum`` (clipped to [0, 1])."""
+        burst = self.kernel_s * self.burst
+        hidden = burst + self.collective_s - self.both_s
+        return min(max(hidden / min(burst, self.collective_s), 0.0), 1.0)
+
+
 class Profile(Frozen):
-    """A device calibration profile (see the module docstring)."""
+    """A device calibration profile (see the module docstring).
+
+    ``gpu``: the device in the topology files' naming (``H200-SXM``, ``CPU``), ``gpu_count``:
+    how many devices (GPUs, or gloo ranks on a CPU) the measurements used. A topology whose
+    ``gpu`` is of another family refuses the profile unless the scenario says
+    ``profile_scope: borrowed`` (:func:`check_device`).
+    """
 
     schema_version: Literal[1] = 1
     name: str = "profile"
     device: str
+    gpu: str | None = None
+    gpu_count: int | None = Field(default=None, gt=0)
     interconnect: Interconnect
     software: dict[str, str] = Field(default_factory=dict)
     source: str
@@ -254,6 +300,7 @@ class Profile(Frozen):
     kernels: Kernels
     samples: tuple[Sample, ...] = ()
     fits: tuple[Fit, ...] = ()
+    interference: tuple[Interference, ...] = ()
 
     def peak_flops(self, dtype: str = "bf16") -> float:
         """Dense peak FLOP/s for ``dtype`` (bf16, fp16, fp32, tf32, fp8)."""
@@ -350,6 +397,35 @@ def save_profile(profile: Profile, path: str | Path) -> Path:
         kind = exc.__class__.__name__
         raise InputError("path", str(path), f"a writable path ({kind})") from None
     return out
+
+
+_FAMILY = re.compile(r"(gb\d{3}|[abhlv]\d{2,3}s?|mi\d{3}x?|cpu)", re.IGNORECASE)
+
+
+def gpu_family(name: str) -> str:
+    """``H200-SXM``, ``NVIDIA H200 SXM`` -> ``h200``; ``CPU Intel ...`` -> ``cpu``; a name
+    without a known model number is its own family (lower case, no spaces)."""
+    found = _FAMILY.search(name)
+    return found.group(1).lower() if found else name.lower().replace(" ", "")
+
+
+def profile_gpu(profile: Profile) -> str:
+    """The device the profile was measured on (``gpu``, else its ``device`` string)."""
+    return profile.gpu or profile.device
+
+
+def check_device(profile: Profile, topology_gpu: str, scope: str, ref: object) -> str | None:
+    """None when ``profile`` was measured on the topology's GPU family; a warning when it was
+    not but ``scope`` is ``borrowed``; otherwise an input error (one line)."""
+    measured = profile_gpu(profile)
+    if gpu_family(measured) == gpu_family(topology_gpu) or topology_gpu in ("", "gpu"):
+        return None  # the same family, or a topology that does not name its GPU
+    if scope == "borrowed":
+        return (f"profile {ref} was measured on {measured}, the topology has {topology_gpu}: "
+                "its numbers are borrowed (profile_scope: borrowed)")
+    raise InputError("profile", f"{ref} (measured on {measured})",
+                     f"a profile measured on {topology_gpu}, the topology's GPU, or "
+                     "profile_scope: borrowed to use it anyway")
 
 
 def datasheet_for(device: str) -> Profile:

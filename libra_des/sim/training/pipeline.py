@@ -21,6 +21,10 @@ import simpy
 
 from libra_des.sim.training.schedules import Op, Schedule
 
+#: Simulation events between two progress-hook calls (our choice: rare enough to cost
+#: nothing measurable, often enough for a bar to move several times a second).
+WATCH_EVERY = 4096
+
 
 @dataclass
 class Counters:
@@ -106,6 +110,10 @@ class PipelineSim:
         self.done = [0] * p
         self.all_done = [self.env.event() for _ in range(p)]
         self.sync_out: list[tuple[list[tuple[float, float]], float]] = [([], 0.0)] * p
+        #: Called every WATCH_EVERY events with (simulated seconds, share of ops finished):
+        #: a progress bar's hook; it never changes what is simulated.
+        self.watch: Callable[[float, float], None] | None = None
+        self.ops_done = 0
 
     def device(self, e: int, d: int) -> Generator[Any, Any, None]:
         env, fin, order = self.env, self.fin[e], self.schedule.orders[d]
@@ -118,6 +126,7 @@ class PipelineSim:
             self.record(e, d, op)
             yield from self.execute(e, d, i)
             fin[d][i] = env.now
+            self.ops_done += 1
             self.finished(e, d, i)
         self.done[d] += 1
         if self.done[d] == self.entities:
@@ -175,12 +184,15 @@ class PipelineSim:
         for d in range(p):
             self.env.process(self.grad_sync(d))
         events = 0
+        total = max(self.entities * sum(len(o) for o in self.schedule.orders), 1)
         while True:
             try:
                 self.env.step()
             except simpy.core.EmptySchedule:
                 break
             events += 1
+            if self.watch is not None and events % WATCH_EVERY == 0:
+                self.watch(float(self.env.now), self.ops_done / total)
         finish = np.array(self.fin, dtype=float)
         last_b = np.nanmax(finish, axis=(0, 2))
         ends = np.array([out[1] for out in self.sync_out])

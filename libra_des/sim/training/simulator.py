@@ -212,6 +212,7 @@ def simulate_step(
     plan: StepPlan,
     rng: np.random.Generator,
     step: int,
+    watch: Callable[[float, float], None] | None = None,
 ) -> StepRecord:
     """Cost the plan, fold in noise, and run the pipeline processes for one step."""
     par = scenario.parallelism
@@ -237,6 +238,7 @@ def simulate_step(
     else:
         width = layout.pool * par.cp
         sim = PipelineSim(schedule, [t.duration for t in times], p2p, lin.act_bytes * width, sync)
+    sim.watch = watch  # a progress bar's hook (simulated seconds, share of ops done)
     began = time.perf_counter()
     run = sim.run()
     sim_wall = time.perf_counter() - began
@@ -370,7 +372,8 @@ def check_step(
 
 
 def simulate_training(
-    scenario: Scenario, rng: np.random.Generator, progress: Callable[[int], None] | None = None
+    scenario: Scenario, rng: np.random.Generator, progress: Callable[[int], None] | None = None,
+    watch: Callable[[float, float], None] | None = None,
 ) -> list[StepRecord]:
     """Run ``scenario.steps`` steps; ``rng`` seeds independent hardware, data and noise streams."""
     # Separate child streams for hardware, data and noise: turning noise on or off (or any
@@ -400,7 +403,7 @@ def simulate_training(
     gc.freeze()
     try:
         for step, plan in enumerate(plans):
-            rec = simulate_step(scenario, cluster, plan, noise_rng, step)
+            rec = simulate_step(scenario, cluster, plan, noise_rng, step, watch)
             # Measured: the per-slot plans are no longer needed (metrics and trace read none).
             plans[step] = plan.without_slots()
             records.append(replace(rec, plan=plans[step], memory=report, tap_autotune=tuned,

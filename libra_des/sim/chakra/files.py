@@ -1,0 +1,92 @@
+"""Chakra trace folders: ``<prefix>.<rank>.et`` per rank and ``comm_group.json``."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from libra_des.errors import InputError
+from libra_des.sim.chakra.replay import EtNode, parse_node
+from libra_des.sim.chakra.schema import read_trace
+from libra_des.storage import write_atomic
+from libra_des.validation import parse_json, read_bounded
+
+PREFIX = "libra"
+GROUPS = "comm_group.json"
+_RANK = re.compile(r"\.(\d+)\.et$")
+#: Most ranks one replay takes (our bound: a 16,384-GPU job's traces).
+MAX_RANKS = 16384
+
+
+def write_folder(out: Path, files: dict[int, bytes], groups: dict[str, list[int]]) -> list[Path]:
+    """Write every rank's trace and the comm groups (each file through a rename)."""
+    import os
+    import tempfile
+
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for rank, data in files.items():
+        path = out / f"{PREFIX}.{rank}.et"
+        fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+        written.append(path)
+    write_atomic(out / GROUPS, json.dumps(groups, indent=1, sort_keys=True) + "\n")
+    return [*written, out / GROUPS]
+
+
+def et_files(paths: list[Path]) -> list[Path]:
+    found: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            found += sorted(p.glob("*.et"))
+        elif p.is_file():
+            found.append(p)
+        else:
+            raise InputError("ET", str(p), "an existing .et file or a folder of them")
+    if not found:
+        raise InputError("ET", " ".join(map(str, paths)), "at least one Chakra .et file")
+    if len(found) > MAX_RANKS:
+        raise InputError("ET", f"{len(found)} files", f"at most {MAX_RANKS} ranks")
+    return found
+
+
+def rank_of(path: Path, index: int) -> int:
+    found = _RANK.search(path.name)
+    return int(found.group(1)) if found else index
+
+
+def read_groups(folder: Path, ranks: int) -> dict[str, list[int]]:
+    path = folder / GROUPS
+    if not path.is_file():
+        return {}
+    data: Any = parse_json(read_bounded(path), "comm_group", str(path))
+    if not isinstance(data, dict):
+        raise InputError("comm_group", type(data).__name__, "a JSON object {name: [ranks]}")
+    out = {}
+    for name, members in data.items():
+        ok = isinstance(members, list) and all(isinstance(r, int) and 0 <= r < ranks
+                                               for r in members)
+        if not ok or len(set(members)) != len(members):
+            raise InputError(f"comm_group.{name}", members, f"distinct ranks in 0..{ranks - 1}")
+        out[str(name)] = list(members)
+    return out
+
+
+def read_inputs(paths: list[Path]) -> tuple[dict[int, list[EtNode]], dict[str, list[int]]]:
+    """Every rank's parsed nodes and the comm groups beside the first file."""
+    files = et_files(paths)
+    ranks = {rank_of(p, i): p for i, p in enumerate(files)}
+    if len(ranks) != len(files):
+        raise InputError("ET", "two files of one rank", "one .<rank>.et file per rank")
+    if sorted(ranks) != list(range(len(ranks))):
+        raise InputError("ET", f"ranks {sorted(ranks)[:8]}", f"ranks 0..{len(ranks) - 1}")
+    traces = {}
+    for rank, path in sorted(ranks.items()):
+        _, nodes = read_trace(path)
+        traces[rank] = [parse_node(n, rank, len(ranks), f"{path.name}: node {i}")
+                        for i, n in enumerate(nodes)]
+    return traces, read_groups(files[0].parent, len(ranks))
