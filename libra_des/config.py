@@ -150,10 +150,14 @@ class LengthDist(Frozen):
     ``lognormal_pareto``: lognormal body fitted to (median, p99) with an optional hard ``max``;
     ``empirical``: lengths read from ``path`` (JSON list, text, .npy);
     ``constant``: every sample is ``value`` tokens (defaults to ``median``);
-    ``mixture``: weighted ``components``.
+    ``mixture``: weighted ``components``;
+    ``quantile``: a corpus's quantile function, log-linear between ``knots``
+    (``[[probability, length], ...]`` from 0 to 1; :mod:`libra_des.workload.quantile_law`).
     """
 
-    kind: Literal["lognormal_pareto", "empirical", "constant", "mixture"] = "lognormal_pareto"
+    kind: Literal[
+        "lognormal_pareto", "empirical", "constant", "mixture", "quantile"
+    ] = "lognormal_pareto"
     median: float | None = Field(default=None, gt=0)
     p99: float | None = Field(default=None, gt=0)
     max: int | None = Field(default=None, gt=0)
@@ -165,6 +169,7 @@ class LengthDist(Frozen):
     value: int | None = Field(default=None, gt=0)
     path: str | None = None
     components: tuple[MixtureComponent, ...] = ()
+    knots: tuple[tuple[float, float], ...] = ()
 
     @model_validator(mode="after")
     def _check(self) -> LengthDist:
@@ -176,6 +181,8 @@ class LengthDist(Frozen):
             raise InputError("path", None, "a lengths file for empirical")
         if self.kind == "mixture" and not self.components:
             raise InputError("components", (), "a non-empty list for mixture")
+        if self.kind == "quantile" and not self.knots:
+            raise InputError("knots", (), "[[probability, length], ...] for quantile")
         return self
 
 

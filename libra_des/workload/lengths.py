@@ -28,6 +28,7 @@ import numpy as np
 from libra_des.config import LengthDist
 from libra_des.errors import InputError
 from libra_des.workload.normal import ndtr, ndtri
+from libra_des.workload.quantile_law import QuantileLaw
 
 #: Standard-normal 99th percentile, Phi^-1(0.99).
 Z99 = float(ndtri(0.99))
@@ -167,6 +168,9 @@ def make_sampler(dist: LengthDist) -> Sampler:
         return lambda n, rng: pool[rng.integers(0, pool.size, size=n)]
     if dist.kind == "mixture":
         return mixture_sampler(dist)
+    if dist.kind == "quantile":
+        knots = QuantileLaw.of(dist.knots)
+        return lambda n, rng: finish(knots.quantile(rng.random(n)), dist)
     law = spliced_law(dist)
     return lambda n, rng: finish(law.quantile(rng.random(n)), dist)
 
@@ -213,6 +217,8 @@ def moment(dist: LengthDist, k: int) -> float:
         w = np.array([c.weight for c in dist.components], dtype=np.float64)
         parts = [moment(c.dist, k) for c in dist.components]
         return float(np.dot(w / w.sum(), parts))
+    if dist.kind == "quantile":
+        return QuantileLaw.of(dist.knots).clipped_moment(k, cap)
     return spliced_law(dist).clipped_moment(k, cap)
 
 
