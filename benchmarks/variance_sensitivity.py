@@ -1,4 +1,4 @@
-"""How each balancer's step time moves with runtime variance (issue 10, variance study).
+"""How each balancer's step time moves with runtime variance (the variance study).
 
 Core-attention microbenchmark of the 256K corpus (``paper-attention-microbench-256k``: 32
 query heads, DP 16 x CP 4, Libra pools of P = 8, DistCA one pool of all 16 replicas), cut to
@@ -8,7 +8,11 @@ so that every point plans the same tiles. One knob moves at a time from a noisel
 * ``noise_sigma``: per-GPU per-op lognormal jitter;
 * ``slow_gpu_fraction``: GPUs slowed by 1.5x for the whole run;
 * ``failslow_rate``: chance per GPU per step that a 1.5x fail-slow episode starts (mean 5
-  steps long).
+  steps long);
+* the structured sources (hardware/fleet_variance.py): ``gpu_speed_sigma`` (persistent
+  per-GPU speed), ``jitter_node_correlation`` (with the calibrated 1.15% jitter on),
+  ``node_episode_rate`` and ``rack_episode_rate`` (1.5x episodes of a whole node or rack);
+* ``fleet``: every structured source at its fleet default (docs/variance.md), together.
 
 Reported per policy and point: mean step time over seeds, and its ratio to the policy's own
 noiseless step (the *exposure*). Output: JSON (``--out``), read by
@@ -40,7 +44,19 @@ KNOBS: dict[str, tuple[list[float], list[str]]] = {
     "noise_sigma": ([0.0, 0.0115, 0.03, 0.06, 0.1], []),
     "slow_gpu_fraction": ([0.0, 0.01, 0.03, 0.1], ["variance.slow_factor=1.5"]),
     "failslow_rate": ([0.0, 5e-4, 5e-3, 2e-2], ["variance.failslow_factor=1.5"]),
+    "gpu_speed_sigma": ([0.0, 0.013, 0.03, 0.06], []),
+    "jitter_node_correlation": ([0.0, 0.3, 0.6, 1.0], ["variance.noise_sigma=0.0115"]),
+    "node_episode_rate": ([0.0, 2e-4, 2e-3, 2e-2], ["variance.node_episode_factor=1.5"]),
+    "rack_episode_rate": ([0.0, 5e-5, 5e-4, 5e-3], ["variance.rack_episode_factor=1.5"]),
+    "fleet": ([0.0, 1.0], []),
 }
+
+
+def setting(knob: str, value: float) -> str:
+    """The --set line of one point (``fleet`` is a switch)."""
+    if knob == "fleet":
+        return f"variance.fleet={'true' if value else 'false'}"
+    return f"variance.{knob}={value}"
 
 
 def step_time(policy: str, sets: list[str], seed: int) -> float:
@@ -56,7 +72,7 @@ def study(seeds: int) -> dict[str, Any]:
         rows: dict[str, list[float]] = {}
         for policy in POLICIES:
             rows[policy] = [
-                float(np.mean([step_time(policy, [*extra, f"variance.{knob}={v}"], s)
+                float(np.mean([step_time(policy, [*extra, setting(knob, v)], s)
                                for s in range(seeds)]))
                 for v in values
             ]

@@ -152,7 +152,9 @@ class LengthDist(Frozen):
     ``lognormal_pareto``: lognormal body fitted to (median, p99) with an optional hard ``max``;
     ``empirical``: lengths read from ``path`` (JSON list, text, .npy);
     ``constant``: every sample is ``value`` tokens (defaults to ``median``);
-    ``mixture``: weighted ``components``.
+    ``mixture``: weighted ``components``;
+    ``quantile``: a corpus's quantile function, log-linear between ``knots``
+    (``[[probability, length], ...]`` from 0 to 1; :mod:`libra_des.workload.quantile_law`).
     """
 
     #: A law registered in ``workload/lengths.py`` (which checks the fields it needs).
@@ -168,6 +170,7 @@ class LengthDist(Frozen):
     value: int | None = Field(default=None, gt=0)
     path: str | None = None
     components: tuple[MixtureComponent, ...] = ()
+    knots: tuple[tuple[float, float], ...] = ()
 
 
 class MixtureComponent(Frozen):

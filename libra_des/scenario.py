@@ -174,6 +174,18 @@ class VarianceSpec(Frozen):
     failslow_steps: float | None = Field(default=None, ge=1)
     degraded_link_fraction: float = Field(default=0.0, ge=0, le=1)
     degraded_link_factor: float = Field(default=1.0, ge=1)
+    # Structured sources (hardware/fleet_variance.py): None is off, or the fleet default
+    # (docs/variance.md) under ``fleet: true``.
+    fleet: bool = False
+    gpu_speed_sigma: float | None = Field(default=None, ge=0, le=0.5)
+    jitter_node_correlation: float | None = Field(default=None, ge=0, le=1)
+    node_episode_rate: float | None = Field(default=None, ge=0, le=1)
+    node_episode_steps: float | None = Field(default=None, ge=1)
+    node_episode_factor: float | None = Field(default=None, ge=1)
+    rack_episode_rate: float | None = Field(default=None, ge=0, le=1)
+    rack_episode_steps: float | None = Field(default=None, ge=1)
+    rack_episode_factor: float | None = Field(default=None, ge=1)
+    rack_nodes: int | None = Field(default=None, ge=1)
 
 
 class MemorySpec(Frozen):

@@ -378,6 +378,11 @@ LIMITS: dict[str, dict[str, tuple[float, str]]] = {
         "failslow_factor": (100.0, "a slow-down factor"),
         "failslow_steps": (1e6, "steps"),
         "degraded_link_factor": (1000.0, "a slow-down factor"),
+        "node_episode_factor": (100.0, "a slow-down factor"),
+        "node_episode_steps": (1e6, "steps"),
+        "rack_episode_factor": (100.0, "a slow-down factor"),
+        "rack_episode_steps": (1e6, "steps"),
+        "rack_nodes": (MAX_GPUS, "nodes per rack"),
     },
     "TopologySpec": {
         "nodes": (MAX_GPUS, "nodes of the largest supported cluster"),

@@ -142,3 +142,34 @@ def test_wlb_bad_input() -> None:
         wlb_llm_pack(np.array([3]), 0, 2)
     with pytest.raises(InputError, match="d"):
         wlb_llm_pack(np.array([3]), 8, 0)
+
+
+def test_wlb_objective_has_no_linear_term_in_attention_only_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The balancer packs an attention-only run by a*Σl² alone; a full run keeps b*Σl."""
+    from libra_des.config import ROOT, load_scenario
+    from libra_des.plan.balancers import wlb_llm
+    from libra_des.workload.packing import pack
+
+    seen: list[tuple[float, float]] = []
+    real_pack = wlb_llm.wlb_llm_pack
+
+    def spy(*args: object, **kwargs: object) -> object:
+        seen.append(kwargs["coefficients"])  # type: ignore[arg-type]
+        return real_pack(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(wlb_llm, "wlb_llm_pack", spy)
+    path = ROOT / "scenarios" / "paper-attention-microbench-256k.yaml"
+    window = pack(np.array([9_000, 5_000, 3_000, 2_000, 1_000]), 16_384)
+    for attention_only in (True, False):
+        scenario = load_scenario(path, ["balancer.policy=wlb_llm",
+                                        f"attention_only={str(attention_only).lower()}"])
+        wlb_llm.repack(scenario, window, np.zeros(0, np.int64))
+    (a_only, b_only), (a_full, b_full) = seen
+    assert b_only == 0.0 and a_only == a_full > 0 and b_full > 0
+    # Hand-checked: 9,000 and 5,000 open two microbatches (81e6, 25e6 by Σl²); 3,000, 2,000
+    # and 1,000 each join the cheaper one, which stays the one holding 5,000 (34e6, 38e6).
+    got = real_pack(np.array([9_000, 5_000, 3_000, 2_000, 1_000]), 16_384, 2,
+                    coefficients=(1.0, 0.0))
+    assert got.cost.tolist() == [81e6, 25e6 + 9e6 + 4e6 + 1e6]

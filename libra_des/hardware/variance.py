@@ -13,6 +13,9 @@ analytic ``mean`` and ``var``:
 - degraded links (:class:`BernoulliSlowdown` keyed by link id): a link runs ``factor`` times
   slower for the whole run with probability ``fraction``.
 
+Structured sources (persistent per-GPU speed, node-correlated jitter, node and rack episodes)
+are in :mod:`libra_des.hardware.fleet_variance`; they are off unless set.
+
 The sources multiply and are independent, so the per-op factor of a random GPU has mean
 ``prod(m_i)`` and variance ``prod(v_i + m_i^2) - prod(m_i)^2``.
 
@@ -38,6 +41,7 @@ from typing import Protocol
 import numpy as np
 
 from libra_des.config import VarianceSpec
+from libra_des.hardware.fleet_variance import FLEET, correlated_normals
 
 
 @dataclass(frozen=True)
@@ -187,6 +191,83 @@ class EpisodeSchedule:
         return states
 
 
+@dataclass(frozen=True)
+class ScopedEpisodes:
+    """Fail-slow episodes of whole units (``unit_gpus`` consecutive GPUs: a node or a rack)."""
+
+    unit_gpus: int
+    schedule: EpisodeSchedule
+
+    def slowdown(self, gpus: np.ndarray, step: int) -> np.ndarray:
+        """Factor per GPU at ``step``: the episode factor where its unit is slowed, else 1."""
+        slowed = self.schedule.slowed(step)[np.asarray(gpus) // self.unit_gpus]
+        return np.where(slowed, self.schedule.episodes.factor, 1.0)
+
+
+@dataclass(frozen=True)
+class Structure:
+    """The structured sources of one run (each None when off)."""
+
+    speed: np.ndarray | None = None
+    correlation: float = 0.0
+    gpus_per_node: int = 1
+    scoped: tuple[ScopedEpisodes, ...] = ()
+
+    @classmethod
+    def build(
+        cls, spec: VarianceSpec, num_gpus: int, gpus_per_node: int, rng: np.random.Generator
+    ) -> tuple[Structure, tuple[Distribution, ...]]:
+        """Draw the persistent parts; also the distributions behind the per-op factor."""
+        sigma = fleet_value(spec, "gpu_speed_sigma")
+        speed = LogNormalNoise(sigma).sample(rng, num_gpus) if sigma > 0 else None
+        sources: list[Distribution] = [LogNormalNoise(sigma)] if sigma > 0 else []
+        scoped = []
+        for scope, unit in (("node", gpus_per_node),
+                            ("rack", gpus_per_node * int(fleet_value(spec, "rack_nodes")))):
+            chain = FailSlowEpisodes(fleet_value(spec, f"{scope}_episode_rate"),
+                                     fleet_value(spec, f"{scope}_episode_steps"),
+                                     fleet_value(spec, f"{scope}_episode_factor"))
+            if chain.marginal.active:
+                seed = int(rng.integers(0, 2**63))
+                units = -(-num_gpus // unit)
+                scoped.append(ScopedEpisodes(unit, EpisodeSchedule(chain, units, seed)))
+                sources.append(chain)
+        rho = fleet_value(spec, "jitter_node_correlation")
+        return cls(speed, rho, gpus_per_node, tuple(scoped)), tuple(sources)
+
+    def jitter(self, noise: LogNormalNoise, rng: np.random.Generator, gpus: np.ndarray,
+               n_ops: int) -> np.ndarray:
+        """Per-op lognormal jitter, node-correlated when ``correlation`` is set."""
+        if self.correlation <= 0:
+            return noise.sample(rng, (n_ops, gpus.size))
+        z = correlated_normals(rng, gpus, n_ops, self.correlation, self.gpus_per_node)
+        z *= noise.sigma
+        z -= 0.5 * noise.sigma**2
+        return np.exp(z, out=z)
+
+    def apply(self, out: np.ndarray, gpus: np.ndarray, step: int) -> None:
+        """Multiply the persistent speed and the scoped episodes into ``out`` in place."""
+        if self.speed is not None:
+            out *= self.speed[gpus]
+        for episodes in self.scoped:
+            out *= episodes.slowdown(gpus, step)
+
+
+def fleet_value(spec: VarianceSpec, name: str) -> float:
+    """A structured knob: as set, else the fleet default under ``fleet: true``, else off."""
+    value = getattr(spec, name)
+    if value is not None:
+        return float(value)
+    if spec.fleet:
+        return float(getattr(FLEET, name))
+    return float(getattr(OFF, name))
+
+
+#: The structured knobs when neither set nor taken from the fleet defaults (off).
+OFF = type(FLEET)(gpu_speed_sigma=0.0, jitter_node_correlation=0.0, node_episode_rate=0.0,
+                  rack_episode_rate=0.0)
+
+
 def unit_hash(seed: int, key: object) -> float:
     """A stable uniform number in [0, 1) for (seed, key), independent of Python's hash salt."""
     digest = hashlib.blake2b(f"{seed}|{key!r}".encode(), digest_size=8).digest()
@@ -211,6 +292,7 @@ class VarianceModel:
         links: BernoulliSlowdown | None = None,
         link_seed: int = 0,
         sources: tuple[Distribution, ...] = (),
+        structure: Structure | None = None,
     ) -> None:
         self.num_gpus = num_gpus
         self.noise = noise
@@ -220,6 +302,7 @@ class VarianceModel:
         self.link_seed = link_seed
         # The distributions behind the per-op factor (for the analytic mean and variance).
         self.sources = sources
+        self.structure = structure or Structure()
 
     @classmethod
     def none(cls) -> VarianceModel:
@@ -227,8 +310,14 @@ class VarianceModel:
         return cls(0)
 
     @classmethod
-    def build(cls, spec: VarianceSpec, num_gpus: int, rng: np.random.Generator) -> VarianceModel:
-        """Draw the persistent parts (slow GPUs, episode and link seeds) of one run."""
+    def build(
+        cls, spec: VarianceSpec, num_gpus: int, rng: np.random.Generator, gpus_per_node: int = 1
+    ) -> VarianceModel:
+        """Draw the persistent parts (slow GPUs, episode and link seeds) of one run.
+
+        The structured sources draw after the older ones, and only when on, so a run without
+        them sees the same stream as before they existed.
+        """
         if not spec.enabled:
             return cls.none()
         sigma = CALIBRATED.noise_sigma if spec.noise_sigma is None else spec.noise_sigma
@@ -242,6 +331,7 @@ class VarianceModel:
         )
         persistent = slow.sample(rng, num_gpus) if slow.active else None
         episode_seed, link_seed = (int(s) for s in rng.integers(0, 2**63, size=2))
+        structure, structured = Structure.build(spec, num_gpus, gpus_per_node, rng)
         return cls(
             num_gpus,
             noise=LogNormalNoise(sigma) if sigma > 0 else None,
@@ -251,23 +341,26 @@ class VarianceModel:
             else None,
             links=BernoulliSlowdown(spec.degraded_link_fraction, spec.degraded_link_factor),
             link_seed=link_seed,
-            sources=(LogNormalNoise(sigma), slow, episodes),
+            sources=(LogNormalNoise(sigma), slow, episodes, *structured),
+            structure=structure,
         )
 
     def factors(
         self, rng: np.random.Generator, gpus: np.ndarray, n_ops: int, step: int
     ) -> np.ndarray:
-        """Slowdown factors, shape ``(n_ops, len(gpus))``: jitter x persistent x fail-slow."""
+        """Slowdown factors, shape ``(n_ops, len(gpus))``: jitter x persistent x fail-slow x
+        the structured sources."""
         gpus = np.asarray(gpus, dtype=np.int64)
         if self.noise is None:
             out = np.ones((n_ops, gpus.size))
         else:
-            out = self.noise.sample(rng, (n_ops, gpus.size))
+            out = self.structure.jitter(self.noise, rng, gpus, n_ops)
         if self.persistent is not None:
             out *= self.persistent[gpus]
         if self.episodes is not None:
             slowed = self.episodes.slowed(step)[gpus]
             out *= np.where(slowed, self.episodes.episodes.factor, 1.0)
+        self.structure.apply(out, gpus, step)
         return out
 
     def link_factor(self, link_id: object) -> float:

@@ -98,12 +98,14 @@ class WlbResult:
     overflow_tokens: int
 
 
-def wlb_cost_coefficients(model: ModelSpec) -> tuple[float, float]:
+def wlb_cost_coefficients(model: ModelSpec, attention_only: bool = False) -> tuple[float, float]:
     """Forward FLOPs per layer as (a per l², b per token) for the cost a*Σl² + b*Σl.
 
     Core attention: l(l+1)/2 causal pairs x 4*head_dim FLOPs x heads_q ≈ 2*head_dim*heads_q*l².
     Linear: 2 FLOPs per weight a token touches (QKV/O projections, and the dense FFN or the
-    top-k routed plus shared experts with three matrices each).
+    top-k routed plus shared experts with three matrices each). A core-attention-only run
+    has no linear layers, so WLB-LLM balances its quadratic term alone (b = 0): it packs by
+    the work that run actually has.
     """
     proj = model.hidden * model.head_dim * (2 * model.heads_q + 2 * model.heads_kv)
     if model.is_moe:
@@ -111,7 +113,8 @@ def wlb_cost_coefficients(model: ModelSpec) -> tuple[float, float]:
         ffn = expert * (model.top_k + model.shared_experts)
     else:
         ffn = 3 * model.hidden * (model.ffn or 0)
-    return 2.0 * model.head_dim * model.heads_q, 2.0 * (proj + ffn)
+    quadratic = 2.0 * model.head_dim * model.heads_q
+    return (quadratic, 0.0) if attention_only else (quadratic, 2.0 * (proj + ffn))
 
 
 def wlb_llm_pack(

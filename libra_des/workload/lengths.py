@@ -35,6 +35,7 @@ from libra_des.errors import InputError
 from libra_des.registry import Registry, shipped_then_entry_points
 from libra_des.validation import MAX_TOKENS
 from libra_des.workload.normal import ndtr, ndtri
+from libra_des.workload.quantile_law import QuantileLaw
 
 #: Standard-normal 99th percentile, Phi^-1(0.99).
 Z99 = float(ndtri(0.99))
@@ -327,6 +328,21 @@ def needs_components(dist: LengthDist, where: str) -> None:
         law_of(part.dist, f"{where}.components.{i}.dist")
 
 
+def quantile_sampler(dist: LengthDist) -> Sampler:
+    law = QuantileLaw.of(dist.knots)
+    return lambda n, rng: finish(law.quantile(rng.random(n)), dist)
+
+
+def quantile_moment(dist: LengthDist, k: int) -> float:
+    return QuantileLaw.of(dist.knots).clipped_moment(k, cap_of(dist))
+
+
+def needs_knots(dist: LengthDist, where: str) -> None:
+    if not dist.knots:
+        raise InputError(f"{where}.knots", (), "[[probability, length], ...] for quantile")
+    QuantileLaw.of(dist.knots)  # malformed knots are bad input before any work
+
+
 #: Entry-point group third-party length laws register under.
 GROUP = "libra_des.length_laws"
 #: The shipped laws, registered on the first look-up (``lognormal_pareto`` is the default).
@@ -336,6 +352,7 @@ SHIPPED = (
     LengthLaw("empirical", empirical_sampler, empirical_moment, needs_path),
     LengthLaw("constant", constant_sampler, constant_moment, needs_value),
     LengthLaw("mixture", mixture_sampler, mixture_moment, needs_components),
+    LengthLaw("quantile", quantile_sampler, quantile_moment, needs_knots),
 )
 
 

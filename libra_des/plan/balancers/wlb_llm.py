@@ -35,7 +35,7 @@ def repack(
         scenario.parallelism.gbs,
         defer_outliers=defers_outliers(scenario.balancer),
         queue=queue if queue.size else None,
-        coefficients=wlb_cost_coefficients(scenario.model),
+        coefficients=wlb_cost_coefficients(scenario.model, scenario.attention_only),
     )
     changed = bool(result.changes_step_samples)
     return result.batch, changed, np.asarray(result.deferred, dtype=np.int64)

@@ -203,7 +203,7 @@ def simulate_moe(
         traces = shared_traces(scenario, group.gpus, trace_rng)
     start = copy.deepcopy(trace_rng)  # the stream before the planner draws (for a helper)
     planner = BatchPlanner.build(scenario, group.gpus, trace_rng, traces, group.gpus_per_node)
-    variance = VarianceModel.build(scenario.variance, group.gpus, var_rng)
+    variance = VarianceModel.build(scenario.variance, group.gpus, var_rng, group.gpus_per_node)
     with ExitStack() as helper, Progress(transient=True, disable=not progress) as bar:
         run = MoeRun(
             scenario, coster, serve(planner, start, group.gpus, helper, prefetch),

@@ -101,7 +101,7 @@ def elaborate_cluster(scenario: Scenario, rng: np.random.Generator) -> Cluster:
         raise InputError("topology_params.nodes", topo.nodes, f"enough nodes for {need} GPUs")
     cost = CostModel(load_profile(scenario.profile), topo.fabric(), True, comm_overrides(scenario))
     if scenario.variance.enabled:
-        variance = VarianceModel.build(scenario.variance, topo.num_gpus, rng)
+        variance = VarianceModel.build(scenario.variance, topo.num_gpus, rng, topo.gpus_per_node)
     else:
         variance = VarianceModel.none()
     return Cluster(topo, cost, variance)
