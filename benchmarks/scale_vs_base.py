@@ -39,7 +39,7 @@ import libra_des
 # Checkouts from before simulation.py existed (asked by file: an editable install of another
 # tree would otherwise supply the module from there).
 if (Path(libra_des.__file__).parent / "simulation.py").exists():
-    from libra_des.simulation import simulate
+    from libra_des.kinds.simulation import simulate
 else:
     from libra_des.commands.run import simulate
 from libra_des.config import ROOT, load_scenario

@@ -16,7 +16,7 @@ raises :class:`~libra_des.errors.InputError` (its ``line()`` is what the CLI wou
 any work; a failed built-in conservation check raises :class:`~libra_des.errors.CheckError`.
 
 The same scenario and seed give the same result as ``libra-des run`` (apart from ``wall_s``):
-both go through :func:`libra_des.simulation.simulate`.
+both go through :func:`libra_des.kinds.simulation.simulate`.
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from libra_des import config
+from libra_des.base.identity import portable_paths
 from libra_des.config import Scenario, ScenarioBase
+from libra_des.config.validation import MAX_TOKENS
 from libra_des.errors import InputError
-from libra_des.identity import portable_paths
-from libra_des.validation import MAX_TOKENS
 
 if TYPE_CHECKING:
     from libra_des.hardware.costs import CostModel
@@ -63,9 +63,10 @@ class Result(Mapping[str, Any]):
     """One simulation's outcome: the ``result.json`` mapping of ``libra-des run``, read-only.
 
     ``kind`` is the scenario kind (``training`` or ``moe_inference``) and decides which keys
-    exist (definitions: :mod:`libra_des.metrics` for training, :mod:`libra_des.sim.moe.simulator`
-    for MoE prefill). ``trace`` is the Chrome trace when asked for (training only). The mapping
-    is a read-only view of the top level; :meth:`to_dict` gives an independent deep copy.
+    exist (definitions: :mod:`libra_des.results.metrics` for training,
+    :mod:`libra_des.sim.moe.simulator` for MoE prefill). ``trace`` is the Chrome trace when
+    asked for (training only). The mapping is a read-only view of the top level;
+    :meth:`to_dict` gives an independent deep copy.
     """
 
     kind: str
@@ -88,7 +89,7 @@ class Result(Mapping[str, Any]):
 
     def to_json(self) -> str:
         """The exact text ``libra-des run`` writes to ``result.json`` (without the newline)."""
-        from libra_des.storage import dumps
+        from libra_des.base.storage import dumps
 
         return dumps(dict(self.data))
 
@@ -156,7 +157,7 @@ def simulate(
     ``trace`` also builds the Chrome trace (training; ``trace_ranks`` picks rank groups);
     ``progress`` shows a progress bar on the terminal.
     """
-    from libra_des.simulation import simulate as run
+    from libra_des.kinds.simulation import simulate as run
 
     sc = load_scenario(scenario, overrides, seed)
     ranks = list(trace_ranks) if trace_ranks is not None else None

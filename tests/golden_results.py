@@ -31,7 +31,7 @@ def golden_result(path: Path) -> dict[str, Any]:
     from test_scenarios import reduced
 
     from libra_des.config import load_scenario
-    from libra_des.simulation import simulate
+    from libra_des.kinds.simulation import simulate
 
     result, _ = simulate(load_scenario(path, reduced(path)))
     clean = {k: v for k, v in result.items() if k not in VOLATILE}

@@ -14,14 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from libra_des import kinds, training_balancers
+from libra_des import kinds
+from libra_des.plan.balancers import registry as training_balancers
 from libra_des.plan.moe.registry import moe_system_names
 from libra_des.workload.predictors import PREDICTORS
 
 PACKAGE = Path(__file__).resolve().parent.parent / "libra_des"
 #: Modules that declare registry entries: they name what they register.
-REGISTRIES = ("training_balancers.py", "plan/balancers/", "plan/moe/", "kinds/",
-              "workload/predictors.py", "config.py")
+REGISTRIES = ("plan/balancers/", "plan/moe/", "kinds/__init__.py", "kinds/training.py",
+              "kinds/moe.py",
+              "workload/predictors.py", "config/__init__.py")
 
 
 def names() -> frozenset[str]:

@@ -19,13 +19,13 @@ import numpy as np
 
 from libra_des.api import fabric_for
 from libra_des.commands.common import dumps, positive_ints
+from libra_des.config.validation import MAX_GPUS, MAX_TOKENS
 from libra_des.errors import InputError
 from libra_des.hardware.collectives import ALGORITHMS
 from libra_des.hardware.costs import CostModel
 from libra_des.hardware.kernels import cp_shard, shard_pairs
 from libra_des.hardware.profile import COLLECTIVE_OPS, DTYPE_BYTES, load_profile
-from libra_des.plausibility import check_numbers
-from libra_des.validation import MAX_GPUS, MAX_TOKENS
+from libra_des.results.plausibility import check_numbers
 
 OPS = (*COLLECTIVE_OPS, "attention", "gemm")
 

@@ -41,10 +41,10 @@ from libra_des.config import (
     validate,
 )
 from libra_des.errors import InputError
+from libra_des.kinds.preflight import check_plan_sizes
 from libra_des.plan.baselines import wlb_cost_coefficients, wlb_llm_pack
 from libra_des.plan.grouping import GROUPINGS, Grouping, group, lln_estimate
 from libra_des.plan.tap import plan_pool
-from libra_des.preflight import check_plan_sizes
 from libra_des.workload.packing import PackedBatch, make_stream
 
 if TYPE_CHECKING:
@@ -150,7 +150,7 @@ def settings_from_args(args: argparse.Namespace) -> PlanSettings:
     }
     if args.scenario:
         # Lazy: the scenario models are built only for --scenario (start-up time).
-        from libra_des.scenario import load_scenario, require_training
+        from libra_des.config.scenario import load_scenario, require_training
 
         sc = require_training(load_scenario(args.scenario, args.set),
                               "plan replays training planners")

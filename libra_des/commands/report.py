@@ -7,8 +7,8 @@ from pathlib import Path
 
 from rich.console import Console
 
+from libra_des.base.storage import write_atomic
 from libra_des.errors import InputError
-from libra_des.storage import write_atomic
 
 
 def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -28,8 +28,8 @@ def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from libra_des.config.validation import check_output_file
     from libra_des.report import render
-    from libra_des.validation import check_output_file
 
     folder = Path(args.folder)
     out = Path(args.out) if args.out else folder / "report.html"

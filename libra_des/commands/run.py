@@ -14,10 +14,10 @@ from rich.table import Table
 from libra_des import kinds
 from libra_des.commands.common import dumps, int_list, write_atomic
 from libra_des.config import load_scenario
-from libra_des.outputs import claim, default_folder, remove_stale
-from libra_des.preflight import check_feasible, trace_ranks
-from libra_des.simulation import simulate
-from libra_des.validation import check_output_dir
+from libra_des.config.validation import check_output_dir
+from libra_des.kinds.preflight import check_feasible, trace_ranks
+from libra_des.kinds.simulation import simulate
+from libra_des.results.outputs import claim, default_folder, remove_stale
 
 
 def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -71,7 +71,7 @@ def handle(args: argparse.Namespace) -> int:
     if trace is not None:
         write_atomic(out / "trace.json", json.dumps(trace))
     if args.table:
-        from libra_des.tables import write_run_table
+        from libra_des.results.tables import write_run_table
 
         write_run_table(result, out)
     remove_stale(out, {"trace.json"} if trace is not None else set())

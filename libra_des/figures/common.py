@@ -1,7 +1,7 @@
 """Shared pieces of the paper-style figures: options, seeded sweeps, style, PNG/PDF/CSV output.
 
 Every figure module exposes ``NAME``, ``TITLE`` and ``make(opts) -> Drawn``. Data comes from
-:mod:`libra_des.sweep` into ``OUT/data/<name>-<mode>/`` (so a rerun resumes) or, for the
+:mod:`libra_des.runs.sweep` into ``OUT/data/<name>-<mode>/`` (so a rerun resumes) or, for the
 configuration-simulator figures, from ``libra-des plan --json``. Each figure is written as
 ``NAME.png``, ``NAME.pdf`` and ``NAME.csv`` (exactly the plotted numbers, one row per plotted
 value), with a caption line stating scenario, seeds and fidelity.
@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from libra_des.identity import ROOT
+from libra_des.base.identity import ROOT
 from libra_des.plan.moe.registry import BUILTIN as MOE_BUILTIN
 from libra_des.plan.moe.registry import moe_system
-from libra_des.sweep import Axis, SweepSpec, timed_sweep
+from libra_des.runs.sweep import Axis, SweepSpec, timed_sweep
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

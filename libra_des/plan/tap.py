@@ -37,7 +37,7 @@ from typing import TypedDict, Unpack
 
 import numpy as np
 
-from libra_des import training_balancers
+from libra_des.base.startup import imports_frozen
 from libra_des.config import ModelSpec
 from libra_des.errors import InputError
 from libra_des.plan.attention import (
@@ -48,9 +48,9 @@ from libra_des.plan.attention import (
     per_block,
     prefix_pairs,
 )
+from libra_des.plan.balancers import registry as training_balancers
 from libra_des.plan.tap_sparse import greedy_sparse
 from libra_des.plan.types import AttentionPlan, PairBytes
-from libra_des.startup import imports_frozen
 
 ArrayOrFloat = float | np.ndarray
 

@@ -20,7 +20,7 @@ values::
       run: libra                  # optional: which run (sub-folder) or sweep point id
       where: {balancer.policy: libra}   # optional, sweeps: the point whose overrides match
 
-Figures come from :mod:`libra_des.report_figures` (imported lazily).
+Figures come from :mod:`libra_des.report.figures` (imported lazily).
 """
 
 from __future__ import annotations
@@ -35,12 +35,12 @@ from typing import Any
 import yaml
 
 from libra_des import __version__
+from libra_des.base.identity import code_fingerprint
 from libra_des.config import read_yaml
 from libra_des.errors import InputError
-from libra_des.identity import code_fingerprint
-from libra_des.tables import cell, read_result, sweep_points, sweep_rows
+from libra_des.results.tables import cell, read_result, sweep_points, sweep_rows
 
-#: Headline metrics and their definitions, in words (see ``libra_des/metrics.py``).
+#: Headline metrics and their definitions, in words (see ``libra_des/results/metrics.py``).
 DEFINITIONS: dict[str, tuple[str, str]] = {
     "step_time_s.mean": ("step time (s)", "wall time of one training step, mean over steps"),
     "tokens_per_s": ("throughput (tokens/s)", "real (unpadded) tokens trained per second"),
@@ -109,7 +109,7 @@ SHAPES: dict[str, tuple[type, ...]] = {
 
 
 def read_json(path: Path, plausible: bool = True) -> dict[str, Any]:
-    """A result file read strictly (see :func:`libra_des.tables.read_result`); the keys the
+    """A result file read strictly (see :func:`libra_des.results.tables.read_result`); the keys the
     page reads (:data:`SHAPES`) have their types, or are absent (null)."""
     data = read_result(path, "report", plausible)
     if plausible:
@@ -299,7 +299,7 @@ def figures_section(src: Source) -> str:
         import matplotlib  # noqa: F401  (the optional figs extra)
     except ImportError:
         return "<p class=muted>Figures need matplotlib: pip install 'libra-des[figs]'.</p>"
-    from libra_des import report_figures
+    from libra_des.report import figures as report_figures
 
     figs = report_figures.draw(src.kind, src.results, src.rows, src.axes)
     if not figs:

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 #: The project root: the folder that holds the package (and topologies/, workloads/, ...).
-ROOT = Path(__file__).resolve().parent.parent
-PACKAGE = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = Path(__file__).resolve().parents[1]
 #: Plotting code cannot change a result, so it stays out of the fingerprint.
 FIGURES = PACKAGE / "figures"
 #: Data the simulator reads besides its code: the shipped calibration profiles.

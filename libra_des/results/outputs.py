@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from libra_des.storage import write_atomic
+from libra_des.base.storage import write_atomic
 
 MARKER = ".libra-des-source"
 #: Files a command may write into its folder besides its main result (removed when stale).
