@@ -1,8 +1,15 @@
 """The import graph follows the layers of ``docs/architecture.md`` (read from the source's AST).
 
 Every import counts, including those inside functions (a lazy import is still a dependency);
-imports under ``if TYPE_CHECKING:`` do not (they never run). A module may import its own layer
-or any layer ranked below it. torch and matplotlib may be imported only inside a function.
+imports under ``if TYPE_CHECKING:`` do not (they never run). So does a string that names a
+module of the package (``importlib.import_module("libra_des.x")``, a registry loader's module
+constant, an entry string ``"libra_des.x:NAME"``, an f-string's ``"libra_des.x."`` prefix): it
+is a lazy import. A module may import its own layer or any layer ranked below it. torch and
+matplotlib may be imported only inside a function.
+
+The package's ``__init__`` is its face: it may name (lazily, by string) only the modules of
+:data:`FACE`, whose names it re-exports; a name imported from the face inside the package
+counts as an import of the module that defines it.
 """
 
 from __future__ import annotations
@@ -35,6 +42,16 @@ LAYERS: Mapping[str, int] = {
     # stage list); once the report gets its figures passed in, it ranks below the API.
     "commands": 10, "cli": 10, "figures": 10, "report": 10,
 }
+#: What the package face (``libra_des/__init__.py``) may re-export from, by string.
+FACE = ("libra_des.api", "libra_des.errors", "libra_des.results.tables")
+#: Known upward string imports still to remove, each with the reason it stays for now.
+PENDING = {
+    # The config still asks the balancer registry for names, so the registry ranks with the
+    # config and loads the shipped planners by name: the cycle the config must break.
+    ("libra_des.plan.balancers.registry", "libra_des.plan.balancers.shipped"),
+}
+#: A string that names a module of the package (an entry string may add ``:NAME``).
+MODULE_STRING = re.compile(r"libra_des(?:\.[A-Za-z_]\w*)+(?::[A-Za-z_]\w*)?")
 #: Packages the core may import only lazily (optional extras).
 OPTIONAL = ("torch", "matplotlib")
 
@@ -70,6 +87,14 @@ def imports(tree: ast.AST, module: str, top: bool = True) -> Iterator[tuple[str,
         elif isinstance(node, ast.ImportFrom):
             base = absolute(node, module)
             yield from ((submodule(base, alias.name), top) for alias in node.names)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if MODULE_STRING.fullmatch(node.value):
+                yield node.value.split(":")[0], False
+        elif isinstance(node, ast.JoinedStr) and node.values:
+            head = node.values[0]
+            if isinstance(head, ast.Constant) and str(head.value).startswith("libra_des."):
+                yield str(head.value).rstrip("."), False
+            continue
         inner = top and not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
         yield from imports(node, module, inner)
 
@@ -81,10 +106,22 @@ def absolute(node: ast.ImportFrom, module: str) -> str:
     return ".".join([*base, *([node.module] if node.module else [])])
 
 
+def face_exports() -> dict[str, str]:
+    """The package face's re-exports: public name -> the module that defines it."""
+    tree = ast.parse((PACKAGE / "__init__.py").read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "_EXPORTS":
+            return dict(ast.literal_eval(node.value))
+    return {}
+
+
 def submodule(base: str, name: str) -> str:
-    """``from libra_des import cli`` imports the layer ``cli``; ``__version__`` is the root's."""
+    """``from libra_des import cli`` imports the layer ``cli``, ``from libra_des import
+    simulate`` the module the face takes it from; ``__version__`` is the root's."""
     if base == "libra_des":
-        return f"{base}.{name}" if name in LAYERS else base
+        if name in LAYERS:
+            return f"{base}.{name}"
+        return face_exports().get(name, base)
     return f"{base}.{name}" if base.startswith("libra_des.") else base
 
 
@@ -103,6 +140,10 @@ def violations(sources: Mapping[str, str]) -> list[str]:
             if root != "libra_des":
                 continue
             dep = layer_of(target)
+            if dep not in LAYERS and not top:
+                continue  # a string such as an entry-point group, not a module
+            if (module == "libra_des" and target in FACE) or (module, target) in PENDING:
+                continue
             if dep != layer and LAYERS.get(dep, 99) > LAYERS[layer]:
                 found.append(f"{module}: imports {target} (layer {dep} is above {layer})")
     return found
@@ -138,6 +179,16 @@ def test_every_layer_is_documented() -> None:
         ("libra_des.config", "try:\n    import torch\nexcept ImportError:\n    pass", "torch"),
         ("libra_des.results.metrics", "class A:\n    import matplotlib.pyplot", "matplotlib"),
         ("libra_des.newthing", "import os", "no rank"),
+        # Upward string imports: import_module, a loader's module constant, an entry string,
+        # an f-string prefix; and a name taken from the package face.
+        ("libra_des.hardware.x", "import importlib\nimportlib.import_module('libra_des.plan.step')",
+         "layer plan"),
+        ("libra_des.config.x", "BUILTIN = 'libra_des.plan.balancers.shipped'", "layer plan"),
+        ("libra_des.workload.x", "ENTRY = 'libra_des.sim.moe.simulator:serve'", "layer sim"),
+        ("libra_des.results.x", "def f(n):\n    return f'libra_des.commands.{n}'",
+         "layer commands"),
+        ("libra_des.results.trace", "from libra_des import __version__, simulate", "layer api"),
+        ("libra_des", "_EXPORTS = {'run': 'libra_des.runs.sweep'}", "layer runs"),
     ],
 )
 def test_checker_catches_breaches(module: str, text: str, expected: str) -> None:
@@ -153,6 +204,9 @@ def test_checker_catches_breaches(module: str, text: str, expected: str) -> None
         ("libra_des.plan.x", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
                              "    from libra_des.sim.training.simulator import Cluster"),
         ("libra_des.plan.moe.x", "from . import eplb\nfrom .. import grouping"),
+        ("libra_des.kinds.x", "BUILTIN = ('libra_des.kinds.training', 'libra_des.plan.step')"),
+        ("libra_des.plan.x", "GROUP = 'libra_des.balancers'\nDOC = 'see libra_des.sim here'"),
+        ("libra_des", "_EXPORTS = {'simulate': 'libra_des.api', 'InputError': 'libra_des.errors'}"),
     ],
 )
 def test_checker_allows_downward_and_lazy_imports(module: str, text: str) -> None:
