@@ -1,4 +1,4 @@
-"""How each balancer's step time moves with runtime variance (issue 10, variance study).
+"""How each balancer's step time moves with runtime variance (variance study).
 
 Core-attention microbenchmark of the 256K corpus (``paper-attention-microbench-256k``: 32
 query heads, DP 16 x CP 4, Libra pools of P = 8, DistCA one pool of all 16 replicas), cut to

@@ -1,4 +1,4 @@
-"""MoE systems are looked up in a registry: a new system is one registered module (issue 8)."""
+"""MoE systems are looked up in a registry: a new system is one registered module."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The one-line-error contract on hostile input (issue 11): one test per class of the audit.
+"""The one-line-error contract on hostile input: one test per class of the audit.
 
 Every case must end as exit 2 with exactly one ``error:`` line on stderr and no result
 written, or as a correct result. Cases fail before any simulation, so the file runs in
