@@ -100,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run_command(argv: list[str]) -> int:
     """Parse the command line and run the chosen command's handler."""
-    with imports_frozen(), blas_threads(chosen_command(argv)):  # start-up costs (startup.py)
+    with imports_frozen(), blas_threads(chosen_command(argv)):  # start-up costs (base/startup.py)
         parser = build_parser(argv)
     try:
         args = parser.parse_args(argv)
