@@ -75,7 +75,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser = OneLineParser(prog="libra-des", description=DESCRIPTION, epilog=EXAMPLES)
     parser.add_argument("--version", action="version", version=f"libra-des {__version__}")
     # prog given (argparse's default: the same name, formatted by the help formatter, whose
-    # first use imports rich: 30 ms of a short ``plan`` run).
+    # first use imports rich: a visible share of a short ``plan`` run).
     subs = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser,
                                  metavar="COMMAND [ARGS]", title="commands", prog=parser.prog)
     only = chosen_command(argv) if argv is not None else None

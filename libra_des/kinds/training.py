@@ -43,7 +43,7 @@ def simulate(
     from libra_des.sim.training.simulator import simulate_training
 
     if progress:
-        # Imported only when shown: rich.progress costs 25-60 ms of every run otherwise.
+        # Imported only when shown: rich.progress's import would cost every run otherwise.
         from rich.progress import Progress
 
         with Progress(transient=True) as bar:

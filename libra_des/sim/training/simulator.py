@@ -310,7 +310,7 @@ def network_factory(
     scenario: Scenario, cluster: Cluster
 ) -> Callable[[simpy.Environment], NetworkModel]:
     """Flow network on the scenario's topology (free of noise when comm is free)."""
-    # Imported here: its max-min solver loads scipy.linalg (about 0.12 s), which fast
+    # Imported here: its max-min solver loads scipy.linalg (a slow import), which fast
     # fidelity never uses.
     from libra_des.sim.network.flow_model import Network
 
