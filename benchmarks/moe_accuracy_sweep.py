@@ -1,4 +1,4 @@
-"""How Libra degrades as its predictor gets worse (issue 5 acceptance: degradation).
+"""How Libra degrades as its predictor gets worse (degradation).
 
 For each seed, one routing trace (the paper's breakdown setting: Qwen3-235B, batch 32 x 1024
 tokens, mixed stream) is generated once and served by SGLang and by Libra with the lookahead

@@ -1,4 +1,4 @@
-"""AllGather versus All2All dispatch when the EP group spans nodes (issue 14, topology study).
+"""AllGather versus All2All dispatch when the EP group spans nodes (topology study).
 
 Qwen3-235B-A22B prefill, 32 requests x 1024 tokens per node (the paper's per-node breakdown
 setting), EP over 1, 2 and 4 nodes of ``h200-roce-railopt`` (8x400G RoCE) and ``h100-ib-ndr``

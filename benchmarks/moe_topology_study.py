@@ -1,4 +1,4 @@
-"""Where does AllGather dispatch stop paying off against All2All? (issue 5, topology study)
+"""Where does AllGather dispatch stop paying off against All2All? (topology study)
 
 Libra's two-stage execution dispatches with AllGather so MoE_local and CPU sharding need not
 wait for the destinations; All2All moves fewer bytes but, for Libra, must wait for the

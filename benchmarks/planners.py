@@ -28,7 +28,7 @@ from reference.tap import place_reference
 from libra_des.config import load_workload
 from libra_des.plan.grouping import vrsp
 from libra_des.plan.tap import build_tiles, place
-from libra_des.plan_replay import load_model
+from libra_des.runs.plan_replay import load_model
 from libra_des.workload.packing import make_stream
 
 

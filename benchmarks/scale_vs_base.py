@@ -36,9 +36,12 @@ CHILD = """
 import json, resource, sys, time
 from pathlib import Path
 import libra_des
-# Checkouts from before simulation.py existed (asked by file: an editable install of another
-# tree would otherwise supply the module from there).
-if (Path(libra_des.__file__).parent / "simulation.py").exists():
+# Three layouts of checkouts (asked by file: an editable install of another tree would
+# otherwise supply the module from there): simulation in kinds/, at the top, or in a command.
+here = Path(libra_des.__file__).parent
+if (here / "kinds" / "simulation.py").exists():
+    from libra_des.kinds.simulation import simulate
+elif (here / "simulation.py").exists():
     from libra_des.simulation import simulate
 else:
     from libra_des.commands.run import simulate

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from libra_des.config import ROOT, load_scenario
-from libra_des.simulation import simulate
+from libra_des.kinds.simulation import simulate
 
 SCENARIO = ROOT / "scenarios" / "paper-attention-microbench-256k.yaml"
 BASE = ["model.layers=8", "steps=3", "parallelism.gbs=32", "balancer.heads_split=8",

@@ -6,7 +6,7 @@ Layers (imports point downwards only): ``cli`` -> ``sim`` -> ``plan`` / ``hardwa
 The Python API (:mod:`libra_des.api`) is exported here lazily, so ``import libra_des`` stays
 cheap: ``simulate``, ``load_scenario``, ``step_plan``, ``cost``, ``cost_model`` and ``Result``, plus
 the error types ``InputError`` and ``CheckError``, and ``load_sweep`` (a sweep folder as a pandas
-DataFrame, :mod:`libra_des.tables`). (The step planner is ``step_plan``, not
+DataFrame, :mod:`libra_des.results.tables`). (The step planner is ``step_plan``, not
 ``plan``: ``libra_des.plan`` is the planners' subpackage and would shadow a function.)
 """
 
@@ -27,7 +27,7 @@ _EXPORTS = {
     "step_plan": "libra_des.api",
     "InputError": "libra_des.errors",
     "CheckError": "libra_des.errors",
-    "load_sweep": "libra_des.tables",
+    "load_sweep": "libra_des.results.tables",
 }
 
 __all__ = [
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
         step_plan,
     )
     from libra_des.errors import CheckError, InputError
-    from libra_des.tables import load_sweep
+    from libra_des.results.tables import load_sweep
 
 
 def __getattr__(name: str) -> Any:

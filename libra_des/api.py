@@ -22,7 +22,7 @@ any work; a failed built-in conservation check raises :class:`~libra_des.errors.
 
 The same scenario and seed give the same result as ``libra-des run``, byte for byte (the run's
 wall-clock time goes to ``run.json``, not the result): both go through
-:func:`libra_des.simulation.simulate`. A scenario object is validated again before it runs,
+:func:`libra_des.kinds.simulation.simulate`. A scenario object is validated again before it runs,
 so one changed with ``model_copy`` (which skips pydantic's validators) is checked too.
 """
 
@@ -39,9 +39,9 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from libra_des import config
+from libra_des.base.identity import portable_paths
 from libra_des.config import Scenario, ScenarioBase
 from libra_des.errors import InputError
-from libra_des.identity import portable_paths
 
 if TYPE_CHECKING:
     import numpy as np
@@ -72,9 +72,10 @@ class Result(Mapping[str, Any]):
     """One simulation's outcome: the ``result.json`` mapping of ``libra-des run``, read-only.
 
     ``kind`` is the scenario kind (``training`` or ``moe_inference``) and decides which keys
-    exist (definitions: :mod:`libra_des.metrics` for training, :mod:`libra_des.sim.moe.simulator`
-    for MoE prefill). ``trace`` is the Chrome trace when asked for (training only). The mapping
-    is a read-only view of the top level; :meth:`to_dict` gives an independent deep copy.
+    exist (definitions: :mod:`libra_des.results.metrics` for training,
+    :mod:`libra_des.sim.moe.simulator` for MoE prefill). ``trace`` is the Chrome trace when
+    asked for (training only). The mapping is a read-only view of the top level;
+    :meth:`to_dict` gives an independent deep copy.
     """
 
     kind: str
@@ -97,7 +98,7 @@ class Result(Mapping[str, Any]):
 
     def to_json(self) -> str:
         """The exact text ``libra-des run`` writes to ``result.json`` (without the newline)."""
-        from libra_des.storage import dumps
+        from libra_des.base.storage import dumps
 
         return dumps(dict(self.data))
 
@@ -166,7 +167,7 @@ def simulate(
     ``trace`` also builds the Chrome trace (training; ``trace_ranks`` picks rank groups);
     ``progress`` shows a progress bar on the terminal.
     """
-    from libra_des.simulation import simulate as run
+    from libra_des.kinds.simulation import simulate as run
 
     sc = load_scenario(scenario, overrides, seed)
     ranks = list(trace_ranks) if trace_ranks is not None else None
@@ -346,7 +347,7 @@ def run_sweep(
     ids, ``OUT/points/``, ``OUT/sweep.json``), so a rerun reuses finished points. Bad input
     raises :class:`InputError` before any work; a failed point raises ``RuntimeError``.
     """
-    from libra_des.sweep import Axis, SweepSpec, timed_sweep
+    from libra_des.runs.sweep import Axis, SweepSpec, timed_sweep
 
     if not is_int(workers) or workers < 1:
         raise InputError("workers", workers, "an integer >= 1 (local worker processes)")
@@ -369,14 +370,14 @@ def replay_plans(workload: str | None = None, **settings: Any) -> dict[str, Any]
     """The configuration simulator: what ``libra-des plan ... --json`` prints, as a dict.
 
     ``{"windows": N, "slack": tau, "results": [one row per (policy, P, H, B)]}``. The keywords
-    are :func:`libra_des.plan_replay.settings`'s (``scenario``, ``overrides``, ``model``, ``gbs``,
-    ``cp``, ``pool_sizes``, ``heads_splits``, ``block_sizes``, ``policies``, ``windows``,
+    are :func:`libra_des.runs.plan_replay.settings`'s (``scenario``, ``overrides``, ``model``,
+    ``gbs``, ``cp``, ``pool_sizes``, ``heads_splits``, ``block_sizes``, ``policies``, ``windows``,
     ``seed``); a value left out takes the default, or the scenario's with ``scenario``.
     """
     import inspect
 
-    from libra_des.plan_replay import replay
-    from libra_des.plan_replay import settings as resolve
+    from libra_des.runs.plan_replay import replay
+    from libra_des.runs.plan_replay import settings as resolve
 
     known = [k for k in inspect.signature(resolve).parameters if k != "workload"]
     for key in settings:

@@ -4,7 +4,7 @@ Each command lives in ``libra_des/commands/<name>.py`` and exposes ``register(su
 Bad input of any kind ends here as one line on stderr and exit status 2 (no traceback).
 Exit statuses: 0 success; 1 a sweep with failed points; 2 bad input (or an output path
 that cannot be written); 3 a failed built-in check or an internal error, i.e. a bug, reported
-as one line asking for a bug report (:mod:`libra_des.safety`); 130 interrupted.
+as one line asking for a bug report (:mod:`libra_des.commands.safety`); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from typing import Any
 from rich_argparse import RawDescriptionRichHelpFormatter
 
 from libra_des import __version__
+from libra_des.base.startup import blas_threads
+from libra_des.commands.safety import guarded
 from libra_des.errors import EXIT_BAD_INPUT, InputError
-from libra_des.safety import guarded
-from libra_des.startup import blas_threads
 
 #: Command modules, in the order ``--help`` lists them.
 COMMANDS = ("quickstart", "run", "plan", "sweep", "cost", "profile", "validate", "figs", "report",
@@ -104,7 +104,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser = OneLineParser(prog="libra-des", description=DESCRIPTION, epilog=EXAMPLES)
     parser.add_argument("--version", action="version", version=f"libra-des {__version__}")
     # prog given (argparse's default: the same name, formatted by the help formatter, whose
-    # first use imports rich: 30 ms of a short ``plan`` run).
+    # first use imports rich: a visible share of a short ``plan`` run).
     subs = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser,
                                  metavar="COMMAND [ARGS]", title="commands", prog=parser.prog)
     only = chosen_command(argv) if argv is not None else None

@@ -1,6 +1,6 @@
 """Golden results: each shipped scenario's ``result.json`` at a reduced size, kept in the repo.
 
-Why: refactors (issue 8: registries, kind-scoped scenarios, one network layer) must not change
+Why: refactors (registries, kind-scoped scenarios, one network layer) must not change
 results. ``tests/test_golden.py`` re-simulates every scenario at the size
 ``test_scenarios.reduced`` gives (its own policy, its own seed) and compares with
 ``tests/golden/<scenario>.json``: integers and text exactly, floats to 1e-12 relative (the
@@ -32,7 +32,7 @@ def golden_result(path: Path) -> dict[str, Any]:
     from test_scenarios import reduced
 
     from libra_des.config import load_scenario
-    from libra_des.simulation import simulate
+    from libra_des.kinds.simulation import simulate
 
     result, _ = simulate(load_scenario(path, reduced(path)))
     clean = {k: v for k, v in result.items() if k not in VOLATILE}

@@ -1,8 +1,15 @@
 """The import graph follows the layers of ``docs/architecture.md`` (read from the source's AST).
 
 Every import counts, including those inside functions (a lazy import is still a dependency);
-imports under ``if TYPE_CHECKING:`` do not (they never run). A module may import its own layer
-or any layer ranked below it. torch and matplotlib may be imported only inside a function.
+imports under ``if TYPE_CHECKING:`` do not (they never run). So does a string that names a
+module of the package (``importlib.import_module("libra_des.x")``, a registry loader's module
+constant, an entry string ``"libra_des.x:NAME"``, an f-string's ``"libra_des.x."`` prefix): it
+is a lazy import. A module may import its own layer or any layer ranked below it. torch and
+matplotlib may be imported only inside a function.
+
+The package's ``__init__`` is its face: it may name (lazily, by string) only the modules of
+:data:`FACE`, whose names it re-exports; a name imported from the face inside the package
+counts as an import of the module that defines it.
 
 ``paper_figs/`` (the paper figures, a package beside ``libra_des``) sits above all of it: it
 imports libra_des only through its public face (:data:`PUBLIC`), and libra_des never imports
@@ -21,24 +28,38 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "libra_des"
 PAPER_FIGS = PACKAGE.parent / "paper_figs"
 
-#: Rank of each layer (first dotted component below ``libra_des``); higher may import lower.
+#: Rank of each layer (a subpackage or top-level module below ``libra_des``; a dotted entry
+#: ranks one sub-module apart from its subpackage); higher may import lower.
 LAYERS: Mapping[str, int] = {
-    "__init__": 0, "errors": 0, "storage": 0, "identity": 0, "tables": 0,
-    "validation": 0, "plausibility": 0, "safety": 0, "outputs": 0, "sweep_safety": 0,
-    "registry": 0, "startup": 0,
-    "config": 1, "scenario": 1, "training_balancers": 1,
+    "__init__": 0, "errors": 0, "registry": 0, "base": 0,
+    "config": 1,
+    # Until the config stops validating balancer names itself (it still asks the registry).
+    "plan.balancers.registry": 1,
     "workload": 2,
     "hardware": 3,
-    "calibrate": 8,  # the torch harness: the commands' layer
     "plan": 4,
-    "sim": 5, "metrics": 5, "trace": 5, "trace_moe": 5,
-    "simulation": 6, "preflight": 6, "kinds": 6, "plan_replay": 6,
-    "api": 7, "sweep": 7,
-    "commands": 8, "cli": 8, "report": 8, "report_figures": 8,
+    "sim": 5,
+    "results": 6,
+    "kinds": 7,
+    "runs": 8,
+    "api": 9,
+    "calibrate": 10,  # the torch harness: the commands' layer
+    # report/ at the commands' rank: the report command hands it figures it drew.
+    "commands": 10, "cli": 10, "report": 10,
 }
+#: What the package face (``libra_des/__init__.py``) may re-export from, by string.
+FACE = ("libra_des.api", "libra_des.errors", "libra_des.results.tables")
+#: Known upward string imports still to remove, each with the reason it stays for now.
+PENDING = {
+    # The config still asks the balancer registry for names, so the registry ranks with the
+    # config and loads the shipped planners by name: the cycle the config must break.
+    ("libra_des.plan.balancers.registry", "libra_des.plan.balancers.shipped"),
+}
+#: A string that names a module of the package (an entry string may add ``:NAME``).
+MODULE_STRING = re.compile(r"libra_des(?:\.[A-Za-z_]\w*)+(?::[A-Za-z_]\w*)?")
 #: What ``paper_figs`` may import of libra_des: the package face, the API, its errors, and
-#: the plotting style helper it shares with the report (``report_figures.STAGES``).
-PUBLIC = ("libra_des", "libra_des.api", "libra_des.errors", "libra_des.report_figures")
+#: the plotting style helper it shares with the report (``report.figures.STAGES``).
+PUBLIC = ("libra_des", "libra_des.api", "libra_des.errors", "libra_des.report.figures")
 #: The one module of libra_des that may import paper_figs (lazily, inside a function).
 FIGS_ENTRY = "libra_des.commands.figs"
 #: Packages the core may import only lazily (optional extras).
@@ -51,9 +72,14 @@ def module_name(path: Path, package: Path = PACKAGE) -> str:
 
 
 def layer_of(module: str) -> str:
-    """``libra_des.sim.training.simulator`` -> ``sim``; the package itself -> ``__init__``."""
-    parts = module.split(".")
-    return parts[1] if len(parts) > 1 else "__init__"
+    """The longest entry of :data:`LAYERS` that ``module`` lies in: ``libra_des.sim.training``
+    -> ``sim``; ``libra_des.plan.balancers.registry`` -> itself; the package -> ``__init__``;
+    a module of no ranked layer -> its first component (reported as unranked)."""
+    parts = module.split(".")[1:]
+    for end in range(len(parts), 0, -1):
+        if ".".join(parts[:end]) in LAYERS:
+            return ".".join(parts[:end])
+    return parts[0] if parts else "__init__"
 
 
 def is_type_checking(node: ast.AST) -> bool:
@@ -71,6 +97,14 @@ def imports(tree: ast.AST, module: str, top: bool = True) -> Iterator[tuple[str,
         elif isinstance(node, ast.ImportFrom):
             base = absolute(node, module)
             yield from ((submodule(base, alias.name), top) for alias in node.names)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if MODULE_STRING.fullmatch(node.value):
+                yield node.value.split(":")[0], False
+        elif isinstance(node, ast.JoinedStr) and node.values:
+            head = node.values[0]
+            if isinstance(head, ast.Constant) and str(head.value).startswith("libra_des."):
+                yield str(head.value).rstrip("."), False
+            continue
         inner = top and not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
         yield from imports(node, module, inner)
 
@@ -82,9 +116,23 @@ def absolute(node: ast.ImportFrom, module: str) -> str:
     return ".".join([*base, *([node.module] if node.module else [])])
 
 
+def face_exports() -> dict[str, str]:
+    """The package face's re-exports: public name -> the module that defines it."""
+    tree = ast.parse((PACKAGE / "__init__.py").read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "_EXPORTS":
+            return dict(ast.literal_eval(node.value))
+    return {}
+
+
 def submodule(base: str, name: str) -> str:
-    """``from libra_des import cli`` imports the layer ``cli``; ``__version__`` is the root's."""
-    return f"{base}.{name}" if base == "libra_des" and name in LAYERS else base
+    """``from libra_des import cli`` imports the layer ``cli``, ``from libra_des import
+    simulate`` the module the face takes it from; ``__version__`` is the root's."""
+    if base == "libra_des":
+        if name in LAYERS:
+            return f"{base}.{name}"
+        return face_exports().get(name, base)
+    return f"{base}.{name}" if base.startswith("libra_des.") else base
 
 
 def violations(sources: Mapping[str, str]) -> list[str]:
@@ -105,6 +153,10 @@ def violations(sources: Mapping[str, str]) -> list[str]:
             if root != "libra_des":
                 continue
             dep = layer_of(target)
+            if dep not in LAYERS and not top:
+                continue  # a string such as an entry-point group, not a module
+            if (module == "libra_des" and target in FACE) or (module, target) in PENDING:
+                continue
             if dep != layer and LAYERS.get(dep, 99) > LAYERS[layer]:
                 found.append(f"{module}: imports {target} (layer {dep} is above {layer})")
     return found
@@ -123,7 +175,9 @@ def figure_violations(sources: Mapping[str, str]) -> list[str]:
             root = target.split(".")[0]
             if root in OPTIONAL and top:
                 found.append(f"{module}: imports {target} at module level (import it lazily)")
-            if root == "libra_des" and target not in PUBLIC:
+            parent = target.rsplit(".", 1)[0]  # ``from M import NAME`` reads as M.NAME
+            allowed = target in PUBLIC or (parent != "libra_des" and parent in PUBLIC)
+            if root == "libra_des" and not allowed:
                 found.append(f"{module}: imports {target} (paper_figs uses only "
                              f"{', '.join(PUBLIC)})")
     return found
@@ -142,7 +196,7 @@ def test_paper_figs_use_only_the_public_api() -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("from libra_des.sweep import Axis", "libra_des.sweep"),
+        ("from libra_des.runs.sweep import Axis", "libra_des.runs.sweep"),
         ("def f():\n    from libra_des.cli import main", "libra_des.cli"),
         ("from libra_des import config", "libra_des.config"),
         ("import matplotlib.pyplot", "module level"),
@@ -155,7 +209,7 @@ def test_figure_checker_catches_breaches(text: str, expected: str) -> None:
 
 def test_figure_checker_allows_the_api() -> None:
     text = ("from libra_des import api\nfrom libra_des.errors import InputError\n"
-            "import libra_des\nfrom libra_des.report_figures import STAGES\n"
+            "import libra_des\nfrom libra_des.report.figures import STAGES\n"
             "def f():\n    from matplotlib.figure import Figure")
     assert figure_violations({"paper_figs.libra_moe.x": text}) == []
 
@@ -170,7 +224,8 @@ def test_every_layer_is_documented() -> None:
     """Each ranked layer (a module or subpackage) is named in docs/architecture.md."""
     doc = (PACKAGE.parent / "docs" / "architecture.md").read_text()
     present = {layer_of(m) for m in package_sources()}
-    missing = [n for n in present - {"__init__"} if f"{n}.py" not in doc and f"{n}/" not in doc]
+    paths = {n: n.replace(".", "/") for n in present - {"__init__"}}
+    missing = [n for n, p in paths.items() if f"{p}.py" not in doc and f"{p}/" not in doc]
     assert missing == []
 
 
@@ -180,13 +235,23 @@ def test_every_layer_is_documented() -> None:
         ("libra_des.plan.x", "from libra_des.sim.training.pipeline import PipelineSim",
          "layer sim"),
         ("libra_des.hardware.x", "def f():\n    import libra_des.plan.step", "layer plan"),
-        ("libra_des.sweep", "from libra_des.commands.run import simulate", "layer commands"),
+        ("libra_des.runs.sweep", "from libra_des.commands.run import simulate", "layer commands"),
         ("libra_des.sim.x", "from libra_des import __version__, cli", "layer cli"),
         ("libra_des.config", "try:\n    import torch\nexcept ImportError:\n    pass", "torch"),
-        ("libra_des.metrics", "class A:\n    import matplotlib.pyplot", "matplotlib"),
+        ("libra_des.results.metrics", "class A:\n    import matplotlib.pyplot", "matplotlib"),
         ("libra_des.newthing", "import os", "no rank"),
         ("libra_des.report", "def f():\n    from paper_figs import catalog", "paper_figs"),
         ("libra_des.commands.figs", "from paper_figs import catalog", "paper_figs"),
+        # Upward string imports: import_module, a loader's module constant, an entry string,
+        # an f-string prefix; and a name taken from the package face.
+        ("libra_des.hardware.x", "import importlib\nimportlib.import_module('libra_des.plan.step')",
+         "layer plan"),
+        ("libra_des.config.x", "BUILTIN = 'libra_des.plan.balancers.shipped'", "layer plan"),
+        ("libra_des.workload.x", "ENTRY = 'libra_des.sim.moe.simulator:serve'", "layer sim"),
+        ("libra_des.results.x", "def f(n):\n    return f'libra_des.commands.{n}'",
+         "layer commands"),
+        ("libra_des.results.trace", "from libra_des import __version__, simulate", "layer api"),
+        ("libra_des", "_EXPORTS = {'run': 'libra_des.runs.sweep'}", "layer runs"),
     ],
 )
 def test_checker_catches_breaches(module: str, text: str, expected: str) -> None:
@@ -203,6 +268,9 @@ def test_checker_catches_breaches(module: str, text: str, expected: str) -> None
                              "    from libra_des.sim.training.simulator import Cluster"),
         ("libra_des.plan.moe.x", "from . import eplb\nfrom .. import grouping"),
         ("libra_des.commands.figs", "def handle():\n    from paper_figs import catalog"),
+        ("libra_des.kinds.x", "BUILTIN = ('libra_des.kinds.training', 'libra_des.plan.step')"),
+        ("libra_des.plan.x", "GROUP = 'libra_des.balancers'\nDOC = 'see libra_des.sim here'"),
+        ("libra_des", "_EXPORTS = {'simulate': 'libra_des.api', 'InputError': 'libra_des.errors'}"),
     ],
 )
 def test_checker_allows_downward_and_lazy_imports(module: str, text: str) -> None:

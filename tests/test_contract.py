@@ -324,7 +324,7 @@ def test_report_never_overwrites_a_sweep_table(
 
 
 def test_sigterm_is_handled_like_ctrl_c() -> None:
-    from libra_des.sweep_safety import sigterm_as_interrupt
+    from libra_des.runs.sweep_safety import sigterm_as_interrupt
 
     before = signal.getsignal(signal.SIGTERM)
     with pytest.raises(KeyboardInterrupt), sigterm_as_interrupt():

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from libra_des.config import ROOT, RoutingSpec, load_scenario
-from libra_des.simulation import simulate
+from libra_des.kinds.simulation import simulate
 from libra_des.workload.expert_load import expected_loads, rank_loads
 
 SMALL = ["parallelism.dp=2", "parallelism.cp=4", "parallelism.pp=1", "parallelism.gbs=4",

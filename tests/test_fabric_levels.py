@@ -17,7 +17,7 @@ from libra_des.hardware.communication import Communication
 from libra_des.hardware.hierarchy import bytes_per_rank, decompose, level_ranks
 from libra_des.hardware.profile import load_profile
 from libra_des.hardware.topology import load_topology, read_spec, shipped_topologies
-from libra_des.simulation import simulate
+from libra_des.kinds.simulation import simulate
 
 NIC = 50e9  # 400 Gb/s per port in the shipped files
 #: h100-ib-3tier with 2:1 leaves and 3:1 spines: leaf groups of 16 nodes, pods of 64.

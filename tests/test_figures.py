@@ -74,7 +74,7 @@ def test_missing_matplotlib_is_one_line(tmp_path: Path) -> None:
 
 
 def test_core_never_imports_matplotlib() -> None:
-    code = ("import sys, libra_des.cli, libra_des.sweep, libra_des.commands.run, "
+    code = ("import sys, libra_des.cli, libra_des.runs.sweep, libra_des.commands.run, "
             "libra_des.commands.figs; from libra_des.cli import build_parser; build_parser(); "
             "sys.exit('matplotlib' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

@@ -1,4 +1,4 @@
-"""Fuzzing the one-line-error contract (issue 11): mutated scenarios, flags, profiles, logs.
+"""Fuzzing the one-line-error contract: mutated scenarios, flags, profiles, logs.
 
 Hypothesis mutates valid inputs (type swaps, non-finite, huge, negative, truncated, deeply
 nested values). Every outcome must be exit 0 with a plausible result, or exit 2 with exactly

@@ -1,4 +1,4 @@
-"""Hostile input to the features merged after the issue-11 audit: ``report``, ``figs``,
+"""Hostile input to the features merged after the hostile-input audit: ``report``, ``figs``,
 ``run --table``, ``quickstart --out``, ``plan --tap``, the grouped-GEMM importer and the
 Python API. Each case ends as exit 2 with one ``error:`` line before any work (or, for the
 API, one :class:`InputError`); nothing is written. One 16-GPU, 2-layer run is simulated

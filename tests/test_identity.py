@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 from libra_des.api import simulate
+from libra_des.base.identity import ROOT, content_key, portable_path
 from libra_des.config import load_scenario, scenario_dict
-from libra_des.identity import ROOT, content_key, portable_path
-from libra_des.sweep import point_id
+from libra_des.runs.sweep import point_id
 
 TINY = ["parallelism.dp=2", "parallelism.pp=1", "parallelism.gbs=4", "balancer.pool_size=2",
         "model.layers=2"]
@@ -78,7 +78,7 @@ def test_sweep_ids_agree_across_clones_and_change_with_the_code(tmp_path: Path) 
     again = cli(roots[0], *argv)
     assert "2 reused" in again.stderr
     # A source edit (even a comment) changes the code fingerprint: nothing is reused.
-    with (roots[0] / "libra_des" / "metrics.py").open("a") as fh:
+    with (roots[0] / "libra_des" / "results" / "metrics.py").open("a") as fh:
         fh.write("# edited\n")
     edited = cli(roots[0], *argv)
     assert edited.returncode == 0 and "2 run, 0 reused" in edited.stderr, edited.stderr

@@ -11,7 +11,7 @@ from typing import Any, get_args
 
 import pytest
 
-from libra_des import kinds, training_balancers
+from libra_des import kinds
 from libra_des.config import (
     ROOT,
     SCENARIO_KINDS,
@@ -23,7 +23,8 @@ from libra_des.config import (
     read_yaml,
 )
 from libra_des.errors import InputError
-from libra_des.report_figures import DRAWINGS
+from libra_des.plan.balancers import registry as training_balancers
+from libra_des.report.figures import DRAWINGS
 
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -127,7 +128,7 @@ def golden(kind: str) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("name", ["training", "moe_inference"])
 def test_metrics_and_summary_read_the_kinds_results(name: str) -> None:
     """Every declared headline metric is a number in each golden result of the kind."""
-    from libra_des.sweep import headline
+    from libra_des.runs.sweep import headline
 
     kind = kinds.get(name)
     results = golden(name)

@@ -11,10 +11,10 @@ from libra_des.config import ROOT, load_scenario
 from libra_des.config import TrainingScenario as Scenario
 from libra_des.errors import InputError
 from libra_des.hardware import memory as mem
+from libra_des.kinds.simulation import simulate
 from libra_des.sim.training.memory import PlanFootprint, check_memory, held_layers, stage_memory
 from libra_des.sim.training.schedules import build_schedule
 from libra_des.sim.training.simulator import layout_of
-from libra_des.simulation import simulate
 
 DENSE = {"name": "tiny-dense", "layers": 4, "hidden": 64, "heads_q": 4, "heads_kv": 2,
          "head_dim": 16, "ffn": 128, "vocab": 1000}

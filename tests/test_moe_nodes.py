@@ -1,4 +1,4 @@
-"""Issue 14: node-aware replication and sharding, HarMoEny's host fetch, cost provenance."""
+"""Node-aware replication and sharding, HarMoEny's host fetch, cost provenance."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""MoE plans: EPLB known answer, sharding and replication properties (issue 5 §2)."""
+"""MoE plans: EPLB known answer, sharding and replication properties."""
 
 from __future__ import annotations
 

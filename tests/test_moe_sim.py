@@ -1,4 +1,4 @@
-"""MoE prefill simulation: balancing, stage exposure, short inputs, bad input (issue 5 §3)."""
+"""MoE prefill simulation: balancing, stage exposure, short inputs, bad input."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from libra_des.startup import COMPILED_MARKER, cache_folder
+from libra_des.base.startup import COMPILED_MARKER, cache_folder
 
 #: Loads one small kernel module and calls its kernel (compiling it into the cache).
 LOAD = (

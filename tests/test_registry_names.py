@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from libra_des import kinds, training_balancers
+from libra_des import kinds
+from libra_des.plan.balancers import registry as training_balancers
 from libra_des.plan.moe.registry import moe_system_names
 from libra_des.sim.network import models as network_models
 from libra_des.sim.training import schedules
@@ -25,9 +26,9 @@ from libra_des.workload.predictors import PREDICTORS
 
 PACKAGE = Path(__file__).resolve().parent.parent / "libra_des"
 #: Modules that declare registry entries: they name what they register.
-REGISTRIES = ("training_balancers.py", "plan/balancers/", "plan/moe/", "kinds/",
-              "workload/predictors.py", "config.py", "sim/training/schedules.py",
-              "workload/lengths.py", "sim/network/models.py")
+REGISTRIES = ("plan/balancers/", "plan/moe/", "kinds/__init__.py", "kinds/training.py",
+              "kinds/moe.py", "workload/predictors.py", "config/__init__.py",
+              "sim/training/schedules.py", "workload/lengths.py", "sim/network/models.py")
 
 
 def names() -> frozenset[str]:

@@ -1,4 +1,4 @@
-"""The one-line-error contract on hostile input (issue 11): one test per class of the audit.
+"""The one-line-error contract on hostile input: one test per class of the audit.
 
 Every case must end as exit 2 with exactly one ``error:`` line on stderr and no result
 written, or as a correct result. Cases fail before any simulation, so the file runs in
@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from libra_des import safety
 from libra_des.cli import main
+from libra_des.commands import safety
 from libra_des.config import ROOT
 from libra_des.errors import CheckError
-from libra_des.plausibility import check_numbers, check_training
+from libra_des.results.plausibility import check_numbers, check_training
 
 QUICK = str(ROOT / "scenarios" / "quickstart.yaml")
 MOE = str(ROOT / "scenarios" / "moe-glm45.yaml")
@@ -97,7 +97,7 @@ def test_bad_scenario_values_are_one_line(
     setting: str, needle: str,
 ) -> None:
     # The preflight compares with this machine's free memory: pin it to a CI-sized 8 GB.
-    monkeypatch.setattr("libra_des.preflight.available_bytes", lambda: 8e9)
+    monkeypatch.setattr("libra_des.kinds.preflight.available_bytes", lambda: 8e9)
     out = tmp_path / "out"
     err = one_line_error(capsys, ["run", QUICK, "--set", setting, "--out", str(out)])
     assert needle in err
@@ -318,7 +318,7 @@ def test_command_flags_are_bounded(capsys: pytest.CaptureFixture[str], argv: lis
 def test_sweep_lock_refuses_a_second_writer(
     capsys: pytest.CaptureFixture[str], tiny: Path, tmp_path: Path
 ) -> None:
-    from libra_des.sweep_safety import folder_lock
+    from libra_des.runs.sweep_safety import folder_lock
 
     out = tmp_path / "sw"
     with folder_lock(out):
@@ -333,8 +333,8 @@ def test_sweep_lock_refuses_a_second_writer(
 def test_sweep_interrupt_keeps_points_and_says_how_to_resume(
     capsys: pytest.CaptureFixture[str], tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from libra_des import sweep
     from libra_des.commands import sweep as sweep_cmd
+    from libra_des.runs import sweep
 
     def one_then_interrupt(scenarios: Any) -> Any:
         yield 0, sweep.run_point(scenarios[0])
@@ -355,7 +355,7 @@ def test_workers_die_with_their_driver(tmp_path: Path) -> None:
         import os, sys, time
         from concurrent.futures import ProcessPoolExecutor
         from multiprocessing import get_context
-        from libra_des.sweep_safety import worker_init
+        from libra_des.runs.sweep_safety import worker_init
         if __name__ == "__main__":
             pool = ProcessPoolExecutor(1, mp_context=get_context("spawn"),
                                        initializer=worker_init, initargs=(os.getpid(),))

@@ -1,4 +1,4 @@
-"""Hostile measurement and profile files (issue 11): strict importers and profile checks.
+"""Hostile measurement and profile files: strict importers and profile checks.
 
 Every case is synthetic (no shared data needed) and fails before any fit, so the file runs
 in about a second.

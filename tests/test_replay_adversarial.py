@@ -375,7 +375,7 @@ def test_a_detailed_training_step_agrees_with_and_without_replays() -> None:
     runs it: every number of the result agrees (rtol 1e-9) but the SimPy event count, which
     replays lower, and the wall clock. (Admitting every replay unchecked moves it by 3e-4.)"""
     from libra_des.config import ROOT, load_scenario
-    from libra_des.simulation import simulate
+    from libra_des.kinds.simulation import simulate
 
     scenario = load_scenario(ROOT / "scenarios" / "quickstart.yaml", [
         "parallelism.dp=2", "parallelism.gbs=16", "balancer.pool_size=2", "fidelity=detailed"])

@@ -1,4 +1,4 @@
-"""Routing traces: generator statistics, predictors, and .npz files (issue 5 §1)."""
+"""Routing traces: generator statistics, predictors, and .npz files."""
 
 from __future__ import annotations
 

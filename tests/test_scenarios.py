@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from libra_des.config import MOE_POLICIES, ROOT, TRAINING_POLICIES, load_scenario, read_yaml
-from libra_des.simulation import simulate
+from libra_des.kinds.simulation import simulate
 
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
 

@@ -1,5 +1,5 @@
 """``libra-des plan`` stays a short command: what its run imports and starts, the lazy config
-names, and the start-up measures of :mod:`libra_des.startup`.
+names, and the start-up measures of :mod:`libra_des.base.startup`.
 
 The import set is checked on a real (small) run in a fresh interpreter, so imports made at
 run time count too (the balancer registry's first look-up, a progress bar, the help
@@ -18,15 +18,15 @@ from typing import Any
 import pytest
 
 import libra_des.config as config
-from libra_des import scenario
-from libra_des.startup import BLAS_THREAD_VARIABLES, blas_threads
+from libra_des.base.startup import BLAS_THREAD_VARIABLES, blas_threads
+from libra_des.config import scenario
 
 #: Modules a ``plan --json`` run must not load: the scenario models and every balancer (the
 #: registry's first look-up), the simulator and its graph, rich (no table, no progress bar),
 #: the optional extras. (TAP's kernels, numba and scipy.special's normal law it does load.)
 HEAVY = (
-    "libra_des.scenario", "libra_des.plan.balancers", "libra_des.kinds.training", "simpy",
-    "networkx", "rich", "scipy.stats", "matplotlib", "pandas", "torch",
+    "libra_des.config.scenario", "libra_des.plan.balancers.shipped", "libra_des.kinds.training",
+    "simpy", "networkx", "rich", "scipy.stats", "matplotlib", "pandas", "torch",
 )
 PLAN = ["plan", "--workload", "longctx-1m", "--gbs", "16", "--windows", "2", "--json"]
 #: Runs the plan command in a fresh interpreter; prints its exit code, the heavy modules it

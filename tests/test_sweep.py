@@ -15,11 +15,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from libra_des import sweep
 from libra_des.cli import main
 from libra_des.config import ROOT, Scenario
 from libra_des.errors import InputError
-from libra_des.sweep import Axis, SweepSpec, expand, local_executor, parse_axis, split_values
+from libra_des.runs import sweep
+from libra_des.runs.sweep import Axis, SweepSpec, expand, local_executor, parse_axis, split_values
 
 SCENARIO = str(ROOT / "scenarios" / "quickstart.yaml")
 # The small layout of tests/test_training.py: 64 GPUs, one step, the 256K corpus.

@@ -10,7 +10,7 @@ import pytest
 
 import libra_des
 from libra_des.cli import main
-from libra_des.tables import cell, flatten, run_row, uniform
+from libra_des.results.tables import cell, flatten, run_row, uniform
 
 SCENARIO = str(Path(__file__).resolve().parents[1] / "scenarios" / "quickstart.yaml")
 TINY = ["--set", "parallelism.dp=2", "--set", "parallelism.pp=1", "--set",

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from libra_des import trace as training_trace
 from libra_des.cli import main
+from libra_des.results import trace as training_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--set", "parallelism.dp=2", "--set", "parallelism.pp=2", "--set",

@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 from libra_des.config import Scenario
+from libra_des.plan.balancers.registry import TrainingBalancer, register
 from libra_des.plan.baselines import ulysses_plan
 from libra_des.plan.types import AttentionPlan
-from libra_des.training_balancers import TrainingBalancer, register
 
 
 def real_tokens(scenario: Scenario, seqs: list[np.ndarray]) -> AttentionPlan:

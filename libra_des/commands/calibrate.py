@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from libra_des.calibrate.sizes import ALL_OPS
-from libra_des.validation import check_output_dir
+from libra_des.config.validation import check_output_dir
 
 OUTPUTS = ("profile.json", "validation.html")
 

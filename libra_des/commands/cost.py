@@ -19,9 +19,9 @@ from typing import Any
 
 from libra_des import api
 from libra_des.commands.common import dumps, positive_ints
+from libra_des.config.validation import MAX_GPUS, MAX_TOKENS
 from libra_des.errors import InputError
-from libra_des.plausibility import check_numbers
-from libra_des.validation import MAX_GPUS, MAX_TOKENS
+from libra_des.results.plausibility import check_numbers
 
 #: The cost model's argument names -> this command's flags (errors name what the user typed).
 FLAG_NAMES = {

@@ -12,11 +12,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from libra_des.base.storage import dumps, write_atomic
 from libra_des.commands.common import int_list
+from libra_des.config.validation import check_output_dir
 from libra_des.errors import InputError
-from libra_des.storage import dumps, write_atomic
-from libra_des.sweep import default_workers
-from libra_des.validation import check_output_dir
+from libra_des.runs.sweep import default_workers
 
 MISSING = "error: figs: matplotlib is not installed; allowed: pip install 'libra-des[figs]'\n"
 

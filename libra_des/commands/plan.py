@@ -1,6 +1,6 @@
 """``libra-des plan``: the configuration simulator's flags, table and JSON.
 
-The replay itself (what each row means, the defaults) is :mod:`libra_des.plan_replay`; the
+The replay itself (what each row means, the defaults) is :mod:`libra_des.runs.plan_replay`; the
 Python API runs the same through :func:`libra_des.api.replay_plans`.
 """
 
@@ -11,15 +11,15 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from libra_des.commands.common import dumps, int_list, parse_list
+from libra_des.config.validation import MAX_SEED
 from libra_des.errors import InputError
-from libra_des.plan_replay import (
+from libra_des.runs.plan_replay import (
     DEFAULT_MODEL,
     PLAN_POLICIES,
     PlanSettings,
     replay,
     settings,
 )
-from libra_des.validation import MAX_SEED
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -84,7 +84,7 @@ def policy_list(text: str) -> tuple[str, ...]:
 
 
 def settings_from_args(args: argparse.Namespace) -> PlanSettings:
-    """Parse the flags; :func:`libra_des.plan_replay.settings` resolves and validates them."""
+    """Parse the flags; :func:`libra_des.runs.plan_replay.settings` resolves and validates them."""
     def ints(flag: str, text: str | None) -> tuple[int, ...] | None:
         return tuple(int_list(flag, text)) if text else None
 

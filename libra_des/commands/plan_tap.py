@@ -14,10 +14,10 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from libra_des import training_balancers
 from libra_des.commands.common import dumps
 from libra_des.config import load_scenario, require_training
 from libra_des.errors import InputError
+from libra_des.plan.balancers import registry as training_balancers
 from libra_des.plan.tap_autotune import Ranking
 
 #: ``plan`` flags that ``--tap`` does not use (it takes everything from the scenario).

@@ -21,6 +21,7 @@ from rich.table import Table
 
 from libra_des.commands.common import dumps
 from libra_des.commands.profile_view import compare_tables, show_tables
+from libra_des.config.validation import check_output_file
 from libra_des.errors import InputError
 from libra_des.hardware.fitting import FitResult, fit_profile
 from libra_des.hardware.importers import FORMATS, import_files
@@ -31,7 +32,6 @@ from libra_des.hardware.profile import (
     resolve_profile,
     save_profile,
 )
-from libra_des.validation import check_output_file
 
 #: The profile layer's argument names -> this command's flags.
 FLAG_NAMES = {"format": "--format", "path": "--out", "device": "--device"}

@@ -13,13 +13,13 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from libra_des.base.storage import dumps, write_atomic
 from libra_des.commands.run import summary_rows
 from libra_des.config import ROOT, load_scenario, require_training
-from libra_des.outputs import RUN_RECORD, check_ours, check_report_path
-from libra_des.preflight import check_feasible
-from libra_des.simulation import run_record, simulate_timed
-from libra_des.storage import dumps, write_atomic
-from libra_des.validation import check_output_dir
+from libra_des.config.validation import check_output_dir
+from libra_des.kinds.preflight import check_feasible
+from libra_des.kinds.simulation import run_record, simulate_timed
+from libra_des.results.outputs import RUN_RECORD, check_ours, check_report_path
 
 DEFAULT = ROOT / "scenarios" / "quickstart.yaml"
 

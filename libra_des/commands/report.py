@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from libra_des.base.storage import write_atomic
 from libra_des.errors import InputError
-from libra_des.storage import write_atomic
 
 if TYPE_CHECKING:
     from libra_des.report import Drawer, Source
-    from libra_des.report_figures import Png
+    from libra_des.report.figures import Png
 
 
 def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -43,7 +43,8 @@ def draw_figures(src: Source) -> Sequence[Png]:
     A sweep gets one bar chart per headline metric of its kind (the first four); runs of
     several scenario kinds get the figures of the first run's kind over the runs of that kind.
     """
-    from libra_des import kinds, report_figures
+    from libra_des import kinds
+    from libra_des.report import figures as report_figures
 
     if not src.results:
         return []
@@ -65,9 +66,9 @@ def drawer() -> Drawer | None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from libra_des.outputs import check_report_path
+    from libra_des.config.validation import check_output_file
     from libra_des.report import render
-    from libra_des.validation import check_output_file
+    from libra_des.results.outputs import check_report_path
 
     folder = Path(args.folder)
     out = Path(args.out) if args.out else folder / "report.html"

@@ -14,11 +14,11 @@ from rich.table import Table
 from libra_des import kinds
 from libra_des.commands.common import dumps, int_list, write_atomic
 from libra_des.config import load_scenario
-from libra_des.outputs import RUN_RECORD, check_ours, claim, default_folder, remove_stale
-from libra_des.preflight import check_feasible, trace_ranks
-from libra_des.simulation import run_record, simulate_timed
-from libra_des.simulation import simulate as simulate  # scripts run a scenario from here
-from libra_des.validation import check_output_dir
+from libra_des.config.validation import check_output_dir
+from libra_des.kinds.preflight import check_feasible, trace_ranks
+from libra_des.kinds.simulation import run_record, simulate_timed
+from libra_des.kinds.simulation import simulate as simulate  # scripts run a scenario from here
+from libra_des.results.outputs import RUN_RECORD, check_ours, claim, default_folder, remove_stale
 
 #: Runs estimated longer than this get a one-line note with the estimate (our choice).
 ESTIMATE_NOTE_S = 10.0
@@ -94,7 +94,7 @@ def handle(args: argparse.Namespace) -> int:
     if trace is not None:
         write_atomic(out / "trace.json", json.dumps(trace))
     if args.table:
-        from libra_des.tables import write_run_table
+        from libra_des.results.tables import write_run_table
 
         write_run_table(result, out)
     written = [f for f in files if (out / f).is_file()]  # result.parquet: with pyarrow only

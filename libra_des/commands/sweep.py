@@ -1,7 +1,7 @@
 """``libra-des sweep SCENARIO --grid KEY=V1,V2 [--zip K1=A,B;K2=C,D]``: resumable grids.
 
 Points are the cartesian product of the axes (first axis outermost); each point's result goes
-to ``OUT/points/<hash>.json`` and the index to ``OUT/sweep.json`` (see :mod:`libra_des.sweep`).
+to ``OUT/points/<hash>.json`` and the index to ``OUT/sweep.json`` (see :mod:`libra_des.runs.sweep`).
 A rerun of the same command skips every finished point.
 """
 
@@ -17,10 +17,11 @@ from rich.progress import Progress
 from rich.table import Table
 
 from libra_des.commands.common import dumps, int_list
+from libra_des.config.validation import check_output_dir
 from libra_des.errors import InputError
-from libra_des.outputs import claim, default_folder
-from libra_des.preflight import check_feasible
-from libra_des.sweep import (
+from libra_des.kinds.preflight import check_feasible
+from libra_des.results.outputs import claim, default_folder
+from libra_des.runs.sweep import (
     Executor,
     PointRecord,
     SweepResult,
@@ -32,8 +33,7 @@ from libra_des.sweep import (
     resolve,
     run_sweep,
 )
-from libra_des.sweep_safety import MAX_WORKERS, sigterm_as_interrupt
-from libra_des.validation import check_output_dir
+from libra_des.runs.sweep_safety import MAX_WORKERS, sigterm_as_interrupt
 
 
 def tagged(kind: str) -> Callable[[str], tuple[str, str]]:

@@ -20,12 +20,12 @@ from typing import Any
 
 import numpy as np
 
+from libra_des.config.validation import MAX_TOKENS
 from libra_des.errors import InputError
 from libra_des.hardware.costs import CostModel
 from libra_des.hardware.kernels import cp_shard, shard_pairs
 from libra_des.hardware.profile import COLLECTIVE_OPS, DTYPE_BYTES
 from libra_des.registry import Registry, shipped_then_entry_points
-from libra_des.validation import MAX_TOKENS
 
 #: Entry-point group third-party cost ops register under.
 GROUP = "libra_des.cost_ops"

@@ -6,8 +6,8 @@ partial number (``13`` left of a cut ``1300.5``) must never become a sample. Eve
 is an :class:`~libra_des.errors.InputError` naming ``FILE:LINE``.
 
 Bounds (our choices, far beyond any real measurement): message sizes up to 1 TiB, times up to
-one hour, groups up to :data:`~libra_des.validation.MAX_GPUS` GPUs, sequences up to
-:data:`~libra_des.validation.MAX_TOKENS` tokens.
+one hour, groups up to :data:`~libra_des.config.validation.MAX_GPUS` GPUs, sequences up to
+:data:`~libra_des.config.validation.MAX_TOKENS` tokens.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from libra_des.config.validation import MAX_GPUS, MAX_TOKENS
 from libra_des.errors import InputError
-from libra_des.validation import MAX_GPUS, MAX_TOKENS
 
 __all__ = ["MAX_BYTES", "MAX_GPUS", "MAX_SECONDS", "MAX_TOKENS", "count", "group_size",
            "nccl_header", "nccl_row", "number"]

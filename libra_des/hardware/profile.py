@@ -18,11 +18,11 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
 
+from libra_des.base.storage import dumps, write_atomic
 from libra_des.config import ROOT, Frozen, pydantic_line
+from libra_des.config.validation import is_file, parse_json, read_bounded
 from libra_des.errors import InputError
 from libra_des.hardware.fabric import Fabric
-from libra_des.storage import dumps, write_atomic
-from libra_des.validation import is_file, parse_json, read_bounded
 
 SCHEMA_VERSION = 1
 PROFILE_DIR = ROOT / "calibration" / "profiles"

@@ -7,10 +7,10 @@ the layers above the config need, declared once in a :class:`ScenarioKind`:
 * ``elaborate``: the checks that need registries above the config layer (an MoE system's
   name), run before any work;
 * ``simulate``: the scenario in, its ``result.json`` dict (and the trace asked for) out, the
-  plausibility checks of :mod:`libra_des.plausibility` applied;
+  plausibility checks of :mod:`libra_des.results.plausibility` applied;
 * ``metrics``: the headline keys of a result (sweep index and report columns);
 * ``summary``: the ``libra-des run`` table rows of a result;
-* ``estimate`` and ``trace_ranks``: the preflight of :mod:`libra_des.preflight`.
+* ``estimate`` and ``trace_ranks``: the preflight of :mod:`libra_des.kinds.preflight`.
 
 ``simulation.py``, ``sweep.py``, ``preflight.py``, ``api.py``, the run command and the report
 look the kind up (:func:`kind_of`, :func:`get`). The shipped kinds are the modules of
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from libra_des.config import Scenario, ScenarioBase
-    from libra_des.preflight import Estimate
+    from libra_des.kinds.preflight import Estimate
 
 #: The modules that register the shipped kinds.
 BUILTIN = ("libra_des.kinds.training", "libra_des.kinds.moe")

@@ -10,9 +10,9 @@ import numpy as np
 
 from libra_des.config import MoeScenario, scenario_dict
 from libra_des.kinds import ScenarioKind, register
-from libra_des.plausibility import check_moe, check_numbers
-from libra_des.preflight import moe_estimate, moe_trace_ranks
-from libra_des.simulation import elaborate_peak
+from libra_des.kinds.preflight import moe_estimate, moe_trace_ranks
+from libra_des.kinds.simulation import elaborate_peak
+from libra_des.results.plausibility import check_moe, check_numbers
 
 #: Headline metrics of an MoE prefill result, as dotted paths into ``result.json``.
 METRICS = (
@@ -48,7 +48,7 @@ def trace_of(scenario: MoeScenario, timeline: list[Any] | None) -> dict[str, Any
     """The MoE prefill trace (stages per GPU per layer), when one was asked for."""
     if timeline is None:
         return None
-    from libra_des.trace_moe import moe_trace
+    from libra_des.results.trace_moe import moe_trace
 
     gpus = 1 + max((t[3] for t in timeline if t[3] is not None), default=0)
     return moe_trace(timeline, scenario, gpus)

@@ -8,12 +8,12 @@ from typing import Any
 
 import numpy as np
 
-from libra_des import training_balancers
 from libra_des.config import TrainingScenario
 from libra_des.kinds import ScenarioKind, register
-from libra_des.plausibility import check_numbers, check_training
-from libra_des.preflight import training_estimate, training_trace_ranks
-from libra_des.simulation import elaborate_peak
+from libra_des.kinds.preflight import training_estimate, training_trace_ranks
+from libra_des.kinds.simulation import elaborate_peak
+from libra_des.plan.balancers import registry as training_balancers
+from libra_des.results.plausibility import check_numbers, check_training
 
 #: Headline metrics of a training result, as dotted paths into ``result.json``.
 METRICS = (
@@ -36,11 +36,11 @@ def simulate(
     want_trace: bool,
     trace_ranks: list[int] | None,
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """Every step of the scenario; the result of :mod:`libra_des.metrics`, checked."""
-    from libra_des.metrics import step_flops, training_result
+    """Every step of the scenario; the result of :mod:`libra_des.results.metrics`, checked."""
+    from libra_des.results.metrics import step_flops, training_result
+    from libra_des.results.trace import chrome_trace
     from libra_des.sim.training.schedules import build_schedule
     from libra_des.sim.training.simulator import simulate_training
-    from libra_des.trace import chrome_trace
 
     records = with_progress(scenario, rng) if progress else simulate_training(scenario, rng)
     par = scenario.parallelism

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from libra_des import training_balancers
 from libra_des.config import TrainingScenario as Scenario
 from libra_des.plan.attention import causal_pairs
+from libra_des.plan.balancers import registry as training_balancers
 from libra_des.plan.grouping import vrsp
 from libra_des.plan.types import AttentionPlan
 from libra_des.workload.packing import CorpusStream, PackedBatch
@@ -62,7 +62,7 @@ class StepPlan:
 
 
 def balancer_of(scenario: Scenario) -> training_balancers.TrainingBalancer:
-    """The registered balancer the scenario names (see :mod:`libra_des.training_balancers`)."""
+    """The registered balancer the scenario names (see :mod:`libra_des.plan.balancers.registry`)."""
     return training_balancers.get(scenario.balancer.policy)
 
 

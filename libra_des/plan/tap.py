@@ -34,7 +34,6 @@ from typing import TypedDict, Unpack
 
 import numpy as np
 
-from libra_des import training_balancers
 from libra_des.config import ModelSpec
 from libra_des.errors import InputError
 from libra_des.plan import pipeline_kernel, tap_kernel
@@ -46,6 +45,7 @@ from libra_des.plan.attention import (
     per_block,
     prefix_pairs,
 )
+from libra_des.plan.balancers import registry as training_balancers
 from libra_des.plan.types import AttentionPlan, PairBytes
 
 ArrayOrFloat = float | np.ndarray

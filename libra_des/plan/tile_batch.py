@@ -24,8 +24,8 @@ from typing import TypeVar, Unpack
 
 import numpy as np
 
-from libra_des import training_balancers
 from libra_des.errors import InputError
+from libra_des.plan.balancers import registry as training_balancers
 from libra_des.plan.tap import (
     Holdings,
     PoolPlan,

@@ -31,9 +31,9 @@ from pathlib import Path
 import numpy as np
 
 from libra_des.config import LengthDist
+from libra_des.config.validation import MAX_TOKENS
 from libra_des.errors import InputError
 from libra_des.registry import Registry, shipped_then_entry_points
-from libra_des.validation import MAX_TOKENS
 from libra_des.workload.normal import ndtr, ndtri
 from libra_des.workload.quantile_law import QuantileLaw
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from libra_des.report_figures import STAGES
+from libra_des.report.figures import STAGES
 from paper_figs import common
 from paper_figs.libra_moe.systems import systems_study
 

@@ -2,7 +2,7 @@
 
 Scenario ``quickstart`` (1,024 GPUs, DP 32 x CP 8 x PP 4, 1M corpus) under every policy.
 Each bar stacks the step-time fractions of ``result.json`` (definitions in
-``libra_des/metrics.py``); the remainder of the step is useful work. The same sweep feeds
+``libra_des/results/metrics.py``); the remainder of the step is useful work. The same sweep feeds
 ``comm_overlap`` and ``throughput``.
 """
 

@@ -11,8 +11,8 @@ import numpy as np
 from libra_des.config import TrainingBalancerSpec
 from libra_des.config import TrainingScenario as Scenario
 from libra_des.plan.balancers.planners import ulysses_real
+from libra_des.plan.balancers.registry import TrainingBalancer
 from libra_des.plan.baselines import wlb_cost_coefficients, wlb_llm_pack
-from libra_des.training_balancers import TrainingBalancer
 from libra_des.workload.packing import PackedBatch
 
 

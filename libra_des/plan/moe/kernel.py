@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from libra_des.startup import numba_module
+from libra_des.base.startup import numba_module
 
 numba = numba_module()
 

@@ -1,6 +1,6 @@
 """A simulated training step (its Chrome trace) as Chakra execution traces, one per rank.
 
-Built from the document :func:`libra_des.trace.chrome_trace` returns, so it shows exactly
+Built from the document :func:`libra_des.results.trace.chrome_trace` returns, so it shows exactly
 what was simulated. Per traced GPU (a per-GPU compute track; with grouped tracks, the first
 GPU of each group stands for it), in start-time order:
 

@@ -7,11 +7,11 @@ import re
 from pathlib import Path
 from typing import Any
 
+from libra_des.base.storage import write_atomic
+from libra_des.config.validation import parse_json, read_bounded
 from libra_des.errors import InputError
 from libra_des.sim.chakra.replay import EtNode, parse_node
 from libra_des.sim.chakra.schema import read_trace
-from libra_des.storage import write_atomic
-from libra_des.validation import parse_json, read_bounded
 
 PREFIX = "libra"
 GROUPS = "comm_group.json"

@@ -10,17 +10,16 @@ hands each over through a one-slot queue; the main thread simulates batch ``b`` 
 Why a thread helps: the generator's work is numpy's logs and sorts, BLAS products and ``nogil``
 numba kernels, all of which release the GIL, so the two threads run on two CPUs for most of
 the generation; unlike the helper process (``sim.moe.prefetch``) there is no second
-interpreter to start (about 1 s of imports) and nothing to pickle. The GIL is still taken
+interpreter to start (its imports) and nothing to pickle. The GIL is still taken
 between those calls: the generator asks for it once per call (about 15 per 2,048-token
 block), and a thread that waits for it gets it only after the holder's switch interval
 (5 ms by default) unless the holder releases it first. The simulation thread releases it in
 every numpy call of at least a few hundred elements, but not while SimPy runs (pure
 Python, about half of the simulation's time), so the overlap is partial.
 
-Measured on the 2-core development machine under other jobs (``benchmarks/moe_prefetch.py``,
-benchmarks/README.md): single runs at load 2.3-2.7 put the thread between 0.85x and 1.0x of
-drawing in the run's wall time, for 0.2-0.7 s more CPU; the benchmark's medians (load 2.4-3.9)
-put it behind both other choices. So it is opt-in (``prefetch="thread"``), and
+Measured (``benchmarks/moe_prefetch.py``, figures in benchmarks/README.md), the thread saves
+little wall time for more CPU, and the benchmark's medians put it behind both other choices.
+So it is opt-in (``prefetch="thread"``), and
 :func:`serve`'s default stays the helper process where a CPU is spare, else drawing in the run.
 
 Memory: at most two batches ahead of the simulation (one in the queue, one being drawn).

@@ -276,7 +276,7 @@ def percentiles(batch_s: Sequence[float], requests: Sequence[int]) -> dict[str, 
 
 
 def assemble(scenario: Scenario, wiring: Wiring, t: RunTotals, events: int) -> dict[str, Any]:
-    """The result dict of issue 5 §3 (``run`` adds ``wall_s`` and ``scenario``)."""
+    """The MoE result dict (``run`` adds ``wall_s`` and ``scenario``)."""
     layers = max(len(t.layer_s), 1)
     breakdown = {
         name: {

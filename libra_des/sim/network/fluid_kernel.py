@@ -34,8 +34,8 @@ import math
 
 import numpy as np
 
+from libra_des.base.startup import numba_module
 from libra_des.sim.network.fluid import DONE_TOLERANCE, MARGIN
-from libra_des.startup import numba_module
 
 numba = numba_module()
 

@@ -9,8 +9,8 @@ following the Pipeliner's one-channel schedule, then post-attention work. Activa
 gradients between stages travel as one flow per CP worker. Flows of different pools contend
 for shared links (spine, NIC, NVSwitch ports), which the fast mode's analytic bounds ignore.
 Gradient synchronisation stays analytic (bucketed all-reduce), as in the fast mode.
-The quickstart layout's 1,024 GPUs take about 100 s of CPU per step
-(``benchmarks/detailed.py``).
+Its cost per step grows with the flows in flight (``benchmarks/detailed.py``; figures in
+benchmarks/README.md).
 
 What the result reports comes from the flows that ran (:func:`flow_times`): each pooled
 attention call's wall time (its straggler), the communication channel's busy time, and from

@@ -71,7 +71,7 @@ class Cluster:
 
 @dataclass(frozen=True)
 class StepRecord:
-    """Everything measured in one step (consumed by :mod:`libra_des.metrics`)."""
+    """Everything measured in one step (consumed by :mod:`libra_des.results.metrics`)."""
 
     plan: StepPlan
     times: tuple[DeviceTimes, ...]

@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Any
 
 #: The project root: the folder that holds the package (and topologies/, workloads/, ...).
-ROOT = Path(__file__).resolve().parent.parent
-PACKAGE = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = Path(__file__).resolve().parents[1]
 #: Plotting code cannot change a result, so it stays out of the fingerprint: the report's
 #: figures here (the paper figures, ``paper_figs/``, sit outside the package and are never
 #: hashed).
-PLOTTING = (PACKAGE / "report_figures.py",)
+PLOTTING = (PACKAGE / "report" / "figures.py",)
 #: Data the simulator reads besides its code: the shipped calibration profiles (JSON) and
 #: NCCL's tuning constants (calibration/public/nccl_tuning.yaml).
 DATA_DIRS = (ROOT / "calibration" / "profiles",)

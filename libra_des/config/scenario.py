@@ -24,7 +24,6 @@ from pydantic import (
     model_validator,
 )
 
-from libra_des import training_balancers
 from libra_des.config import (
     Frozen,
     ModelSpec,
@@ -36,8 +35,9 @@ from libra_des.config import (
     read_yaml,
     validate,
 )
+from libra_des.config.validation import check_gpus, check_model, check_training
 from libra_des.errors import InputError
-from libra_des.validation import check_gpus, check_model, check_training
+from libra_des.plan.balancers import registry as training_balancers
 
 
 class TrainingParallelism(Frozen):
@@ -96,7 +96,7 @@ class TrainingBalancerSpec(Frozen):
     The knobs here are shared by every balancer: the shipped scenarios set TAP's knobs and
     sweep ``balancer.policy`` over all four balancers by ``--set``, so a knob another
     balancer does not read must stay valid. A balancer that reads knobs of its own declares a
-    subclass as its ``config`` (:class:`~libra_des.training_balancers.TrainingBalancer`;
+    subclass as its ``config`` (:class:`~libra_des.plan.balancers.registry.TrainingBalancer`;
     WLB-LLM's ``wlb_defer_outliers``), and the section is validated with it.
     """
 

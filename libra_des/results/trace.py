@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 
 from libra_des import __version__
+from libra_des.base.identity import code_fingerprint
 from libra_des.config import ScenarioBase
 from libra_des.config import TrainingScenario as Scenario
-from libra_des.identity import code_fingerprint
 from libra_des.sim.training.pipeline import dependencies
 from libra_des.sim.training.schedules import Schedule
 from libra_des.sim.training.simulator import StepRecord

@@ -19,8 +19,8 @@ import hashlib
 import json
 from pathlib import Path
 
+from libra_des.base.storage import write_atomic
 from libra_des.errors import InputError
-from libra_des.storage import write_atomic
 
 MARKER = ".libra-des-source"
 #: The record of a run beside its ``result.json``: wall-clock time, host, files written.

@@ -16,7 +16,7 @@ a fit or a file write begins:
   :func:`check_gpus`), called by the scenario models of :mod:`libra_des.config` (a knob of
   the other scenario kind is an unknown key there: each kind's model has only its own).
 
-The preflight estimate of a run's memory and time lives in :mod:`libra_des.preflight`; output
+The preflight estimate of a run's memory and time lives in :mod:`libra_des.kinds.preflight`; output
 paths are checked by :func:`check_output_dir`. This module imports nothing of the package but
 :mod:`libra_des.errors`, so the configuration models can call it.
 """

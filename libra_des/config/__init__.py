@@ -13,7 +13,7 @@ Any failure becomes :class:`~libra_des.errors.InputError` (one line, exit status
 
 This module holds the loading steps and the models ``libra-des plan`` validates on their own
 (model shape, workload); the whole-scenario models and ``load_scenario`` are in
-:mod:`libra_des.scenario`, importable from here too, imported on first use.
+:mod:`libra_des.config.scenario`, importable from here too, imported on first use.
 """
 
 from __future__ import annotations
@@ -31,9 +31,8 @@ from pydantic import (
     model_validator,
 )
 
-from libra_des.errors import InputError
-from libra_des.identity import portable_paths
-from libra_des.validation import (
+from libra_des.base.identity import portable_paths
+from libra_des.config.validation import (
     check_limits,
     did_you_mean,
     fields_at,
@@ -43,28 +42,30 @@ from libra_des.validation import (
     read_bounded,
     strict_fields,
 )
+from libra_des.errors import InputError
 
 if TYPE_CHECKING:
-    from libra_des.scenario import DEFAULT_KIND as DEFAULT_KIND
-    from libra_des.scenario import SCENARIO_KINDS as SCENARIO_KINDS
-    from libra_des.scenario import Balancer as Balancer
-    from libra_des.scenario import MemorySpec as MemorySpec
-    from libra_des.scenario import MoeBalancerSpec as MoeBalancerSpec
-    from libra_des.scenario import MoeParallelism as MoeParallelism
-    from libra_des.scenario import MoeScenario as MoeScenario
-    from libra_des.scenario import Parallelism as Parallelism
-    from libra_des.scenario import Scenario as Scenario
-    from libra_des.scenario import ScenarioBase as ScenarioBase
-    from libra_des.scenario import TrainingBalancerSpec as TrainingBalancerSpec
-    from libra_des.scenario import TrainingParallelism as TrainingParallelism
-    from libra_des.scenario import TrainingScenario as TrainingScenario
-    from libra_des.scenario import VarianceSpec as VarianceSpec
-    from libra_des.scenario import check_balancer as check_balancer
-    from libra_des.scenario import load_scenario as load_scenario
-    from libra_des.scenario import require_training as require_training
-    from libra_des.scenario import validate_scenario as validate_scenario
+    from libra_des.config.scenario import DEFAULT_KIND as DEFAULT_KIND
+    from libra_des.config.scenario import SCENARIO_KINDS as SCENARIO_KINDS
+    from libra_des.config.scenario import Balancer as Balancer
+    from libra_des.config.scenario import MemorySpec as MemorySpec
+    from libra_des.config.scenario import MoeBalancerSpec as MoeBalancerSpec
+    from libra_des.config.scenario import MoeParallelism as MoeParallelism
+    from libra_des.config.scenario import MoeScenario as MoeScenario
+    from libra_des.config.scenario import Parallelism as Parallelism
+    from libra_des.config.scenario import Scenario as Scenario
+    from libra_des.config.scenario import ScenarioBase as ScenarioBase
+    from libra_des.config.scenario import TrainingBalancerSpec as TrainingBalancerSpec
+    from libra_des.config.scenario import TrainingParallelism as TrainingParallelism
+    from libra_des.config.scenario import TrainingScenario as TrainingScenario
+    from libra_des.config.scenario import VarianceSpec as VarianceSpec
+    from libra_des.config.scenario import check_balancer as check_balancer
+    from libra_des.config.scenario import load_scenario as load_scenario
+    from libra_des.config.scenario import require_training as require_training
+    from libra_des.config.scenario import validate_scenario as validate_scenario
 
-#: Names defined in :mod:`libra_des.scenario` and importable from here (on first use, PEP 562):
+#: Names defined in :mod:`libra_des.config.scenario` and importable from here (on first use,
+#: PEP 562):
 #: the scenario models are built only by a command that loads a scenario.
 SCENARIO_NAMES = frozenset({
     "DEFAULT_KIND", "SCENARIO_KINDS", "Balancer", "CommSpec", "MemorySpec", "MoeBalancerSpec",
@@ -75,16 +76,16 @@ SCENARIO_NAMES = frozenset({
 
 
 def __getattr__(name: str) -> Any:
-    """A scenario model or function of :mod:`libra_des.scenario`, imported on first use."""
+    """A scenario model or function of :mod:`libra_des.config.scenario`, imported on first use."""
     if name not in SCENARIO_NAMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from libra_des import scenario
+    from libra_des.config import scenario
 
     return getattr(scenario, name)
 
 
 #: Repository root: shipped topologies, workloads and profiles are found relative to it.
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 TRAINING_POLICIES = ("ulysses", "wlb_llm", "distca", "libra")
 #: The shipped MoE systems (kept equal to ``plan.moe.registry.BUILTIN`` by a test); a scenario
@@ -100,7 +101,7 @@ class Frozen(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _strict_input(cls, data: Any) -> Any:
-        # No bool-as-int, string-as-number or non-finite values (libra_des.validation).
+        # No bool-as-int, string-as-number or non-finite values (libra_des.config.validation).
         strict_fields(cls.model_fields, data)
         return data
 
@@ -348,7 +349,7 @@ def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str,
 
 def key_kinds(dotted: str) -> list[str]:
     """The scenario kinds whose models have the dotted key ``a.b.c``."""
-    from libra_des.scenario import SCENARIO_KINDS
+    from libra_des.config.scenario import SCENARIO_KINDS
 
     out = []
     for name, model in SCENARIO_KINDS.items():
@@ -367,7 +368,7 @@ def key_kinds(dotted: str) -> list[str]:
 
 def key_balancers(dotted: str) -> list[str]:
     """The training balancers whose own config model has the ``balancer.*`` key."""
-    from libra_des import training_balancers
+    from libra_des.plan.balancers import registry as training_balancers
 
     section, _, name = dotted.partition(".")
     if section != "balancer":
@@ -440,7 +441,7 @@ def load_workload(path: str | Path, overrides: Iterable[str] = ()) -> WorkloadSp
 def scenario_dict(scenario: Scenario) -> dict[str, Any]:
     """The fully resolved scenario as plain JSON-able data (for result files).
 
-    Absolute paths become project- or cwd-relative (:mod:`libra_des.identity`), so result
+    Absolute paths become project- or cwd-relative (:mod:`libra_des.base.identity`), so result
     files do not depend on where the checkout lives.
     """
     return dict(portable_paths(scenario.model_dump(mode="json")))

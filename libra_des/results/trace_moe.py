@@ -5,7 +5,7 @@ One process per GPU of the expert-parallel group ("GPU g") and one for group-wid
 local experts while its link dispatches, so kinds overlap and each needs its own track).
 Spans are named ``<stage> L<layer>`` with batch and layer in the args. A counter per GPU
 counts the transfers on its link (dispatch, combine, replica copies, metadata) over time.
-Above :data:`~libra_des.trace.GPU_TRACK_LIMIT` GPUs only the first ones get processes and
+Above :data:`~libra_des.results.trace.GPU_TRACK_LIMIT` GPUs only the first ones get processes and
 ``otherData.note`` says so. ``otherData`` also holds scenario, seed, version and code.
 """
 
@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from libra_des.config import MoeScenario as Scenario
+from libra_des.results.trace import GPU_TRACK_LIMIT, counter, meta, metadata, span
 from libra_des.sim.moe.simulator import STAGES
-from libra_des.trace import GPU_TRACK_LIMIT, counter, meta, metadata, span
 
 #: Stages that occupy a GPU's link (the rest run on its SMs or on the host CPU).
 LINK_STAGES = ("dispatch", "combine", "replica_copy", "metadata")

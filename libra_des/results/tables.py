@@ -19,8 +19,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from libra_des.base.storage import write_atomic
 from libra_des.errors import CheckError, InputError
-from libra_des.storage import write_atomic
 
 Row = dict[str, Any]
 SCALARS = (int, float, str, bool)
@@ -60,10 +60,10 @@ def run_row(result: Mapping[str, Any]) -> Row:
 def read_result(path: Path, field: str = "report", plausible: bool = True) -> dict[str, Any]:
     """A ``result.json`` (or ``sweep.json``) read strictly: a JSON object, finite numbers, no
     duplicate keys, bounded nesting, and (results) every number plausible (fractions in
-    [0, 1], nothing negative: :func:`~libra_des.plausibility.check_numbers`); else one
+    [0, 1], nothing negative: :func:`~libra_des.results.plausibility.check_numbers`); else one
     :class:`InputError` line naming the file."""
-    from libra_des.plausibility import check_numbers
-    from libra_des.validation import parse_json, read_bounded
+    from libra_des.config.validation import parse_json, read_bounded
+    from libra_des.results.plausibility import check_numbers
 
     try:
         data = parse_json(read_bounded(path), field, str(path))

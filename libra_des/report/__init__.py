@@ -21,7 +21,7 @@ values::
       where: {balancer.policy: libra}   # optional, sweeps: the point whose overrides match
 
 Figures are passed in, already drawn: the caller (the ``report`` command) decides what to draw
-(:mod:`libra_des.report_figures`, which needs matplotlib) and hands :func:`render` a callable
+(:mod:`libra_des.report.figures`, which needs matplotlib) and hands :func:`render` a callable
 from the loaded :class:`Source` to images; this module draws nothing and imports no plotting.
 """
 
@@ -37,12 +37,12 @@ from typing import Any, Protocol
 import yaml
 
 from libra_des import __version__
+from libra_des.base.identity import code_fingerprint
 from libra_des.config import read_yaml
 from libra_des.errors import InputError
-from libra_des.identity import code_fingerprint
-from libra_des.tables import cell, read_result, sweep_points, sweep_rows
+from libra_des.results.tables import cell, read_result, sweep_points, sweep_rows
 
-#: Headline metrics and their definitions, in words (see ``libra_des/metrics.py``).
+#: Headline metrics and their definitions, in words (see ``libra_des/results/metrics.py``).
 DEFINITIONS: dict[str, tuple[str, str]] = {
     "step_time_s.mean": ("step time (s)", "wall time of one training step, mean over steps"),
     "tokens_per_s": ("throughput (tokens/s)", "real (unpadded) tokens trained per second"),
@@ -111,7 +111,7 @@ SHAPES: dict[str, tuple[type, ...]] = {
 
 
 def read_json(path: Path, plausible: bool = True) -> dict[str, Any]:
-    """A result file read strictly (see :func:`libra_des.tables.read_result`); the keys the
+    """A result file read strictly (see :func:`libra_des.results.tables.read_result`); the keys the
     page reads (:data:`SHAPES`) have their types, or are absent (null)."""
     data = read_result(path, "report", plausible)
     if plausible:

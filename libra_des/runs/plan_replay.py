@@ -43,7 +43,7 @@ from libra_des.errors import InputError
 from libra_des.plan.baselines import wlb_cost_coefficients, wlb_llm_pack
 from libra_des.plan.grouping import GROUPINGS, Grouping, group, lln_estimate
 from libra_des.plan.tap import plan_pool
-from libra_des.preflight import check_plan_sizes
+from libra_des.kinds.preflight import check_plan_sizes
 from libra_des.workload.packing import PackedBatch, make_stream
 
 #: What `--policy` takes: the groupings, plus WLB-LLM's packing (which groups as it packs).
@@ -143,7 +143,7 @@ def settings(
     }
     if scenario:
         # Lazy: the scenario models are built only for --scenario (start-up time).
-        from libra_des.scenario import load_scenario, require_training
+        from libra_des.config.scenario import load_scenario, require_training
 
         sc = require_training(load_scenario(scenario, list(overrides)),
                               "plan replays training planners")

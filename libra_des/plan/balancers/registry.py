@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 #: Entry-point group third-party balancers register under.
 GROUP = "libra_des.balancers"
 #: The package whose import registers the shipped balancers.
-BUILTIN = "libra_des.plan.balancers"
+BUILTIN = "libra_des.plan.balancers.shipped"
 
 #: How many DP replicas share one pool: one each, ``balancer.pool_size`` of them, or all DP.
 PoolRule = Literal["replica", "configured", "all"]

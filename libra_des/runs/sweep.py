@@ -11,13 +11,13 @@ resolved into a validated scenario *before* any simulation starts, so bad input 
 Storage contract (``OUT``):
 
 * ``OUT/points/<id>.json``: one point's ``result.json``; ``id`` is a hash of the resolved
-  scenario's contents and the code fingerprint (:mod:`libra_des.identity`), so a rerun
+  scenario's contents and the code fingerprint (:mod:`libra_des.base.identity`), so a rerun
   finds finished points and skips them (resume), a code edit recomputes them, and two grid
   points that resolve to the same scenario run once;
 * ``OUT/sweep.json``: the index, points in expansion order with their overrides, axis
   coordinates and headline metrics. Everything except ``wall_s`` is a function of the command;
 * ``OUT/sweep.csv`` (and ``sweep.parquet`` with the ``tables`` extra): one row per point, every
-  override and scalar metric (:mod:`libra_des.tables`).
+  override and scalar metric (:mod:`libra_des.results.tables`).
 
 Both are written atomically by the driver process (workers only return results), so a killed
 sweep leaves whole files only, and a Ray cluster needs no shared filesystem.
@@ -41,13 +41,13 @@ from typing import Any
 from libra_des import __version__, kinds
 from libra_des.config import Scenario, load_scenario, parse_override, scenario_dict
 from libra_des.errors import InputError
-from libra_des.identity import code_fingerprint, content_key, portable_path
+from libra_des.base.identity import code_fingerprint, content_key, portable_path
 from libra_des.kinds import moe as moe_kind
 from libra_des.kinds import training as training_kind
-from libra_des.simulation import simulate_timed
-from libra_des.storage import dumps, write_atomic
-from libra_des.sweep_safety import check_points, folder_lock, stop_workers, worker_init
-from libra_des.tables import write_sweep_table
+from libra_des.kinds.simulation import simulate_timed
+from libra_des.base.storage import dumps, write_atomic
+from libra_des.runs.sweep_safety import check_points, folder_lock, stop_workers, worker_init
+from libra_des.results.tables import write_sweep_table
 from libra_des.workload import trace_cache
 
 #: Headline metrics copied into the index, as dotted paths into ``result.json`` (each kind

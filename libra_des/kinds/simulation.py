@@ -37,12 +37,12 @@ def simulate_timed(
 ) -> tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any]]:
     """:func:`simulate` plus the run's wall-clock record (``wall_s``, ...: ``run.json``).
 
-    The result records the versions that produced it (:func:`~libra_des.identity.versions`).
+    The result records the versions that produced it (:func:`~libra_des.base.identity.versions`).
     A profile measured on another GPU than the topology's is refused before any work unless
     borrowed; a borrowed one puts ``warnings`` in the result (``hardware/device_check.py``).
     """
+    from libra_des.base.identity import versions
     from libra_des.hardware.device_check import profile_warnings
-    from libra_des.identity import versions
 
     kind = kinds.kind_of(scenario)
     kind.elaborate(scenario)  # the names only registries above the config can check
@@ -61,7 +61,7 @@ def simulate_timed(
 def run_record(timing: dict[str, Any], files: list[str]) -> dict[str, Any]:
     """``run.json``: what a run measured of this machine and the files it wrote (a rerun
     removes only stale files listed here: never one it did not write)."""
-    from libra_des.identity import host
+    from libra_des.base.identity import host
 
     return {**timing, "host": host(), "files": sorted(files)}
 

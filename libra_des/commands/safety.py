@@ -17,7 +17,7 @@
 Library warnings (numpy's overflow or invalid-value ``RuntimeWarning``, scipy's fit warnings,
 ``loadtxt`` on an empty file) are silenced inside commands so that stderr stays one line: a
 non-finite number that reaches a result is caught by the plausibility checks instead
-(:mod:`libra_des.plausibility`), and bad input by the validation layer.
+(:mod:`libra_des.results.plausibility`), and bad input by the validation layer.
 """
 
 from __future__ import annotations
