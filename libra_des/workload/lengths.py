@@ -319,6 +319,7 @@ def needs_value(dist: LengthDist, where: str) -> None:
 def needs_path(dist: LengthDist, where: str) -> None:
     if not dist.path:
         raise InputError(f"{where}.path", None, "a lengths file for empirical")
+    read_lengths(dist.path)  # a missing, malformed or out-of-bounds file: before any work
 
 
 def needs_components(dist: LengthDist, where: str) -> None:
