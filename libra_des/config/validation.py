@@ -374,14 +374,10 @@ LIMITS: dict[str, dict[str, tuple[float, str]]] = {
     },
     "VarianceSpec": {
         "noise_sigma": (1.0, "a lognormal sigma; 1 already spreads op times over 10x"),
-        "slow_factor": (100.0, "a slow-down factor"),
-        "failslow_factor": (100.0, "a slow-down factor"),
-        "failslow_steps": (1e6, "steps"),
+        **{f"{k}_factor": (100.0, "a slow-down factor")
+           for k in ("slow", "failslow", "node_episode", "rack_episode")},
+        **{f"{k}_steps": (1e6, "steps") for k in ("failslow", "node_episode", "rack_episode")},
         "degraded_link_factor": (1000.0, "a slow-down factor"),
-        "node_episode_factor": (100.0, "a slow-down factor"),
-        "node_episode_steps": (1e6, "steps"),
-        "rack_episode_factor": (100.0, "a slow-down factor"),
-        "rack_episode_steps": (1e6, "steps"),
         "rack_nodes": (MAX_GPUS, "nodes per rack"),
     },
     "TopologySpec": {
