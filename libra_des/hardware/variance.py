@@ -35,7 +35,7 @@ measures them.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import numpy as np
@@ -263,9 +263,11 @@ def fleet_value(spec: VarianceSpec, name: str) -> float:
     return float(getattr(OFF, name))
 
 
-#: The structured knobs when neither set nor taken from the fleet defaults (off).
-OFF = type(FLEET)(gpu_speed_sigma=0.0, jitter_node_correlation=0.0, node_episode_rate=0.0,
-                  rack_episode_rate=0.0)
+#: The structured knobs when neither set nor taken from the fleet defaults: every source off
+#: (rates, spread and correlation 0); an episode's length and factor keep the fleet values, so
+#: setting a rate alone gives episodes of the documented shape.
+OFF = replace(FLEET, gpu_speed_sigma=0.0, jitter_node_correlation=0.0, node_episode_rate=0.0,
+              rack_episode_rate=0.0)
 
 
 def unit_hash(seed: int, key: object) -> float:
