@@ -2,12 +2,10 @@
 
 :func:`estimate` gives a rough upper estimate of a run's peak memory and wall time from the
 sizes that drive them. The coefficients are *measured* on this project's CI-class machine
-(2 shared cores; ``/usr/bin/time`` of ``libra-des run``), rounded up, e.g.:
-
-* training, quickstart layout (1,024 GPUs, W = 64 workers per pool): 4 s, 120 MB;
-  cp 512 x pool 4 (W = 2,048): 15 s, 750 MB, so about 150 B and 2 us per W^2 entry;
-  16,384 GPUs: 13 s, 330 MB, about 10 kB and 0.5 ms per GPU; GBS 2,048: 9 s, 170 MB;
-* MoE prefill, GLM-4.5 on EP 8: about 0.1 s per (batch x MoE layer) of 16K tokens.
+(2 shared cores; ``/usr/bin/time`` of ``libra-des run``) and rounded up: per W^2 entry of a
+pool's byte matrices (W workers per pool), per GPU, per sample, per op, per TAP block, and
+for MoE prefill per (batch x MoE layer) of 16K tokens. The measured runs behind them are in
+benchmarks/README.md ("Figures that docstrings used to carry").
 
 A run estimated above the memory this machine has available (``MemAvailable``) or above
 :data:`MAX_SECONDS` is an input error naming the estimate; ``--no-preflight`` overrides.

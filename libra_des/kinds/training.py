@@ -60,7 +60,8 @@ def with_progress(scenario: TrainingScenario, rng: np.random.Generator) -> list[
     """Every step under a progress bar on stderr (a terminal only: rich disables it on a
     pipe): steps, and inside each step the share of ops done with the simulated clock, so a
     long detailed step shows how far it is and when it should end (rich's ETA)."""
-    # Imported only when shown: rich.progress costs 25-60 ms of every run otherwise.
+    # Imported only when shown: rich.progress adds to every run's start-up otherwise
+    # (figure in benchmarks/README.md).
     from rich.console import Console
     from rich.progress import (
         BarColumn,

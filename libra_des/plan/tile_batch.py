@@ -2,7 +2,7 @@
 
 A step at scale plans hundreds of pools (512 at 16,384 GPUs), each a few hundred blocks:
 :func:`~libra_des.plan.tap.build_tiles` per pool spends most of its time in the fixed cost
-of some 80 small numpy calls (measured on scale-16384: about 0.42 ms a pool, 0.22 s a step).
+of some 80 small numpy calls (measured on scale-16384; figures in benchmarks/README.md).
 :func:`build_tiles_many` cuts every sequence of every pool into blocks in one call
 (:func:`~libra_des.plan.tap.pool_blocks` and :func:`~libra_des.plan.tap.holdings` already
 work sequence by sequence, their ids running on across sequences), then gives each pool its
@@ -45,9 +45,9 @@ T = TypeVar("T")
 
 
 #: Packed sequences whose tiles one numpy pass builds. Measured on scale-16384's 512 pools of
-#: 8 sequences (976 tiles, 13.7k group references each): per pool 0.245 s a step; in batches
-#: of 2 / 4 / 8 / 16 / 32 pools 0.20 / 0.17 / 0.17-0.21 / 0.16-0.19 / 0.16 s; all 512 at once
-#: 0.26-0.76 s (arrays of tens of MB, out of cache and faulted in afresh). 16 pools of 8 is
+#: 8 sequences (976 tiles, 13.7k group references each; figures in benchmarks/README.md):
+#: batches of 2 to 32 pools beat one pool at a time, and all 512 at once is slower again
+#: (arrays of tens of MB, out of cache and faulted in afresh). 16 pools of 8 is
 #: our choice; a pool wider than this (DistCA's, all DP replicas) is built on its own, so
 #: no batch holds more tiles than the per-pool planner did or than this bound.
 BATCH_SEQUENCES = 128

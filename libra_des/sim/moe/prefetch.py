@@ -7,7 +7,7 @@ helper process draws the batches, in order, from a copy of that stream exactly a
 own planner would (as ``simulator.shared_traces`` does for the on-disk cache) and hands each
 over as soon as it is made; the run simulates batch ``b`` while batch ``b + 1`` is drawn.
 Results are identical (the same draws, in the same order); only the wall time changes. CPU
-time rises by the helper's start-up (a fresh interpreter: imports, about 1 s).
+time rises by the helper's start-up (a fresh interpreter: its imports).
 
 When (our choice): only for runs drawing at least :data:`PREFETCH_UNIFORMS` uniforms,
 when the machine has a CPU to spare (one-minute load average at least 1.5 below the CPU count,
@@ -44,10 +44,10 @@ from libra_des.sim.moe.batch import BatchPlanner
 from libra_des.workload.routing import RoutingTrace
 
 #: The arrays of one batch, in the order they travel.
-#: Uniforms a run must draw before a helper process pays for its start-up: about 1 s of
-#: imports against about 1.9 ns a uniform saved by overlapping generation with the
-#: simulation (measured on the 2-core CI machine, Qwen3-235B batches); 2**29 leaves a 2x
-#: margin (our choice).
+#: Uniforms a run must draw before a helper process pays for its start-up: the helper's
+#: imports against the time a uniform saves by overlapping generation with the simulation
+#: (both measured on the 2-core CI machine, Qwen3-235B batches; figures in
+#: benchmarks/README.md); 2**29 leaves a 2x margin (our choice).
 PREFETCH_UNIFORMS = 1 << 29
 FIELDS = ("experts", "request", "dataset", "num_experts")
 

@@ -89,16 +89,16 @@ def flows(env: simpy.Environment, setup: NetworkSetup) -> NetworkModel:
 
 def detailed_training_wall(gpus: int) -> float:
     """Detailed over fast fidelity's time for one step. Measured with
-    ``benchmarks/detailed.py`` (quickstart layout, replayed all-to-alls): 1.9x at 128 GPUs,
-    4.4x at 256, 7.1x at 512, 14x at 1,024: it grows about as the GPUs (hand-overs of
-    replays grow as more pools share spines), hence GPUs / 64, and at least 8 (our
-    assumption for small runs, whose fixed costs dominate)."""
+    ``benchmarks/detailed.py`` (quickstart layout, replayed all-to-alls; figures in
+    benchmarks/README.md): it grows about as the GPUs (hand-overs of replays grow as more
+    pools share spines), hence GPUs / 64, and at least 8 (our assumption for small runs,
+    whose fixed costs dominate)."""
     return max(8.0, gpus / 64)
 
 
 def detailed_moe_wall(ep: int) -> float:
     """Detailed fidelity runs dispatch / combine as flows, about G^2 per layer: walls measured
-    with ``benchmarks/moe_fidelity.py`` grow from 1x (8 GPUs) to 3-4x (32) of fast mode; our
+    with ``benchmarks/moe_fidelity.py`` (figures in benchmarks/README.md) grow with G; our
     bound 1 + G/8 stays above them."""
     return 1 + ep / 8
 
