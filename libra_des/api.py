@@ -133,24 +133,31 @@ def load_scenario(
 
     A path goes through exactly what ``libra-des run PATH --set ...`` does. A scenario object
     is dumped to its resolved form, overridden and validated again (file references in an
-    override resolve against the current directory, then the shipped folders).
+    override resolve against the current directory, then the shipped folders). Either way the
+    scenario kind's ``elaborate`` (:mod:`libra_des.kinds`) checks the names only registries
+    can see and gives the scenario to run (a training balancer's own knobs in its model).
     """
+    from libra_des import kinds
+
     if not isinstance(scenario, ScenarioBase | str | os.PathLike) or isinstance(scenario, bytes):
         raise InputError("scenario", scenario, "a Scenario or the path of a scenario YAML")
     texts = override_texts(overrides)
     if seed is not None:
         texts.append(f"seed={json.dumps(seed)}")
     if isinstance(scenario, str | os.PathLike):
-        return config.load_scenario(Path(scenario), texts)
-    if not texts:
+        loaded = config.load_scenario(Path(scenario), texts)
+    elif not texts:
         # model_copy(update=...) skips every validator: check the object as a file would be.
-        return config.validate_scenario(scenario.model_dump(mode="json", warnings=False))
-    # The keys the scenario set, not every default: a knob only its balancer reads (e.g.
-    # WLB-LLM's) must not follow the scenario into another ``balancer.policy``.
-    data = dict(portable_paths(scenario.model_dump(mode="json", exclude_unset=True)))
-    for text in texts:
-        data = config.elaborate(config.apply_overrides(data, [text]), Path.cwd())
-    return config.validate_scenario(data)
+        loaded = config.validate_scenario(scenario.model_dump(mode="json", warnings=False))
+    else:
+        # The keys the scenario set, not every default: a knob only its balancer reads (e.g.
+        # WLB-LLM's) must not follow the scenario into another ``balancer.policy``.
+        data = dict(portable_paths(scenario.model_dump(mode="json", exclude_unset=True)))
+        for text in texts:
+            data = config.elaborate(config.apply_overrides(data, [text]), Path.cwd())
+        loaded = config.validate_scenario(data)
+    resolved: Scenario = kinds.kind_of(loaded).elaborate(loaded)
+    return resolved
 
 
 def simulate(

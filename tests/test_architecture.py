@@ -33,8 +33,6 @@ PAPER_FIGS = PACKAGE.parent / "paper_figs"
 LAYERS: Mapping[str, int] = {
     "__init__": 0, "errors": 0, "registry": 0, "base": 0,
     "config": 1,
-    # Until the config stops validating balancer names itself (it still asks the registry).
-    "plan.balancers.registry": 1,
     "workload": 2,
     "hardware": 3,
     "plan": 4,
@@ -49,12 +47,6 @@ LAYERS: Mapping[str, int] = {
 }
 #: What the package face (``libra_des/__init__.py``) may re-export from, by string.
 FACE = ("libra_des.api", "libra_des.errors", "libra_des.results.tables")
-#: Known upward string imports still to remove, each with the reason it stays for now.
-PENDING = {
-    # The config still asks the balancer registry for names, so the registry ranks with the
-    # config and loads the shipped planners by name: the cycle the config must break.
-    ("libra_des.plan.balancers.registry", "libra_des.plan.balancers.shipped"),
-}
 #: A string that names a module of the package (an entry string may add ``:NAME``).
 MODULE_STRING = re.compile(r"libra_des(?:\.[A-Za-z_]\w*)+(?::[A-Za-z_]\w*)?")
 #: What ``paper_figs`` may import of libra_des: the package face, the API, its errors, and
@@ -73,7 +65,7 @@ def module_name(path: Path, package: Path = PACKAGE) -> str:
 
 def layer_of(module: str) -> str:
     """The longest entry of :data:`LAYERS` that ``module`` lies in: ``libra_des.sim.training``
-    -> ``sim``; ``libra_des.plan.balancers.registry`` -> itself; the package -> ``__init__``;
+    -> ``sim``; a dotted entry such as ``plan.x`` -> itself; the package -> ``__init__``;
     a module of no ranked layer -> its first component (reported as unranked)."""
     parts = module.split(".")[1:]
     for end in range(len(parts), 0, -1):
@@ -155,7 +147,7 @@ def violations(sources: Mapping[str, str]) -> list[str]:
             dep = layer_of(target)
             if dep not in LAYERS and not top:
                 continue  # a string such as an entry-point group, not a module
-            if (module == "libra_des" and target in FACE) or (module, target) in PENDING:
+            if module == "libra_des" and target in FACE:
                 continue
             if dep != layer and LAYERS.get(dep, 99) > LAYERS[layer]:
                 found.append(f"{module}: imports {target} (layer {dep} is above {layer})")

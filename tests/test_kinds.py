@@ -11,7 +11,7 @@ from typing import Any, get_args
 
 import pytest
 
-from libra_des import kinds
+from libra_des import api, kinds
 from libra_des.config import (
     ROOT,
     SCENARIO_KINDS,
@@ -101,7 +101,7 @@ def test_a_key_of_the_other_kind_is_bad_input(scenario: str, key: str) -> None:
     other = "moe_inference" if scenario == "quickstart.yaml" else "training"
     value = json.dumps(default_of(SCENARIO_KINDS[other], key))
     with pytest.raises(InputError) as err:
-        load_scenario(ROOT / "scenarios" / scenario, [f"{key}={value}"])
+        api.load_scenario(ROOT / "scenarios" / scenario, [f"{key}={value}"])
     assert err.value.field == key
     assert f"only kind={other} reads it" in err.value.allowed
 
@@ -148,28 +148,31 @@ class WithKnob(TrainingBalancerSpec):
 
 def test_a_balancer_validates_its_section_with_its_own_model(
         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The training kind's elaborate (through the API) validates the section with the
+    policy's own model; the config layer below the registry only keeps the unknown key."""
     own = {"ulysses": WithKnob}
     monkeypatch.setattr(training_balancers, "config_of", own.get)
     base = ROOT / "scenarios" / "quickstart.yaml"
-    sc = load_scenario(base, ["balancer.policy=ulysses", "balancer.lookahead_windows=5"])
+    sc = api.load_scenario(base, ["balancer.policy=ulysses", "balancer.lookahead_windows=5"])
     assert isinstance(sc, TrainingScenario) and isinstance(sc.balancer, WithKnob)
     assert sc.balancer.lookahead_windows == 5
     assert sc.model_dump()["balancer"]["lookahead_windows"] == 5  # result files show it
     with pytest.raises(InputError) as err:  # libra reads the shared model: no such knob
-        load_scenario(base, ["balancer.lookahead_windows=5"])
+        api.load_scenario(base, ["balancer.lookahead_windows=5"])
     assert err.value.field == "balancer.lookahead_windows"
     with pytest.raises(InputError) as err:
-        load_scenario(base, ["balancer.policy=ulysses", "balancer.lookahead_windows=0.5"])
+        api.load_scenario(base, ["balancer.policy=ulysses", "balancer.lookahead_windows=0.5"])
     assert err.value.field == "balancer.lookahead_windows"
 
 
 def test_wlb_llm_reads_its_own_knob_and_no_other_balancer_does() -> None:
     base = ROOT / "scenarios" / "quickstart.yaml"
-    sc = load_scenario(base, ["balancer.policy=wlb_llm", "balancer.wlb_defer_outliers=true"])
+    sc = api.load_scenario(base, ["balancer.policy=wlb_llm", "balancer.wlb_defer_outliers=true"])
     assert sc.model_dump()["balancer"]["wlb_defer_outliers"] is True
     for policy in ("libra", "ulysses", "distca"):
         with pytest.raises(InputError) as err:
-            load_scenario(base, [f"balancer.policy={policy}", "balancer.wlb_defer_outliers=false"])
+            api.load_scenario(base, [f"balancer.policy={policy}",
+                                     "balancer.wlb_defer_outliers=false"])
         assert err.value.field == "balancer.wlb_defer_outliers"
         assert "only wlb_llm reads it" in err.value.allowed
 

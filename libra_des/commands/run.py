@@ -62,7 +62,7 @@ def summary_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
 
 def handle(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, args.set)
-    kinds.kind_of(scenario).elaborate(scenario)  # registered names, before any work
+    scenario = kinds.kind_of(scenario).elaborate(scenario)  # registered names, before work
     parsed = None if args.trace_ranks is None else int_list("--trace-ranks", args.trace_ranks, 0)
     if args.chakra is not None:
         check_chakra(scenario, Path(args.chakra))

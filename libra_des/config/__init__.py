@@ -19,7 +19,7 @@ This module holds the loading steps and the models ``libra-des plan`` validates 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
 
@@ -58,8 +58,9 @@ if TYPE_CHECKING:
     from libra_des.config.scenario import TrainingBalancerSpec as TrainingBalancerSpec
     from libra_des.config.scenario import TrainingParallelism as TrainingParallelism
     from libra_des.config.scenario import TrainingScenario as TrainingScenario
+    from libra_des.config.scenario import UnresolvedBalancerSpec as UnresolvedBalancerSpec
     from libra_des.config.scenario import VarianceSpec as VarianceSpec
-    from libra_des.config.scenario import check_balancer as check_balancer
+    from libra_des.config.scenario import check_tap_knobs as check_tap_knobs
     from libra_des.config.scenario import load_scenario as load_scenario
     from libra_des.config.scenario import require_training as require_training
     from libra_des.config.scenario import validate_scenario as validate_scenario
@@ -71,7 +72,8 @@ SCENARIO_NAMES = frozenset({
     "DEFAULT_KIND", "SCENARIO_KINDS", "Balancer", "CommSpec", "MemorySpec", "MoeBalancerSpec",
     "MoeModelSpec", "MoeParallelism", "MoeScenario", "Parallelism", "Scenario", "ScenarioBase",
     "TrainingBalancerSpec", "TrainingParallelism", "TrainingScenario", "VarianceSpec",
-    "check_balancer", "load_scenario", "require_training", "validate_scenario",
+    "UnresolvedBalancerSpec", "check_tap_knobs", "load_scenario", "require_training",
+    "validate_scenario",
 })
 
 
@@ -366,35 +368,31 @@ def key_kinds(dotted: str) -> list[str]:
     return out
 
 
-def key_balancers(dotted: str) -> list[str]:
-    """The training balancers whose own config model has the ``balancer.*`` key."""
-    from libra_des.plan.balancers import registry as training_balancers
-
-    section, _, name = dotted.partition(".")
-    if section != "balancer":
-        return []
-    return [b for b in training_balancers.names()
-            if name in getattr(training_balancers.config_of(b), "model_fields", {})]
+#: (dotted key) -> the registered parts that read it (a layer above the config knows them:
+#: the training kind passes the balancers whose own config model has a ``balancer.*`` key).
+KeyReaders = Callable[[str], list[str]]
 
 
-def unknown_key(dotted: str, kind: str | None) -> str:
+def unknown_key(dotted: str, kind: str | None, readers_of: KeyReaders | None = None) -> str:
     """Why a key is refused: unknown anywhere, or read only by another scenario kind or
-    another training balancer."""
+    (``readers_of``) another training balancer."""
     owners = key_kinds(dotted) if kind is not None else []
     if owners:
         return f"no such key for kind={kind} (only kind={' | '.join(owners)} reads it)"
-    readers = key_balancers(dotted) if kind is not None else []
+    readers = readers_of(dotted) if readers_of is not None and kind is not None else []
     if readers:
         return f"no such key for this balancer.policy (only {' | '.join(readers)} reads it)"
     return "no such key (unknown key)"
 
 
 def pydantic_line(
-    exc: ValidationError, prefix: str = "", kind: str | None = None, model: type | None = None
+    exc: ValidationError, prefix: str = "", kind: str | None = None, model: type | None = None,
+    readers_of: KeyReaders | None = None,
 ) -> InputError:
     """Turn the first pydantic error into the one-line contract (``kind``: the scenario's,
     so that a knob of another kind says so; ``model``: the validated one, whose field names
-    an unknown key is matched against for a "did you mean")."""
+    an unknown key is matched against for a "did you mean"; ``readers_of``: see
+    :func:`unknown_key`)."""
     err = exc.errors()[0]
     loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith("function-"))
     inner = (err.get("ctx") or {}).get("error")
@@ -405,7 +403,7 @@ def pydantic_line(
     field = f"{prefix}{loc}" if loc else (prefix.rstrip(".") or "scenario")
     msg = str(err["msg"]).removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
-        msg = unknown_key(f"{prefix}{loc}", kind)
+        msg = unknown_key(f"{prefix}{loc}", kind, readers_of)
         if model is not None and msg.endswith("(unknown key)"):
             parts = tuple(err["loc"])
             msg += did_you_mean(str(parts[-1]), fields_at(model, parts[:-1]))
@@ -415,14 +413,18 @@ def pydantic_line(
     return InputError(field, value, msg)
 
 
-def validate(model: type[Frozen], data: Any, prefix: str = "") -> Any:
-    """Validate ``data`` into ``model`` with the one-line error contract."""
+def validate(
+    model: type[Frozen], data: Any, prefix: str = "", kind: str | None = None,
+    readers_of: KeyReaders | None = None,
+) -> Any:
+    """Validate ``data`` into ``model`` with the one-line error contract (``kind`` and
+    ``readers_of`` as for :func:`pydantic_line`)."""
     if not isinstance(data, Mapping):
         raise InputError(prefix.rstrip(".") or "scenario", data, "a YAML mapping")
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise pydantic_line(exc, prefix, model=model) from None
+        raise pydantic_line(exc, prefix, kind, model, readers_of) from None
 
 
 def load_workload(path: str | Path, overrides: Iterable[str] = ()) -> WorkloadSpec:

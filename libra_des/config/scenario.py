@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import (
+    ConfigDict,
     Field,
     SerializeAsAny,
     SerializerFunctionWrapHandler,
@@ -37,7 +38,6 @@ from libra_des.config import (
 )
 from libra_des.config.validation import check_gpus, check_model, check_training
 from libra_des.errors import InputError
-from libra_des.plan.balancers import registry as training_balancers
 
 
 class TrainingParallelism(Frozen):
@@ -91,13 +91,16 @@ class MoeParallelism(Frozen):
 
 
 class TrainingBalancerSpec(Frozen):
-    """A training balancer's section: the policy (``training_balancers``) and its knobs.
+    """A training balancer's section: the policy (a registered training balancer) and its knobs.
 
     The knobs here are shared by every balancer: the shipped scenarios set TAP's knobs and
     sweep ``balancer.policy`` over all four balancers by ``--set``, so a knob another
     balancer does not read must stay valid. A balancer that reads knobs of its own declares a
     subclass as its ``config`` (:class:`~libra_des.plan.balancers.registry.TrainingBalancer`;
-    WLB-LLM's ``wlb_defer_outliers``), and the section is validated with it.
+    WLB-LLM's ``wlb_defer_outliers``). The config layer cannot see the registry (it sits
+    below it), so it keeps keys it does not know in an :class:`UnresolvedBalancerSpec`; the
+    training kind's ``elaborate`` (``kinds/training.py``) checks the policy's name and pool
+    rule and validates the section with the policy's own model, before any work.
     """
 
     policy: str = "libra"
@@ -125,6 +128,13 @@ class TrainingBalancerSpec(Frozen):
         if not isinstance(h, int) or not isinstance(b, int):
             raise InputError("balancer.heads_split", h, "resolved before planning (internal)")
         return h, b
+
+
+class UnresolvedBalancerSpec(TrainingBalancerSpec):
+    """A balancer section with keys the shared model does not have, kept (unvalidated) for
+    the training kind's ``elaborate``, which validates them with the policy's own model."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
 
 
 #: The training balancer section under its former name.
@@ -291,19 +301,16 @@ class TrainingScenario(ScenarioBase):
     @model_validator(mode="before")
     @classmethod
     def _balancer_model(cls, data: Any) -> Any:
-        """Validate ``balancer`` with the config model its policy declares (if it has one)."""
+        """Keep a ``balancer`` section's keys the shared model lacks for the kind's
+        ``elaborate`` (a balancer's own knobs; see :class:`TrainingBalancerSpec`)."""
         bal = data.get("balancer") if isinstance(data, Mapping) else None
-        if not isinstance(bal, Mapping):
+        if not isinstance(bal, Mapping) or set(bal) <= set(TrainingBalancerSpec.model_fields):
             return data
-        policy = bal.get("policy", TrainingBalancerSpec.model_fields["policy"].default)
-        own = training_balancers.config_of(policy) if isinstance(policy, str) else None
-        if own is None:
-            return data
-        return {**data, "balancer": validate(own, bal, "balancer.")}
+        return {**data, "balancer": validate(UnresolvedBalancerSpec, bal, "balancer.")}
 
     @model_validator(mode="after")
     def _check(self) -> TrainingScenario:
-        check_balancer(self.balancer, self.parallelism, self.model)
+        check_tap_knobs(self.balancer, self.model)
         if self.workload.lengths is None:
             raise InputError("workload.lengths", None, "a length distribution for training")
         check_training(self)
@@ -367,13 +374,9 @@ def require_training(sc: Scenario, why: str) -> TrainingScenario:
     return sc
 
 
-def check_balancer(bal: TrainingBalancerSpec, par: TrainingParallelism, model: ModelSpec) -> None:
-    """Cross-field rules between a training balancer, the layout and the model."""
-    policies = training_balancers.names()
-    if bal.policy not in policies:
-        raise InputError("balancer.policy", bal.policy, " | ".join(policies))
-    if training_balancers.get(bal.policy).pool == "configured" and par.dp % bal.pool_size:
-        raise InputError("balancer.pool_size", bal.pool_size, f"a divisor of dp={par.dp}")
+def check_tap_knobs(bal: TrainingBalancerSpec, model: ModelSpec) -> None:
+    """Cross-field rules between TAP's knobs and the model (the policy's name and pool rule
+    need the balancer registry: the training kind's ``elaborate`` checks them)."""
     if not isinstance(bal.heads_split, int):
         if not any(model.heads_q % h == 0 and (model.heads_q // h) % bal.chunks == 0
                    for h in range(1, model.heads_q + 1)):

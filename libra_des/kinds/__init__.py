@@ -5,7 +5,8 @@ A scenario kind (training, MoE prefill) is a validated model of
 the layers above the config need, declared once in a :class:`ScenarioKind`:
 
 * ``elaborate``: the checks that need registries above the config layer (an MoE system's
-  name), run before any work;
+  name, a training balancer's name, pool rule and own config model), run before any work;
+  it returns the scenario to run (a training balancer's section in its own model);
 * ``simulate``: the scenario in, its ``result.json`` dict (and the trace asked for) out, the
   plausibility checks of :mod:`libra_des.results.plausibility` applied;
 * ``metrics``: the headline keys of a result (sweep index and report columns);
@@ -46,8 +47,9 @@ Simulate = Callable[
 TraceRanks = Callable[[Any, bool, "str | None", "list[int] | None"], "list[int] | None"]
 
 
-def no_checks(_scenario: Any) -> None:
-    """A kind whose every rule the config layer already checks."""
+def no_checks(scenario: Any) -> Any:
+    """A kind whose every rule the config layer already checks: the scenario as it is."""
+    return scenario
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,7 @@ class ScenarioKind:
     summary: Callable[[Mapping[str, Any]], list[tuple[str, str]]] = field(compare=False)
     estimate: Callable[[Any], Estimate] = field(compare=False)
     trace_ranks: TraceRanks = field(compare=False)
-    elaborate: Callable[[Any], None] = field(default=no_checks, compare=False)
+    elaborate: Callable[[Any], Any] = field(default=no_checks, compare=False)
 
 
 class KindRegistry(Registry[ScenarioKind]):

@@ -63,7 +63,7 @@ def summary(r: Mapping[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
-def elaborate(scenario: MoeScenario) -> None:
+def elaborate(scenario: MoeScenario) -> MoeScenario:
     """Bad input before any work: the MoE system and the network model must be registered (the
     config layer, below the registries, cannot see them), an override predictor usable by the
     system, a grouped-GEMM kernel for the model's dtype, and EP no wider than the experts."""
@@ -75,6 +75,7 @@ def elaborate(scenario: MoeScenario) -> None:
     check_ep_width(scenario)
     system_kernel(scenario)  # the system ships a kernel for model.dtype
     Wiring.of(scenario)  # looks the system up; refuses an override it cannot use
+    return scenario
 
 
 KIND = register(ScenarioKind(

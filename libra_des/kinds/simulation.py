@@ -45,7 +45,7 @@ def simulate_timed(
     from libra_des.hardware.device_check import profile_warnings
 
     kind = kinds.kind_of(scenario)
-    kind.elaborate(scenario)  # the names only registries above the config can check
+    scenario = kind.elaborate(scenario)  # the names only registries above the config see
     warnings = profile_warnings(scenario.profile, scenario.profile_scope, scenario.topology,
                                 scenario.topology_params)
     rng = np.random.default_rng(scenario.seed)

@@ -8,7 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from libra_des.config import TrainingScenario
+from libra_des.config import TrainingBalancerSpec, TrainingScenario, validate
+from libra_des.errors import InputError
 from libra_des.kinds import ScenarioKind, register
 from libra_des.kinds.preflight import training_estimate, training_trace_ranks
 from libra_des.kinds.simulation import elaborate_peak
@@ -131,17 +132,51 @@ def tap_text(r: Mapping[str, Any]) -> str:
     return f"{bal.get('heads_split')}, {bal.get('block_size')}"
 
 
-def elaborate(scenario: TrainingScenario) -> None:
-    """The names the config layer cannot see: the pipeline schedule (and the model chunks it
+def key_balancers(dotted: str) -> list[str]:
+    """The training balancers whose own config model has the ``balancer.*`` key."""
+    section, _, name = dotted.partition(".")
+    if section != "balancer":
+        return []
+    return [b for b in training_balancers.names()
+            if name in getattr(training_balancers.config_of(b), "model_fields", {})]
+
+
+def resolve_balancer(scenario: TrainingScenario) -> TrainingScenario:
+    """The scenario with its ``balancer`` section validated by the policy's own config model
+    (the shared one unless the balancer declares one), the policy registered and its pool
+    rule met: what the config layer, below the registry, leaves to this kind."""
+    bal = scenario.balancer
+    own = training_balancers.config_of(bal.policy)
+    if own is not None or bal.model_extra:
+        # Only the keys the scenario set: a default of the own model stays a default.
+        data = bal.model_dump(exclude_unset=True)
+        resolved = validate(own or TrainingBalancerSpec, data, "balancer.", "training",
+                            key_balancers)
+        if own is not None:
+            scenario = scenario.model_copy(update={"balancer": resolved})
+    policies = training_balancers.names()
+    if bal.policy not in policies:
+        raise InputError("balancer.policy", bal.policy, " | ".join(policies))
+    dp = scenario.parallelism.dp
+    if training_balancers.get(bal.policy).pool == "configured" and dp % bal.pool_size:
+        raise InputError("balancer.pool_size", bal.pool_size, f"a divisor of dp={dp}")
+    return scenario
+
+
+def elaborate(scenario: TrainingScenario) -> TrainingScenario:
+    """The names the config layer cannot see: the balancer (its name, pool rule and own
+    config model, :func:`resolve_balancer`), the pipeline schedule (and the model chunks it
     takes), the network model and the length law (with the fields it needs)."""
     from libra_des.sim.network import models as network_models
     from libra_des.sim.training import schedules
     from libra_des.workload import lengths
 
+    scenario = resolve_balancer(scenario)
     par = scenario.parallelism
     schedules.get(par.schedule).check(par.virtual_stages)
     network_models.get(scenario.fidelity)
     lengths.check(scenario.workload.lengths)
+    return scenario
 
 
 KIND = register(ScenarioKind(
