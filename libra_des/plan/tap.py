@@ -182,11 +182,17 @@ def pool_lengths(seqs: Sequence[np.ndarray], packed_length: int) -> list[np.ndar
     return out
 
 
-def holdings(seqs: Sequence[np.ndarray], cp: int, packed_length: int) -> Holdings:
-    """Token overlap of every sample with every CP shard of its replica (``tap_kernel``)."""
+def flat_lengths(seqs: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(every sample length, samples per sequence) as int64, for the kernels."""
     seqs = [int64s(s) for s in seqs]
     sizes = np.array([s.size for s in seqs], dtype=np.int64)
     lens = np.concatenate(seqs) if seqs else np.zeros(0, dtype=np.int64)
+    return lens, sizes
+
+
+def holdings(seqs: Sequence[np.ndarray], cp: int, packed_length: int) -> Holdings:
+    """Token overlap of every sample with every CP shard of its replica (``tap_kernel``)."""
+    lens, sizes = flat_lengths(seqs)
     return Holdings(*tap_kernel.holdings(lens, sizes, int(cp), int(packed_length)))
 
 
@@ -269,7 +275,10 @@ def build_tiles(
     bounds = np.arange(cp + 1, dtype=np.int64) * packed_length // cp
     q_home = blocks.seq * cp + np.searchsorted(bounds, blocks.start, side="right") - 1
     qo_bytes = blocks.tokens * hps * model.head_dim * model.dtype_bytes
-    group_ptr, group_ids = tile_groups(blocks.seg_sample, blocks.seg_count, h)
+    lens, sizes = flat_lengths(lens_list)
+    group_ptr, group_ids, *held = tap_kernel.tile_tables(
+        int64s(blocks.seg_sample), int64s(blocks.seg_count), int(h), lens, sizes, int(cp),
+        int(packed_length))  # tile_groups() and holdings() in one kernel call
     lengths = np.concatenate(lens_list)
     kv_bpt = 2 * kvh * model.head_dim * model.dtype_bytes
     return TileSet(
@@ -285,7 +294,7 @@ def build_tiles(
         group_ids=group_ids,
         group_bytes=np.repeat(lengths, h) * kv_bpt,
         sample_lengths=lengths,
-        holdings=holdings(lens_list, cp, packed_length),
+        holdings=Holdings(*held),
         heads_split=h,
         heads_per_shard=hps,
         kv_bytes_per_token=kv_bpt,
@@ -365,15 +374,11 @@ def exchange_plan(tiles: TileSet, placement: Placement) -> ExchangePlan:
     workers = int(placement.loads.shape[0])
     hold = tiles.holdings  # rows are in sample order (see holdings())
     hold_ptr = csr_ptr(np.bincount(hold.sample, minlength=tiles.sample_lengths.size))
-    kv_group, kv_src, kv_dst, tokens = tap_kernel.kv_fetches(
+    return ExchangePlan(*tap_kernel.exchange(
         int64s(tiles.group_ptr), int64s(tiles.group_ids), int64s(placement.worker),
         tiles.num_groups, int(tiles.heads_split), hold_ptr, int64s(hold.worker),
-        int64s(hold.tokens))
-    kv_bytes = tokens * tiles.kv_bytes_per_token
-    dispatch, ret, _ = tap_kernel.pair_bytes(
-        kv_src, kv_dst, kv_bytes, int64s(tiles.q_home), int64s(placement.worker),
-        int64s(tiles.q_bytes), int64s(tiles.o_bytes), workers)
-    return ExchangePlan(kv_group, kv_src, kv_dst, kv_bytes, dispatch, ret)
+        int64s(hold.tokens), int(tiles.kv_bytes_per_token), int64s(tiles.q_home),
+        int64s(tiles.q_bytes), int64s(tiles.o_bytes), workers))
 
 
 # ----------------------------------------------------------------------------- pipeliner

@@ -315,14 +315,38 @@ def worker_work(worker: np.ndarray, flops: np.ndarray, doc_len: np.ndarray, work
     return weight, pairs
 
 
+@numba.njit(cache=True, nogil=True)
+def tile_tables(seg_sample: np.ndarray, seg_count: np.ndarray, h_count: int, lens: np.ndarray,
+                sizes: np.ndarray, cp: int, packed_length: int) -> tuple[np.ndarray, ...]:
+    """:func:`tile_groups` and :func:`holdings` of one pool in one call: ``tap.build_tiles``
+    needs both, and each kernel a process calls is one more cached library to load."""
+    ptr, ids = tile_groups(seg_sample, seg_count, h_count)
+    sample, worker, tokens = holdings(lens, sizes, cp, packed_length)
+    return ptr, ids, sample, worker, tokens
+
+
+@numba.njit(cache=True, nogil=True)
+def exchange(group_ptr: np.ndarray, group_ids: np.ndarray, worker: np.ndarray, groups: int,
+             h_count: int, hold_ptr: np.ndarray, hold_worker: np.ndarray,
+             hold_tokens: np.ndarray, kv_bytes_per_token: int, q_home: np.ndarray,
+             q_bytes: np.ndarray, o_bytes: np.ndarray, workers: int) -> tuple[np.ndarray, ...]:
+    """``tap.exchange_plan``: :func:`kv_fetches` (its tokens as bytes) then
+    :func:`pair_bytes`, in one call (one cached library to load, as :func:`tile_tables`):
+    (group, source, destination, bytes) of the KV rows, dispatch and return matrices."""
+    kv_group, kv_src, kv_dst, tokens = kv_fetches(
+        group_ptr, group_ids, worker, groups, h_count, hold_ptr, hold_worker, hold_tokens)
+    kv_bytes = tokens * kv_bytes_per_token
+    dispatch, ret, _ = pair_bytes(kv_src, kv_dst, kv_bytes, q_home, worker, q_bytes, o_bytes,
+                                  workers)
+    return kv_group, kv_src, kv_dst, kv_bytes, dispatch, ret
+
+
 def warm() -> None:
     """Load both kernels (numba's CPU target and the on-disk caches) with empty inputs of the
     very types the planner passes (int64 arrays, Python int and float scalars), so the
     caller can time or bracket that one-off cost (``tap.kernels``); computes nothing."""
     none, one = np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64)
     greedy(none, none, none, none, one, none, none, 1, one, none, none, 1, 1, 0.0)
-    kv_fetches(one, none, none, 0, 1, one, none, none)
-    tile_groups(none, none, 1)
-    holdings(none, none, 1, 1)
-    pair_bytes(none, none, none, none, none, none, none, 1)
+    tile_tables(none, none, 1, none, none, 1, 1)
+    exchange(one, none, none, 0, 1, one, none, none, 1, none, none, none, 1)
     worker_work(none, none, np.zeros(0), 1)
