@@ -36,16 +36,17 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Union
 
+from libra_des import __version__ as __version__
 from libra_des import config
 from libra_des.base.identity import portable_paths
-from libra_des.config import Scenario, ScenarioBase
 from libra_des.errors import InputError
 
 if TYPE_CHECKING:
     import numpy as np
 
+    from libra_des.config import Scenario
     from libra_des.hardware.cost_ops import CostOp, CostReport
     from libra_des.hardware.costs import CostModel
     from libra_des.hardware.fabric import Fabric
@@ -62,7 +63,7 @@ __all__ = [
 #: 10,000 steps take about a minute; our choice, far beyond a simulated run's steps.
 MAX_PLAN_STEP = 10_000
 #: A scenario object or the path of a scenario YAML file.
-ScenarioLike = Scenario | str | os.PathLike[str]
+ScenarioLike = Union["Scenario", str, "os.PathLike[str]"]
 #: ``--set`` strings, or dotted keys mapped to values.
 Overrides = Iterable[str] | Mapping[str, Any]
 
@@ -138,6 +139,7 @@ def load_scenario(
     can see and gives the scenario to run (a training balancer's own knobs in its model).
     """
     from libra_des import kinds
+    from libra_des.config import ScenarioBase
 
     if not isinstance(scenario, ScenarioBase | str | os.PathLike) or isinstance(scenario, bytes):
         raise InputError("scenario", scenario, "a Scenario or the path of a scenario YAML")
@@ -421,3 +423,67 @@ def noise_factors(gpus: int, steps: int, seed: int = 0) -> np.ndarray:
     model = VarianceModel.build(VarianceSpec(), gpus, rng)
     ids = np.arange(gpus)
     return np.vstack([model.factors(rng, ids, 1, step) for step in range(steps)])
+
+
+# ----------------------------------------------------------------------------- commands
+#: What the commands (``cli.py``, ``commands/``) use besides the functions above, by the
+#: module that defines it (``public=attribute`` where the API names it apart): the commands
+#: reach the package only through this module (``tests/test_architecture.py``), and a name's
+#: module is imported on its first use (PEP 562), so a short command loads only what it uses.
+COMMAND_FACE: Mapping[str, tuple[str, ...]] = {
+    "libra_des.base.storage": ("dumps", "write_atomic"),
+    "libra_des.config": ("ROOT", "TrainingScenario", "include", "read_yaml", "require_training"),
+    "libra_des.config.validation": (
+        "MAX_GPUS", "MAX_SEED", "MAX_TOKENS", "check_output_dir", "check_output_file",
+    ),
+    "libra_des.hardware.costs": ("CostModel",),
+    "libra_des.hardware.fitting": ("FitResult", "fit_profile", "group_samples", "sample_size"),
+    "libra_des.hardware.importers": ("FORMATS", "import_files"),
+    "libra_des.hardware.profile": (
+        "Fit", "Profile", "Sourced", "check_device", "datasheet_for", "load_profile",
+        "resolve_profile", "save_profile",
+    ),
+    "libra_des.hardware.profile_replay": ("replay_profile=replay", "summarise_replays=summarise"),
+    "libra_des.hardware.topology": ("load_topology",),
+    "libra_des.plan.balancers.registry": ("tap_users", "training_balancer=get"),
+    "libra_des.plan.tap_autotune": ("Ranking",),
+    "libra_des.sim.chakra.export": ("export_chakra=export",),
+    "libra_des.sim.chakra.files": ("read_inputs", "write_folder"),
+    "libra_des.sim.chakra.replay": ("replay_chakra=replay",),
+    "libra_des.sim.training.simulator": ("choose_tap_knobs", "elaborate_cluster", "first_window"),
+    "libra_des.results.outputs": (
+        "RUN_RECORD", "check_ours", "check_report_path", "claim", "default_folder", "remove_stale",
+    ),
+    "libra_des.results.plausibility": ("check_numbers",),
+    "libra_des.results.tables": ("write_run_table",),
+    "libra_des.kinds": ("kind_of", "of_result"),
+    "libra_des.kinds.preflight": ("check_feasible", "trace_ranks"),
+    "libra_des.kinds.simulation": ("run_record", "simulate_scenario=simulate", "simulate_timed"),
+    "libra_des.runs.plan_replay": (
+        "DEFAULT_MODEL", "PLAN_POLICIES", "PlanSettings", "plan_settings=settings",
+        "replay_windows=replay",
+    ),
+    "libra_des.runs.sweep": (
+        "Executor", "PointRecord", "SweepResult", "SweepSpec", "default_workers", "local_executor",
+        "parse_axis", "ray_executor", "resolve_sweep=resolve", "run_sweep_spec=run_sweep",
+    ),
+    "libra_des.runs.sweep_safety": ("MAX_WORKERS", "sigterm_as_interrupt"),
+    "libra_des.calibrate.run": ("calibrate", "calibration_options=options", "torch_missing"),
+    "libra_des.calibrate.sizes": ("ALL_OPS",),
+    "libra_des.report": ("Drawer", "Source", "render"),
+    "libra_des.report.figures": ("DRAWINGS", "Png", "sweep_figures=sweep"),
+}
+#: Public name -> (defining module, attribute).
+FACE_NAMES = {pub: (module, attr or pub) for module, names in COMMAND_FACE.items()
+              for pub, _, attr in (n.partition("=") for n in names)}
+
+
+
+def __getattr__(name: str) -> Any:
+    """A name of :data:`COMMAND_FACE`, imported from its module on first use."""
+    found = FACE_NAMES.get(name)
+    if found is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(found[0]), found[1])

@@ -18,7 +18,6 @@ from typing import Any
 
 from rich_argparse import RawDescriptionRichHelpFormatter
 
-from libra_des import __version__
 from libra_des.base.startup import blas_threads
 from libra_des.commands.safety import guarded
 from libra_des.errors import EXIT_BAD_INPUT, InputError
@@ -101,6 +100,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The full parser; with ``argv`` naming a command, only that command's module is imported
     (the others get a bare sub-parser, so choices and errors stay the same): importing every
     command costs more than a short ``plan`` run."""
+    from libra_des.api import __version__  # inside blas_threads (run_command): numpy may load
+
     parser = OneLineParser(prog="libra-des", description=DESCRIPTION, epilog=EXAMPLES)
     parser.add_argument("--version", action="version", version=f"libra-des {__version__}")
     # prog given (argparse's default: the same name, formatted by the help formatter, whose
@@ -129,14 +130,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run_command(argv: list[str]) -> int:
     """Parse the command line and run the chosen command's handler."""
-    with blas_threads(chosen_command(argv)):  # start-up costs (startup.py)
+    # The whole run: numpy's OpenBLAS loads with the command's imports, scipy's own when
+    # numba first loads a kernel (its BLAS check imports scipy.linalg; startup.py).
+    with blas_threads(chosen_command(argv)):
         parser = build_parser(argv)
-    args = parser.parse_args(argv)
-    try:
-        code: int = args.handler(args)
-    except InputError as exc:
-        # Lower layers name model fields; a command maps them to the flags it was given.
-        raise exc.renamed(getattr(args, "flag_names", {})) from None
+        args = parser.parse_args(argv)
+        try:
+            code: int = args.handler(args)
+        except InputError as exc:
+            # Lower layers name model fields; a command maps them to the flags it was given.
+            raise exc.renamed(getattr(args, "flag_names", {})) from None
     return code
 
 

@@ -39,12 +39,18 @@ LAYERS: Mapping[str, int] = {
     "sim": 5,
     "results": 6,
     "kinds": 7,
-    "runs": 8,
+    # runs/, the torch harness (calibrate/) and the report page: what the API offers above
+    # the kinds (the report command hands report/ the figures it drew).
+    "runs": 8, "calibrate": 8, "report": 8,
     "api": 9,
-    "calibrate": 10,  # the torch harness: the commands' layer
-    # report/ at the commands' rank: the report command hands it figures it drew.
-    "commands": 10, "cli": 10, "report": 10,
+    "commands": 10, "cli": 10,
 }
+#: The user entry points (``cli.py``, ``commands/``) reach the package only through these:
+#: the API (the package's face for them), its errors, each other, and the start-up set-up
+#: the CLI runs before numpy loads (a module or a dotted prefix of one).
+ENTRY_POINTS = ("libra_des.cli", "libra_des.commands")
+ENTRY_IMPORTS = ("libra_des.api", "libra_des.errors", "libra_des.commands",
+                 "libra_des.base.startup")
 #: What the package face (``libra_des/__init__.py``) may re-export from, by string.
 FACE = ("libra_des.api", "libra_des.errors", "libra_des.results.tables")
 #: A string that names a module of the package (an entry string may add ``:NAME``).
@@ -151,7 +157,15 @@ def violations(sources: Mapping[str, str]) -> list[str]:
                 continue
             if dep != layer and LAYERS.get(dep, 99) > LAYERS[layer]:
                 found.append(f"{module}: imports {target} (layer {dep} is above {layer})")
+            elif within(module, ENTRY_POINTS) and not within(target, ENTRY_IMPORTS):
+                found.append(f"{module}: imports {target} (commands use only "
+                             f"{', '.join(ENTRY_IMPORTS)})")
     return found
+
+
+def within(module: str, prefixes: tuple[str, ...]) -> bool:
+    """``module`` is one of ``prefixes`` or inside one of them."""
+    return any(module == p or module.startswith(f"{p}.") for p in prefixes)
 
 
 def package_sources() -> dict[str, str]:
@@ -244,6 +258,14 @@ def test_every_layer_is_documented() -> None:
          "layer commands"),
         ("libra_des.results.trace", "from libra_des import __version__, simulate", "layer api"),
         ("libra_des", "_EXPORTS = {'run': 'libra_des.runs.sweep'}", "layer runs"),
+        # The entry points past the API: a plain, a lazy, a string import and the face.
+        ("libra_des.commands.x", "from libra_des.config import load_scenario", "commands use"),
+        ("libra_des.cli", "def f():\n    from libra_des.hardware.costs import CostModel",
+         "commands use"),
+        ("libra_des.commands.x", "M = importlib.import_module('libra_des.runs.sweep')",
+         "commands use"),
+        ("libra_des.commands.x", "from libra_des import kinds", "commands use"),
+        ("libra_des.cli", "from libra_des import __version__", "commands use"),
     ],
 )
 def test_checker_catches_breaches(module: str, text: str, expected: str) -> None:
@@ -263,6 +285,11 @@ def test_checker_catches_breaches(module: str, text: str, expected: str) -> None
         ("libra_des.kinds.x", "BUILTIN = ('libra_des.kinds.training', 'libra_des.plan.step')"),
         ("libra_des.plan.x", "GROUP = 'libra_des.balancers'\nDOC = 'see libra_des.sim here'"),
         ("libra_des", "_EXPORTS = {'simulate': 'libra_des.api', 'InputError': 'libra_des.errors'}"),
+        ("libra_des.commands.x", "from libra_des.api import load_scenario\n"
+                                 "from libra_des.errors import InputError\n"
+                                 "from libra_des.commands.common import dumps"),
+        ("libra_des.cli", "from libra_des.base.startup import blas_threads\n"
+                          "def f(n):\n    return f'libra_des.commands.{n}'"),
     ],
 )
 def test_checker_allows_downward_and_lazy_imports(module: str, text: str) -> None:

@@ -23,10 +23,11 @@ from libra_des.config import scenario
 
 #: Modules a ``plan --json`` run must not load: the scenario models and every balancer (the
 #: registry's first look-up), the simulator and its graph, rich (no table, no progress bar),
-#: the optional extras. (TAP's kernels, numba and scipy.special's normal law it does load.)
+#: the optional extras, scipy.special (the normal law is numpy's and math's). (TAP's kernels
+#: and numba it does load, and with numba's BLAS check scipy.linalg.)
 HEAVY = (
     "libra_des.config.scenario", "libra_des.plan.balancers.shipped", "libra_des.kinds.training",
-    "simpy", "networkx", "rich", "scipy.stats", "matplotlib", "pandas", "torch",
+    "simpy", "networkx", "rich", "scipy.stats", "scipy.special", "matplotlib", "pandas", "torch",
 )
 PLAN = ["plan", "--workload", "longctx-1m", "--gbs", "16", "--windows", "2", "--json"]
 #: Runs the plan command in a fresh interpreter; prints its exit code, the heavy modules it

@@ -7,11 +7,12 @@
   imports numba through :func:`numba_module`, which points numba there before its first
   import, so the folder is chosen in this one place. The first compile ever into a folder
   prints one line to stderr (a marker file remembers it), since it takes a while once.
-* **OpenBLAS's worker threads** (numpy's BLAS) spin-wait on the other cores after the
-  library loads, whether or not any BLAS call follows; on a busy machine that CPU is taken
-  from the command itself. :func:`blas_threads` loads numpy with one BLAS thread for the
-  commands of :data:`ONE_BLAS_THREAD`, which do no large linear algebra (``plan``'s BLAS
-  calls are dot products over one packed sequence's sample lengths;
+* **OpenBLAS's worker threads** (numpy's BLAS, and scipy's own copy, which loads with
+  scipy.linalg when numba first loads a kernel: numba's BLAS check imports it) spin-wait on
+  the other cores after the library loads, whether or not any BLAS call follows; on a busy
+  machine that CPU is taken from the command itself. :func:`blas_threads` runs the commands
+  of :data:`ONE_BLAS_THREAD`, which do no large linear algebra, with one BLAS thread
+  (``plan``'s BLAS calls are dot products over one packed sequence's sample lengths;
   ``tests/test_startup_imports.py`` checks its output equals a run with four threads).
 """
 
@@ -76,10 +77,10 @@ def announce_first_compile(folder: Path) -> None:
 
 @contextmanager
 def blas_threads(command: str | None) -> Iterator[None]:
-    """Run the body (a command's imports) with one OpenBLAS thread if ``command`` is one of
-    :data:`ONE_BLAS_THREAD` (OpenBLAS reads the setting once, when numpy loads it; where
-    numpy is loaded already the setting changes nothing). The environment is restored
-    afterwards, so that no process the command starts inherits the setting."""
+    """Run the body (a command's run) with one OpenBLAS thread if ``command`` is one of
+    :data:`ONE_BLAS_THREAD` (each OpenBLAS reads the setting once, when it loads; where it is
+    loaded already the setting changes nothing). The environment is restored afterwards, so
+    that no process started later inherits the setting."""
     if command not in ONE_BLAS_THREAD or any(name in os.environ for name in BLAS_THREAD_VARIABLES):
         yield
         return

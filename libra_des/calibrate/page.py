@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 
 from libra_des.base.storage import write_atomic
-from libra_des.commands.validate import Replay, replay
 from libra_des.hardware.fitting import FitResult, group_key, sample_size
 from libra_des.hardware.profile import Profile
+from libra_des.hardware.profile_replay import Replay, replay
 
 W, H, PAD = 420, 260, 48
 STYLE = """body{font-family:system-ui,sans-serif;margin:24px;color:#222}

@@ -15,8 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from libra_des.calibrate.sizes import ALL_OPS
-from libra_des.config.validation import check_output_dir
+from libra_des.api import ALL_OPS, check_output_dir
 
 OUTPUTS = ("profile.json", "validation.html")
 
@@ -36,7 +35,8 @@ def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from libra_des.calibrate.run import calibrate, options, torch_missing
+    from libra_des.api import calibrate, torch_missing
+    from libra_des.api import calibration_options as options
 
     missing = torch_missing()
     if missing is not None:

@@ -18,10 +18,9 @@ import math
 from typing import Any
 
 from libra_des import api
+from libra_des.api import MAX_GPUS, MAX_TOKENS, check_numbers
 from libra_des.commands.common import dumps, positive_ints
-from libra_des.config.validation import MAX_GPUS, MAX_TOKENS
 from libra_des.errors import InputError
-from libra_des.results.plausibility import check_numbers
 
 #: The cost model's argument names -> this command's flags (errors name what the user typed).
 FLAG_NAMES = {

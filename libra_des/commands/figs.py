@@ -12,11 +12,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from libra_des.base.storage import dumps, write_atomic
+from libra_des.api import check_output_dir, default_workers, dumps, write_atomic
 from libra_des.commands.common import int_list
-from libra_des.config.validation import check_output_dir
 from libra_des.errors import InputError
-from libra_des.runs.sweep import default_workers
 
 MISSING = "error: figs: matplotlib is not installed; allowed: pip install 'libra-des[figs]'\n"
 

@@ -37,11 +37,8 @@ def handle_chakra(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from libra_des.hardware.costs import CostModel
-    from libra_des.hardware.profile import check_device, load_profile
-    from libra_des.hardware.topology import load_topology
-    from libra_des.sim.chakra.files import read_inputs
-    from libra_des.sim.chakra.replay import replay
+    from libra_des.api import CostModel, check_device, load_profile, load_topology, read_inputs
+    from libra_des.api import replay_chakra as replay
 
     traces, groups = read_inputs([Path(t) for t in args.traces])
     topo = load_topology(args.topology)

@@ -10,16 +10,11 @@ import argparse
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from libra_des.api import DEFAULT_MODEL, MAX_SEED, PLAN_POLICIES, PlanSettings
+from libra_des.api import plan_settings as settings
+from libra_des.api import replay_windows as replay
 from libra_des.commands.common import dumps, int_list, parse_list
-from libra_des.config.validation import MAX_SEED
 from libra_des.errors import InputError
-from libra_des.runs.plan_replay import (
-    DEFAULT_MODEL,
-    PLAN_POLICIES,
-    PlanSettings,
-    replay,
-    settings,
-)
 
 if TYPE_CHECKING:
     from rich.console import Console

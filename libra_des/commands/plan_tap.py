@@ -14,11 +14,9 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from libra_des.api import Ranking, load_scenario, require_training, tap_users, training_balancer
 from libra_des.commands.common import dumps
-from libra_des.config import load_scenario, require_training
 from libra_des.errors import InputError
-from libra_des.plan.balancers import registry as training_balancers
-from libra_des.plan.tap_autotune import Ranking
 
 #: ``plan`` flags that ``--tap`` does not use (it takes everything from the scenario).
 IGNORED = ("gbs", "pool_size", "heads_split", "block_size", "policy", "windows", "seed", "cp",
@@ -27,13 +25,13 @@ IGNORED = ("gbs", "pool_size", "heads_split", "block_size", "policy", "windows",
 
 def tap_ranking(path: str, overrides: list[str]) -> tuple[str, Ranking | None]:
     """(scenario name, ranking) for a training scenario with both knobs set to auto."""
-    from libra_des.sim.training.simulator import choose_tap_knobs, elaborate_cluster, first_window
+    from libra_des.api import choose_tap_knobs, elaborate_cluster, first_window
 
     sc = require_training(load_scenario(path, [*overrides, "balancer.heads_split=auto",
                                                "balancer.block_size=auto"]),
                           "TAP knobs belong to training runs")
-    if not training_balancers.get(sc.balancer.policy).runs_tap:
-        tap = " | ".join(training_balancers.tap_users())
+    if not training_balancer(sc.balancer.policy).runs_tap:
+        tap = " | ".join(tap_users())
         raise InputError("balancer.policy", sc.balancer.policy, f"{tap} (they run TAP)")
     cluster_rng, data_rng, _ = np.random.default_rng(sc.seed).spawn(3)
     cluster = elaborate_cluster(sc, cluster_rng)

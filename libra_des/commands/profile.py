@@ -19,19 +19,21 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from libra_des.commands.common import dumps
-from libra_des.commands.profile_view import compare_tables, show_tables
-from libra_des.config.validation import check_output_file
-from libra_des.errors import InputError
-from libra_des.hardware.fitting import FitResult, fit_profile
-from libra_des.hardware.importers import FORMATS, import_files
-from libra_des.hardware.profile import (
+from libra_des.api import (
+    FORMATS,
+    FitResult,
     Profile,
+    check_output_file,
     datasheet_for,
+    fit_profile,
+    import_files,
     load_profile,
     resolve_profile,
     save_profile,
 )
+from libra_des.commands.common import dumps
+from libra_des.commands.profile_view import compare_tables, show_tables
+from libra_des.errors import InputError
 
 #: The profile layer's argument names -> this command's flags.
 FLAG_NAMES = {"format": "--format", "path": "--out", "device": "--device"}

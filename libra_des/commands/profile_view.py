@@ -6,9 +6,7 @@ from collections import Counter
 
 from rich.table import Table
 
-from libra_des.hardware.costs import CostModel
-from libra_des.hardware.fitting import group_samples, sample_size
-from libra_des.hardware.profile import Fit, Profile, Sourced
+from libra_des.api import CostModel, Fit, Profile, Sourced, group_samples, sample_size
 
 GIB, MIB = float(1 << 30), float(1 << 20)
 

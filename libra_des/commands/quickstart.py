@@ -13,13 +13,21 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from libra_des.base.storage import dumps, write_atomic
+from libra_des.api import (
+    ROOT,
+    RUN_RECORD,
+    check_feasible,
+    check_ours,
+    check_output_dir,
+    check_report_path,
+    dumps,
+    load_scenario,
+    require_training,
+    run_record,
+    simulate_timed,
+    write_atomic,
+)
 from libra_des.commands.run import summary_rows
-from libra_des.config import ROOT, load_scenario, require_training
-from libra_des.config.validation import check_output_dir
-from libra_des.kinds.preflight import check_feasible
-from libra_des.kinds.simulation import run_record, simulate_timed
-from libra_des.results.outputs import RUN_RECORD, check_ours, check_report_path
 
 DEFAULT = ROOT / "scenarios" / "quickstart.yaml"
 
@@ -74,7 +82,7 @@ def handle(args: argparse.Namespace) -> int:
 def write_outputs(out: Path, results: dict[str, dict[str, Any]],
                   timings: dict[str, dict[str, Any]], console: Console) -> None:
     """Each policy's result.json (and run.json) and one HTML report of both."""
-    from libra_des.report import render
+    from libra_des.api import render
 
     for policy, result in results.items():
         write_atomic(out / policy / "result.json", dumps(result) + "\n")

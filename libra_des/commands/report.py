@@ -13,12 +13,11 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from libra_des.base.storage import write_atomic
+from libra_des.api import write_atomic
 from libra_des.errors import InputError
 
 if TYPE_CHECKING:
-    from libra_des.report import Drawer, Source
-    from libra_des.report.figures import Png
+    from libra_des.api import Drawer, Png, Source
 
 
 def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -43,17 +42,16 @@ def draw_figures(src: Source) -> Sequence[Png]:
     A sweep gets one bar chart per headline metric of its kind (the first four); runs of
     several scenario kinds get the figures of the first run's kind over the runs of that kind.
     """
-    from libra_des import kinds
-    from libra_des.report import figures as report_figures
+    from libra_des.api import DRAWINGS, of_result, sweep_figures
 
     if not src.results:
         return []
-    kind = kinds.of_result(next(iter(src.results.values())))
+    kind = of_result(next(iter(src.results.values())))
     if src.kind == "sweep":
         metrics = [m for m in kind.metrics if m in src.rows[0]][:4]
-        return report_figures.sweep(src.rows, src.axes, metrics)
-    same = {name: r for name, r in src.results.items() if kinds.of_result(r) is kind}
-    return report_figures.DRAWINGS[kind.name](same)
+        return sweep_figures(src.rows, src.axes, metrics)
+    same = {name: r for name, r in src.results.items() if of_result(r) is kind}
+    return DRAWINGS[kind.name](same)
 
 
 def drawer() -> Drawer | None:
@@ -66,9 +64,7 @@ def drawer() -> Drawer | None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from libra_des.config.validation import check_output_file
-    from libra_des.report import render
-    from libra_des.results.outputs import check_report_path
+    from libra_des.api import check_output_file, check_report_path, render
 
     folder = Path(args.folder)
     out = Path(args.out) if args.out else folder / "report.html"

@@ -11,14 +11,25 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from libra_des import kinds
+from libra_des.api import (
+    RUN_RECORD,
+    check_feasible,
+    check_ours,
+    check_output_dir,
+    claim,
+    default_folder,
+    load_scenario,
+    of_result,
+    remove_stale,
+    run_record,
+    simulate_scenario,
+    simulate_timed,
+    trace_ranks,
+)
 from libra_des.commands.common import dumps, int_list, write_atomic
-from libra_des.config import load_scenario
-from libra_des.config.validation import check_output_dir
-from libra_des.kinds.preflight import check_feasible, trace_ranks
-from libra_des.kinds.simulation import run_record, simulate_timed
-from libra_des.kinds.simulation import simulate as simulate  # scripts run a scenario from here
-from libra_des.results.outputs import RUN_RECORD, check_ours, claim, default_folder, remove_stale
+
+#: Scripts and benchmarks run a scenario from here: (scenario) -> (result, trace).
+simulate = simulate_scenario
 
 #: Runs estimated longer than this get a one-line note with the estimate (our choice).
 ESTIMATE_NOTE_S = 10.0
@@ -57,12 +68,11 @@ def summary_table(result: dict[str, Any], title: str) -> Table:
 
 def summary_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
     """The headline rows of the result's kind (:mod:`libra_des.kinds`)."""
-    return kinds.of_result(r).summary(r)
+    return of_result(r).summary(r)
 
 
 def handle(args: argparse.Namespace) -> int:
-    scenario = load_scenario(args.scenario, args.set)
-    scenario = kinds.kind_of(scenario).elaborate(scenario)  # registered names, before work
+    scenario = load_scenario(args.scenario, args.set)  # the kind's checks too, before work
     parsed = None if args.trace_ranks is None else int_list("--trace-ranks", args.trace_ranks, 0)
     if args.chakra is not None:
         check_chakra(scenario, Path(args.chakra))
@@ -94,7 +104,7 @@ def handle(args: argparse.Namespace) -> int:
     if trace is not None:
         write_atomic(out / "trace.json", json.dumps(trace))
     if args.table:
-        from libra_des.results.tables import write_run_table
+        from libra_des.api import write_run_table
 
         write_run_table(result, out)
     written = [f for f in files if (out / f).is_file()]  # result.parquet: with pyarrow only
@@ -110,7 +120,7 @@ def handle(args: argparse.Namespace) -> int:
 
 def check_chakra(scenario: Any, out: Path) -> None:
     """``--chakra`` exports training steps only, into a writable folder (before any work)."""
-    from libra_des.config import TrainingScenario
+    from libra_des.api import TrainingScenario
     from libra_des.errors import InputError
 
     # The export reads the training trace's layout (trace.py), so only that model qualifies.
@@ -120,8 +130,8 @@ def check_chakra(scenario: Any, out: Path) -> None:
 
 
 def write_chakra(trace: dict[str, Any], out: Path) -> None:
-    from libra_des.sim.chakra.export import export
-    from libra_des.sim.chakra.files import write_folder
+    from libra_des.api import export_chakra as export
+    from libra_des.api import write_folder
 
     files, groups = export(trace)
     write_folder(out, files, groups)

@@ -66,7 +66,7 @@ def has(raw: Any, path: list[str]) -> bool:
 
 def sources(path: Path, overrides: list[str]) -> tuple[Any, dict[str, str], set[str]]:
     """(raw file mapping, {section: included file}, keys set on the command line)."""
-    from libra_des.config import ROOT, include, read_yaml
+    from libra_des.api import ROOT, include, read_yaml
 
     raw = read_yaml(path)
     files = {}
@@ -94,14 +94,14 @@ def source_of(key: str, raw: Any, files: dict[str, str], set_keys: set[str]) -> 
 
 
 def include_raw(path: str) -> Any:
-    from libra_des.config import ROOT, read_yaml
+    from libra_des.api import ROOT, read_yaml
 
     found = Path(path)
     return read_yaml(found if found.is_absolute() else ROOT / found)
 
 
 def rows(scenario_path: str, overrides: list[str]) -> list[dict[str, Any]]:
-    from libra_des.config import load_scenario
+    from libra_des.api import load_scenario
 
     scenario = load_scenario(scenario_path, overrides)
     raw, files, set_keys = sources(Path(scenario_path), overrides)

@@ -16,24 +16,26 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from libra_des.commands.common import dumps, int_list
-from libra_des.config.validation import check_output_dir
-from libra_des.errors import InputError
-from libra_des.kinds.preflight import check_feasible
-from libra_des.results.outputs import claim, default_folder
-from libra_des.runs.sweep import (
+from libra_des.api import (
+    MAX_WORKERS,
     Executor,
     PointRecord,
     SweepResult,
     SweepSpec,
+    check_feasible,
+    check_output_dir,
+    claim,
+    default_folder,
     default_workers,
     local_executor,
     parse_axis,
     ray_executor,
-    resolve,
-    run_sweep,
+    sigterm_as_interrupt,
 )
-from libra_des.runs.sweep_safety import MAX_WORKERS, sigterm_as_interrupt
+from libra_des.api import resolve_sweep as resolve
+from libra_des.api import run_sweep_spec as run_sweep
+from libra_des.commands.common import dumps, int_list
+from libra_des.errors import InputError
 
 
 def tagged(kind: str) -> Callable[[str], tuple[str, str]]:

@@ -4,8 +4,8 @@ A scenario kind is a :class:`ScenarioBase` subclass with only the sections and k
 (layout, balancer, variance, memory), chosen by ``kind`` (:data:`SCENARIO_KINDS`). The models
 they are built from that ``libra-des plan`` also reads on its own (model shape, workload) and
 the YAML loading steps live in :mod:`libra_des.config`, which re-exports every name here on
-first use: building these models (and importing the balancer registry they consult) is work
-a short command that never loads a scenario need not pay.
+first use: building these models is work a short command that never loads a scenario
+(``libra-des plan --workload``) need not pay (docs/architecture.md, *config/*).
 """
 
 from __future__ import annotations
