@@ -267,6 +267,10 @@ def test_normal_law_matches_scipy_and_round_trips() -> None:
     assert normal.ndtri(0.0) == -math.inf and normal.ndtri(1.0) == math.inf
     assert np.isnan(normal.ndtri(np.array([-0.1, 1.1]))).all()
     assert isinstance(normal.ndtri(0.99), float)
+    from libra_des.workload.lengths import Z99
+
+    assert normal.ndtri(0.99) == Z99 == scipy.special.ndtri(0.99)
+    assert normal.ndtri(np.full((2, 3), 0.3)).shape == (2, 3)
     x = gen.normal(size=2_000) * 6
     cdf = np.array([normal.ndtr(float(v)) for v in x])
     assert np.allclose(cdf, scipy.special.ndtr(x), rtol=1e-13, atol=0)

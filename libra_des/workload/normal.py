@@ -1,17 +1,13 @@
 """The standard normal CDF and quantile (``ndtr``, ``ndtri``) the length laws read.
 
 ``ndtr(x) = erfc(-x / sqrt 2) / 2`` (the C library's ``erfc``, through :func:`math.erfc`:
-the laws call it on scalars). ``ndtri`` is Wichura's algorithm AS 241 (PPND16; M. J.
-Wichura, "The percentage points of the normal distribution", Applied Statistics 37(3),
-477-484, 1988): three rational approximations, for ``|p - 1/2| <= 0.425``, for the tails
-up to ``sqrt(-log(min(p, 1 - p))) <= 5`` and beyond, accurate to about 1 part in 1e16,
-evaluated on whole arrays with numpy (the laws draw hundreds of thousands of lengths at a
-time). The coefficients below are the paper's. ``tests/test_workload.py`` checks both
-against scipy.special's (within a few ulps) and against each other (round trips).
+the laws call it on scalars). ``ndtri`` is Wichura's AS 241, compiled
+(:mod:`libra_des.workload.normal_kernel`, imported on the first call).
+``tests/test_workload.py`` checks both against scipy.special's (within a few ulps) and
+against each other (round trips).
 
 Why not scipy.special: it is the only scipy module a short ``libra-des plan`` would load
-for itself, and its import is a large share of that command's start-up
-(benchmarks/README.md).
+for itself (benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -23,46 +19,6 @@ import numpy as np
 
 #: 1 / sqrt(2), rounded once (as the C library's M_SQRT1_2).
 SQRT_HALF = math.sqrt(0.5)
-
-#: Central region: ``|p - 1/2| <= SPLIT_CENTRAL``, in ``r = CENTRAL_R - q^2``.
-SPLIT_CENTRAL = 0.425
-CENTRAL_R = 0.180625
-#: Tails: ``r = sqrt(-log(min(p, 1 - p)))``; near tail below ``SPLIT_TAIL``, shifted by
-#: ``NEAR_SHIFT``; far tail beyond, shifted by ``SPLIT_TAIL``.
-SPLIT_TAIL = 5.0
-NEAR_SHIFT = 1.6
-#: Numerator and denominator coefficients, highest power first (numpy.polyval's order); the
-#: denominators' constant term is 1.
-CENTRAL_NUM = (
-    2.5090809287301226727e3, 3.3430575583588128105e4, 6.7265770927008700853e4,
-    4.5921953931549871457e4, 1.3731693765509461125e4, 1.9715909503065514427e3,
-    1.3314166789178437745e2, 3.3871328727963666080e0,
-)
-CENTRAL_DEN = (
-    5.2264952788528545610e3, 2.8729085735721942674e4, 3.9307895800092710610e4,
-    2.1213794301586595867e4, 5.3941960214247511077e3, 6.8718700749205790830e2,
-    4.2313330701600911252e1, 1.0,
-)
-NEAR_NUM = (
-    7.74545014278341407640e-4, 2.27238449892691845833e-2, 2.41780725177450611770e-1,
-    1.27045825245236838258e0, 3.64784832476320460504e0, 5.76949722146069140550e0,
-    4.63033784615654529590e0, 1.42343711074968357734e0,
-)
-NEAR_DEN = (
-    1.05075007164441684324e-9, 5.47593808499534494600e-4, 1.51986665636164571966e-2,
-    1.48103976427480074590e-1, 6.89767334985100004550e-1, 1.67638483018380384940e0,
-    2.05319162663775882187e0, 1.0,
-)
-FAR_NUM = (
-    2.01033439929228813265e-7, 2.71155556874348757815e-5, 1.24266094738807843860e-3,
-    2.65321895265761230930e-2, 2.96560571828504891230e-1, 1.78482653991729133580e0,
-    5.46378491116411436990e0, 6.65790464350110377720e0,
-)
-FAR_DEN = (
-    2.04426310338993978564e-15, 1.42151175831644588870e-7, 1.84631831751005468180e-5,
-    7.86869131145613259100e-4, 1.48753612908506148525e-2, 1.36929880922735805310e-1,
-    5.99832206555887937690e-1, 1.0,
-)
 
 
 def ndtr(x: float) -> float:
@@ -76,27 +32,8 @@ def ndtri(p: float) -> float: ...
 def ndtri(p: np.ndarray) -> np.ndarray: ...
 def ndtri(p: float | np.ndarray) -> float | np.ndarray:
     """x with P(Z <= x) = p (AS 241), elementwise; -inf at 0, inf at 1, nan outside [0, 1]."""
+    from libra_des.workload.normal_kernel import quantiles  # numba: on first use
+
     arr = np.asarray(p, dtype=np.float64)
-    q = arr - 0.5
-    out = np.empty_like(arr)
-    central = np.abs(q) <= SPLIT_CENTRAL
-    qc = q[central]
-    r = CENTRAL_R - qc * qc
-    out[central] = qc * np.polyval(CENTRAL_NUM, r) / np.polyval(CENTRAL_DEN, r)
-    tail = ~central
-    qt = q[tail]
-    smaller = np.minimum(arr[tail], 1.0 - arr[tail])  # the tail's probability, p or 1 - p
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rt = np.sqrt(-np.log(smaller))
-    near = rt <= SPLIT_TAIL
-    z = np.empty_like(rt)
-    zn = rt[near] - NEAR_SHIFT
-    z[near] = np.polyval(NEAR_NUM, zn) / np.polyval(NEAR_DEN, zn)
-    far = ~near
-    zf = rt[far] - SPLIT_TAIL
-    with np.errstate(invalid="ignore"):
-        z[far] = np.polyval(FAR_NUM, zf) / np.polyval(FAR_DEN, zf)
-    z[np.isinf(rt)] = np.inf  # p = 0 or 1 exactly
-    z[np.isnan(smaller) | (smaller < 0)] = np.nan
-    out[tail] = np.where(qt < 0, -z, z)
+    out = quantiles(np.ascontiguousarray(arr.ravel())).reshape(arr.shape)
     return float(out) if np.ndim(p) == 0 else out
