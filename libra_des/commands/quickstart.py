@@ -74,6 +74,7 @@ def handle(args: argparse.Namespace) -> int:
 def write_outputs(out: Path, results: dict[str, dict[str, Any]],
                   timings: dict[str, dict[str, Any]], console: Console) -> None:
     """Each policy's result.json (and run.json) and one HTML report of both."""
+    from libra_des.commands.report import drawer
     from libra_des.report import render
 
     for policy, result in results.items():
@@ -81,5 +82,5 @@ def write_outputs(out: Path, results: dict[str, dict[str, Any]],
         write_atomic(out / policy / RUN_RECORD,
                      dumps(run_record(timings[policy], ["result.json"])) + "\n")
     with console.status("writing the report ..."):
-        write_atomic(out / "report.html", render(out))
+        write_atomic(out / "report.html", render(out, draw=drawer()))
     console.print(f"report: {out / 'report.html'}", highlight=False)

@@ -40,7 +40,8 @@ def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def draw_figures(src: Source) -> Sequence[Png]:
     """Every report figure that applies (none for an empty input).
 
-    A sweep gets one bar chart per headline metric of its kind (the first four); runs of
+    A sweep gets lines along each axis (and a heatmap of two axes) per headline metric of its
+    kind (the first four); runs of
     several scenario kinds get the figures of the first run's kind over the runs of that kind.
     """
     from libra_des import kinds
@@ -51,7 +52,7 @@ def draw_figures(src: Source) -> Sequence[Png]:
     kind = kinds.of_result(next(iter(src.results.values())))
     if src.kind == "sweep":
         metrics = [m for m in kind.metrics if m in src.rows[0]][:4]
-        return report_figures.sweep(src.rows, src.axes, metrics)
+        return report_figures.sweep(src.rows, src.axis_keys, metrics)
     same = {name: r for name, r in src.results.items() if kinds.of_result(r) is kind}
     return report_figures.DRAWINGS[kind.name](same)
 
