@@ -33,7 +33,8 @@ def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("folder", metavar="RUN_OR_SWEEP_DIR", help="folder to report on")
     p.add_argument("--out", default=None, help="HTML file (default FOLDER/report.html)")
     p.add_argument("--reference", default=None, metavar="FILE",
-                   help="YAML list of published values {metric, value, source}")
+                   help="YAML list of published values {metric, value, source}; paper "
+                   "scenarios need none (their values ship in docs/references/)")
     p.set_defaults(handler=handle)
 
 

@@ -7,7 +7,10 @@ Input folders:
 * a sweep: ``DIR/sweep.json`` with its ``points/``.
 
 The page holds the resolved scenario (every field, defaults included), the headline metrics
-with their definitions, figures (PNG, base64-inlined; drawn only when matplotlib is present),
+with their definitions and each run's speed-up over its baseline (:mod:`.headline`), every
+number rounded with its unit (:mod:`.numbers`), for a paper scenario the "simulated against
+published" table from ``docs/references/`` (:mod:`.published`), figures (PNG, base64-inlined;
+drawn only when matplotlib is present),
 where each cost came from (``comm_tiers`` per collective or ``cost_sources`` per MoE stage in
 ``result.json``: measured, borrowed, datasheet or assumed; "not recorded" when a result has
 neither; plus the profile's constants with their sources), a sortable table for a
@@ -384,7 +387,9 @@ def render(folder: Path, reference: Path | None = None, draw: Drawer | None = No
     src = load_source(folder)
     refs = published.reference_rows(src.kind, src.results, src.rows, reference) \
         if reference is not None else None
-    papers = published.built_in(src.results)
+    labels = {str(r["id"]): ", ".join(f"{k}={r.get(k)}" for k in src.axes) or str(r["id"])
+              for r in src.rows}
+    papers = published.built_in(src.results, labels)
     sections = [("Headline metrics", metrics_section(src))]
     sections += [(f"Simulated against published: {name}", papers_section(data, rows))
                  for name, data, rows in papers]

@@ -121,8 +121,8 @@ def published_text(entry: Mapping[str, Any]) -> str:
     return f"{show(low, str(entry['metric']))} – {show(high, str(entry['metric']))}"
 
 
-def paper_rows(results: Mapping[str, Mapping[str, Any]], data: Mapping[str, Any]
-               ) -> list[tuple[str, ...]]:
+def paper_rows(results: Mapping[str, Mapping[str, Any]], data: Mapping[str, Any],
+               labels: Mapping[str, str] | None = None) -> list[tuple[str, ...]]:
     """(metric, run, simulated, published, simulated / published, source) per entry and
     matching run; an entry no run matches, or a missing metric, says so."""
     rows: list[tuple[str, ...]] = []
@@ -136,16 +136,17 @@ def paper_rows(results: Mapping[str, Mapping[str, Any]], data: Mapping[str, Any]
         for name, result in named:
             value = lookup(result, metric)
             ok = isinstance(value, int | float) and not isinstance(value, bool)
-            rows.append((metric, str(name)[:16], show(value, metric) if ok
+            rows.append((metric, (labels or {}).get(name, str(name)), show(value, metric) if ok
                          else "missing from result.json", published_text(entry),
                          compare(float(value), entry) if ok else "n/a",
                          source_text(entry["source"])))
     return rows
 
 
-def built_in(results: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, dict[str, Any],
-                                                                    list[tuple[str, ...]]]]:
-    """(scenario name, file, rows) for each paper scenario among the results."""
+def built_in(results: Mapping[str, Mapping[str, Any]], labels: Mapping[str, str] | None = None
+             ) -> list[tuple[str, dict[str, Any], list[tuple[str, ...]]]]:
+    """(scenario name, file, rows) for each paper scenario among the results; ``labels`` name
+    runs in words (a sweep point by its axis values)."""
     names = dict.fromkeys(lookup(r, "scenario.name") for r in results.values())
     out = []
     for name in names:
@@ -154,7 +155,7 @@ def built_in(results: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, dict[s
             continue
         data = load_paper(path)
         same = {n: r for n, r in results.items() if lookup(r, "scenario.name") == name}
-        out.append((str(name), data, paper_rows(same, data)))
+        out.append((str(name), data, paper_rows(same, data, labels)))
     return out
 
 
