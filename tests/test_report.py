@@ -69,11 +69,41 @@ def test_report_shows_in_headless_chromium(run_dir: Path, tmp_path: Path) -> Non
     assert int(total.group(1)) >= 3 and decoded.group(1) == total.group(1)
 
 
-def test_sweep_report_with_reference(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    sweep = tmp_path / "s"
+@pytest.fixture(scope="module")
+def moe_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The paper MoE scenario swept over two axes: lines, a heatmap, the published table."""
+    sweep = tmp_path_factory.mktemp("sweep")
     assert main(["sweep", MOE, *TINY_MOE, "--grid", "balancer.policy=sglang,libra",
-                 "--out", str(sweep), "--workers", "1", "--json"]) == 0
-    capsys.readouterr()
+                 "--grid", "workload.seq_len=64,128", "--out", str(sweep),
+                 "--workers", "1"]) == 0
+    return sweep
+
+
+def test_sweep_and_paper_report_show_in_headless_chromium(moe_sweep: Path,
+                                                          tmp_path: Path) -> None:
+    """A sweep page with its line figures, heatmaps and the paper's published table renders:
+    every image decodes, and the table and figures are in the rendered DOM."""
+    pytest.importorskip("matplotlib")
+    page = tmp_path / "s.html"
+    assert main(["report", str(moe_sweep), "--out", str(page)]) == 0
+    shot = tmp_path / "shot.png"
+    done = browse(page, f"--screenshot={shot}", "--window-size=1200,6000")
+    assert shot.is_file() and shot.stat().st_size > 40_000, done.stderr[-500:]
+    dom = browse(page, "--virtual-time-budget=3000", "--dump-dom").stdout
+    body = re.search(r"<body[^>]*>", dom)
+    assert body, dom[:300]
+    total = re.search(r'data-images-total="(\d+)"', body.group(0))
+    decoded = re.search(r'data-images-decoded="(\d+)"', body.group(0))
+    assert total and decoded and decoded.group(1) == total.group(1), body.group(0)
+    assert int(total.group(1)) >= 3 * 4  # per metric: two axes' lines and a heatmap
+    for words in ("Simulated against published: paper-moe-breakdown", "simulated / published",
+                  "against workload.seq_len", "over the two swept axes",
+                  "prefill-time speed-up over sglang"):
+        assert words in dom, words
+
+
+def test_sweep_report_with_reference(moe_sweep: Path, tmp_path: Path) -> None:
+    sweep = moe_sweep
     import json
 
     index = json.loads((sweep / "sweep.json").read_text())

@@ -32,14 +32,16 @@ def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("folder", metavar="RUN_OR_SWEEP_DIR", help="folder to report on")
     p.add_argument("--out", default=None, help="HTML file (default FOLDER/report.html)")
     p.add_argument("--reference", default=None, metavar="FILE",
-                   help="YAML list of published values {metric, value, source}")
+                   help="YAML list of published values {metric, value, source}; paper "
+                   "scenarios need none (their values ship in docs/references/)")
     p.set_defaults(handler=handle)
 
 
 def draw_figures(src: Source) -> Sequence[Png]:
     """Every report figure that applies (none for an empty input).
 
-    A sweep gets one bar chart per headline metric of its kind (the first four); runs of
+    A sweep gets lines along each axis (and a heatmap of two axes) per headline metric of its
+    kind (the first four); runs of
     several scenario kinds get the figures of the first run's kind over the runs of that kind.
     """
     from libra_des.api import DRAWINGS, of_result, sweep_figures
@@ -49,7 +51,7 @@ def draw_figures(src: Source) -> Sequence[Png]:
     kind = of_result(next(iter(src.results.values())))
     if src.kind == "sweep":
         metrics = [m for m in kind.metrics if m in src.rows[0]][:4]
-        return sweep_figures(src.rows, src.axes, metrics)
+        return sweep_figures(src.rows, src.axis_keys, metrics)
     same = {name: r for name, r in src.results.items() if of_result(r) is kind}
     return DRAWINGS[kind.name](same)
 

@@ -7,7 +7,10 @@ Input folders:
 * a sweep: ``DIR/sweep.json`` with its ``points/``.
 
 The page holds the resolved scenario (every field, defaults included), the headline metrics
-with their definitions, figures (PNG, base64-inlined; drawn only when matplotlib is present),
+with their definitions and each run's speed-up over its baseline (:mod:`.headline`), every
+number rounded with its unit (:mod:`.numbers`), for a paper scenario the "simulated against
+published" table from ``docs/references/`` (:mod:`.published`), figures (PNG, base64-inlined;
+drawn only when matplotlib is present),
 where each cost came from (``comm_tiers`` per collective or ``cost_sources`` per MoE stage in
 ``result.json``: measured, borrowed, datasheet or assumed; "not recorded" when a result has
 neither; plus the profile's constants with their sources), a sortable table for a
@@ -28,7 +31,6 @@ from the loaded :class:`Source` to images; this module draws nothing and imports
 from __future__ import annotations
 
 import html
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,8 +40,10 @@ import yaml
 
 from libra_des import __version__
 from libra_des.base.identity import code_fingerprint
-from libra_des.config import read_yaml
 from libra_des.errors import InputError
+from libra_des.report import headline, published
+from libra_des.report.headline import lookup
+from libra_des.report.numbers import show
 from libra_des.results.tables import cell, read_result, sweep_points, sweep_rows
 
 #: Headline metrics and their definitions, in words (see ``libra_des/results/metrics.py``).
@@ -83,7 +87,8 @@ figure{margin:1em 0}figure img{max-width:100%}figcaption{font-size:.85em;color:#
 SCRIPT = """
 function sortBy(th){const t=th.closest('table'),i=[...th.parentNode.children].indexOf(th),
 b=t.tBodies[0],d=th.dataset.dir==='asc'?-1:1;th.dataset.dir=d===1?'asc':'desc';
-const v=r=>{const x=r.children[i].textContent,n=parseFloat(x);return isNaN(n)?x:n};
+const v=r=>{const c=r.children[i],x=c.dataset.v??c.textContent,n=parseFloat(x);
+return isNaN(n)?x:n};
 [...b.rows].sort((p,q)=>{const a=v(p),c=v(q);return (a>c?1:a<c?-1:0)*d})
 .forEach(r=>b.appendChild(r))}
 window.addEventListener('load',()=>{const im=[...document.images];
@@ -101,6 +106,8 @@ class Source:
     results: dict[str, dict[str, Any]]
     rows: list[dict[str, Any]]
     axes: tuple[str, ...] = ()  # a sweep's override keys
+    #: a sweep's axes as sweep.json lists them: the keys of each (a --zip axis has several)
+    axis_keys: tuple[tuple[str, ...], ...] = ()
 
 
 #: Keys of a result the page reads beyond the metrics, with the JSON type each must have.
@@ -147,10 +154,12 @@ def load_source(folder: Path) -> Source:
         points = sweep_points(folder)
         results = {p["id"]: read_json(folder / p["file"]) for p in points
                    if not p.get("error") and (folder / p["file"]).is_file()}
-        axes = tuple(k for axis in read_json(folder / "sweep.json", False).get("axes") or []
-                     if isinstance(axis, dict) and isinstance(axis.get("keys"), list)
-                     for k in axis["keys"] if isinstance(k, str))
-        return Source(folder, "sweep", results, sweep_rows(folder), axes)
+        groups = tuple(tuple(k for k in axis["keys"] if isinstance(k, str))
+                       for axis in read_json(folder / "sweep.json", False).get("axes") or []
+                       if isinstance(axis, dict) and isinstance(axis.get("keys"), list))
+        groups = tuple(g for g in groups if g)
+        axes = tuple(k for g in groups for k in g)
+        return Source(folder, "sweep", results, sweep_rows(folder), axes, groups)
     if (folder / "result.json").is_file():
         return Source(folder, "run", {folder.name: read_json(folder / "result.json")}, [])
     runs = sorted(p.parent for p in folder.glob("*/result.json"))
@@ -160,17 +169,22 @@ def load_source(folder: Path) -> Source:
                      "a folder with result.json, */result.json or sweep.json")
 
 
-def lookup(data: Mapping[str, Any], dotted: str) -> Any:
-    node: Any = data
-    for part in dotted.split("."):
-        node = node.get(part) if isinstance(node, Mapping) else None
-    return node
-
-
 def fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.6g}"
+    """A cell's text: numbers to three significant digits (:func:`numbers.show`)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return html.escape(show(value))
     return html.escape(str(cell(value)))
+
+
+class Sorted(tuple[str, float]):
+    """A shown cell with the raw number a sortable column sorts by."""
+
+
+def td(value: Any, left: bool) -> str:
+    cls = " class=l" if left else ""
+    if isinstance(value, Sorted):
+        return f'<td{cls} data-v="{value[1]!r}">{html.escape(value[0])}</td>'
+    return f"<td{cls}>{fmt(value)}</td>"
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[Any]], sortable: bool = False,
@@ -179,21 +193,89 @@ def table(header: Sequence[str], rows: Sequence[Sequence[Any]], sortable: bool =
     click = ' onclick="sortBy(this)"' if sortable else ""
     head = "".join(f'<th{" class=l" if i < left else ""}{click}>{html.escape(h)}</th>'
                    for i, h in enumerate(header))
-    body = "".join("<tr>" + "".join(f'<td{" class=l" if i < left else ""}>{fmt(v)}</td>'
-                                    for i, v in enumerate(r)) + "</tr>" for r in rows)
+    body = "".join("<tr>" + "".join(td(v, i < left) for i, v in enumerate(r)) + "</tr>"
+                   for r in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def shown(value: Any, dotted: str) -> Any:
+    """A number shown in its unit, sortable by its raw value; anything else as it is."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return Sorted((show(value, dotted), float(value)))
+    return value
+
+
+def kind_name(src: Source) -> str:
+    """The scenario kind of the first result ("" for none or an unknown one)."""
+    from libra_des import kinds
+
+    first = next(iter(src.results.values()), None)
+    try:
+        return kinds.of_result(first).name if first else ""
+    except InputError:
+        return ""
+
+
+def speedups(src: Source) -> headline.Speedups | None:
+    kind = kind_name(src)
+    if src.kind == "sweep":
+        return headline.of_sweep(kind, src.rows, src.axes)
+    return headline.of_runs(kind, src.results)
+
+
+def speedup_lead(src: Source, ups: headline.Speedups | None) -> str:
+    """The sentence the terminal prints, per run: its speed-up over the baseline."""
+    if ups is None:
+        why = ("a single run has no baseline" if src.kind == "run" else
+               "the sweep does not vary balancer.policy" if src.kind == "sweep" else
+               "these runs have no speed-up metric")
+        return f"<p class=muted>No speed-up: {html.escape(why)}.</p>"
+    if not ups.values:
+        return f"<p class=muted>No speed-up: {html.escape(ups.note)}.</p>"
+    if src.kind == "sweep":
+        return (f"<p><b>{html.escape(ups.label)}</b> per point: see the speed-up column "
+                "(each point against the baseline point with the same other-axis values)."
+                "</p>")
+    lines = "".join(f"<li><b>{html.escape(n)}</b>: {html.escape(ups.label)} "
+                    f"<b>{html.escape(show(v, unit='x'))}</b></li>"
+                    for n, v in ups.values.items() if abs(v - 1) > 0 or len(ups.values) == 1)
+    note = f"<p class=muted>{html.escape(ups.note)}.</p>" if ups.note else ""
+    return f"<ul class=lead>{lines}</ul>{note}"
 
 
 def metrics_section(src: Source) -> str:
     names = list(src.results)
     keys = [k for k in DEFINITIONS if any(lookup(r, k) is not None for r in src.results.values())]
+    ups = speedups(src)
+    lead = speedup_lead(src, ups)
     if src.kind == "sweep":
-        return ("<p>Per point in the sweep table below; definitions:</p>"
-                + table(["metric", "definition"], [(DEFINITIONS[k][0] + f" [{k}]",
-                                                    DEFINITIONS[k][1]) for k in keys], left=2))
-    rows = [(DEFINITIONS[k][0], DEFINITIONS[k][1], *(lookup(src.results[n], k) for n in names))
-            for k in keys]
-    return table(["metric", "definition", *names], rows, left=2)
+        return lead + sweep_headline(src, keys, ups) + (
+            "<p>Definitions:</p>" + table(["metric", "definition"], [
+                (DEFINITIONS[k][0] + f" [{k}]", DEFINITIONS[k][1]) for k in keys], left=2))
+    rows: list[tuple[Any, ...]] = [
+        (DEFINITIONS[k][0], DEFINITIONS[k][1], *(show(lookup(src.results[n], k), k)
+                                                 for n in names)) for k in keys]
+    if ups is not None and ups.values:
+        rows.insert(0, (ups.label, "the baseline's time over this run's (as the terminal "
+                        "prints it)", *(show(ups.values[n], unit="x") if n in ups.values
+                                        else "n/a" for n in names)))
+    return lead + table(["metric", "definition", *names], rows, left=2)
+
+
+def sweep_headline(src: Source, keys: Sequence[str], ups: headline.Speedups | None) -> str:
+    """One row per point: its axis values, the headline metrics rounded, its speed-up."""
+    cols = [k for k in keys if any(k in r for r in src.rows)]
+    header = [*src.axes, *(DEFINITIONS[k][0] for k in cols)]
+    if ups is not None and ups.values:
+        header.append(ups.label)
+    body = []
+    for r in src.rows:
+        line = [*(r.get(a, "") for a in src.axes), *(shown(r.get(k), k) for k in cols)]
+        if ups is not None and ups.values:
+            v = ups.values.get(str(r["id"]))
+            line.append(Sorted((show(v, unit="x"), v)) if v is not None else "n/a")
+        body.append(line)
+    return table(header, body, sortable=True, left=len(src.axes))
 
 
 def scenario_section(src: Source) -> str:
@@ -218,7 +300,7 @@ def profile_rows(ref: Any) -> list[tuple[str, Any, str]]:
     for section in ("peaks", "kernels", "interconnect"):
         for key, entry in sorted((data.get(section) or {}).items()):
             if isinstance(entry, Mapping) and "value" in entry:
-                rows.append((f"{section}.{key}", entry["value"],
+                rows.append((f"{section}.{key}", show(entry["value"], f"{section}.{key}"),
                              str(entry.get("source", "not recorded"))))
     for fit in data.get("fits") or []:
         rows.append((f"fit {fit.get('op')} x{fit.get('group')}", str(fit.get("model", "")),
@@ -256,62 +338,9 @@ def costs_section(src: Source) -> str:
 
 def sweep_section(src: Source) -> str:
     header = list(dict.fromkeys(k for row in src.rows for k in row))
-    body = [[row.get(k, "") for k in header] for row in src.rows]
+    body = [[shown(row.get(k, ""), k) for k in header] for row in src.rows]
     return ("<p>Click a column title to sort.</p>"
             + table(header, body, sortable=True, left=1))
-
-
-def reference_rows(src: Source, path: Path) -> list[tuple[Any, ...]]:
-    """(metric, where, simulated, reference, relative difference, source) per YAML entry."""
-    entries = read_yaml(path, "--reference")
-    if not isinstance(entries, list) or not all(isinstance(e, Mapping) for e in entries):
-        raise InputError("--reference", str(path), "a YAML list of {metric, value, source}")
-    out = []
-    for e in entries:
-        check_reference(e)
-        name, result = pick(src, e)
-        simulated = lookup(result, str(e["metric"])) if result else None
-        ref = float(e["value"])
-        diff = (float(simulated) - ref) / ref if isinstance(simulated, int | float) and ref \
-            else None
-        diff = diff if diff is not None and math.isfinite(diff) else None
-        out.append((e["metric"], name or "not found", simulated if simulated is not None
-                    else "not found", ref, f"{diff:+.1%}" if diff is not None else "n/a",
-                    e["source"]))
-    return out
-
-
-def check_reference(e: Mapping[str, Any]) -> None:
-    """One reference entry: a dotted metric name, a finite non-zero number (a relative
-    difference divides by it), a source; ``run`` a name, ``where`` a mapping."""
-    if not {"metric", "value", "source"} <= set(e):
-        raise InputError("--reference", str(e), "entries with metric, value and source")
-    if not isinstance(e["metric"], str) or not e["metric"]:
-        raise InputError("--reference metric", e["metric"], "a dotted metric name (text)")
-    value = e["value"]
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value:
-        raise InputError(f"--reference {e['metric']}.value", value,
-                         "a finite non-zero number")
-    if "run" in e and not isinstance(e["run"], str | int):
-        raise InputError("--reference run", e["run"], "a run name or sweep point id")
-    if "where" in e and not isinstance(e["where"], Mapping):
-        raise InputError("--reference where", e["where"], "a mapping {override key: value}")
-
-
-def pick(src: Source, entry: Mapping[str, Any]) -> tuple[str, dict[str, Any] | None]:
-    """The run or point an entry refers to (the only one when it names none)."""
-    if "run" in entry:
-        key = str(entry["run"])
-        return key, src.results.get(key)
-    if "where" in entry and src.kind == "sweep":
-        want = {k: cell(v) for k, v in dict(entry["where"]).items()}
-        for row in src.rows:
-            if all(row.get(k) == v for k, v in want.items()) and row["id"] in src.results:
-                return row["id"][:8], src.results[row["id"]]
-        return "", None
-    if len(src.results) == 1:
-        return next(iter(src.results.items()))
-    return "", None
 
 
 class Image(Protocol):
@@ -341,12 +370,30 @@ def figures_section(src: Source, draw: Drawer | None) -> str:
                    for f in figs)
 
 
+def papers_section(data: Mapping[str, Any], rows: Sequence[Sequence[Any]]) -> str:
+    """The built-in table of one paper experiment (docs/references/), or why it has none."""
+    what = html.escape(str(data.get("experiment", "")))
+    note = f"<p class=muted>{html.escape(str(data['note']))}</p>" if data.get("note") else ""
+    if not rows:
+        return f"<p>{what}: no published number to compare with.</p>{note}"
+    return (f"<p>{what}. Published values shipped in docs/references/; a metric the runs "
+            "lack, or a setting no run has, shows as missing.</p>"
+            + table(["metric", "run / point", "simulated", "published",
+                     "simulated / published", "source"], rows, left=2) + note)
+
+
 def render(folder: Path, reference: Path | None = None, draw: Drawer | None = None) -> str:
     """The whole page as one string; ``draw`` makes its figures (none drawn without it)."""
     src = load_source(folder)
-    refs = reference_rows(src, reference) if reference is not None else None
-    sections = [("Headline metrics", metrics_section(src)),
-                ("Figures", figures_section(src, draw))]
+    refs = published.reference_rows(src.kind, src.results, src.rows, reference) \
+        if reference is not None else None
+    labels = {str(r["id"]): ", ".join(f"{k}={r.get(k)}" for k in src.axes) or str(r["id"])
+              for r in src.rows}
+    papers = published.built_in(src.results, labels)
+    sections = [("Headline metrics", metrics_section(src))]
+    sections += [(f"Simulated against published: {name}", papers_section(data, rows))
+                 for name, data, rows in papers]
+    sections.append(("Figures", figures_section(src, draw)))
     if src.kind == "sweep":
         sections.append((f"Sweep points ({len(src.rows)})", sweep_section(src)))
     if refs is not None:

@@ -9,7 +9,13 @@ Each figure is drawn from result files alone and returned as base64 PNG with a c
 * training runs: where the step goes (bubble, waits, exposed communication), core attention
   per GPU (computation, exposed and hidden exchange), the per-microbatch forward times;
 * MoE runs: the layer breakdown (exposed stages) and the imbalance ratio per layer;
-* sweeps: each headline metric per point.
+* sweeps: each headline metric as lines along each swept axis (one line per value of the
+  other axes, e.g. per system), and a heatmap of the two axes when exactly two are swept.
+
+Every figure has a title, and no two series of one figure share a colour: series take the
+colours of :data:`PALETTE` in turn (colour-blind safe), and a figure draws at most
+``len(PALETTE)`` series (the caption says how many were left out). Heatmaps use ``cividis``,
+a colour map made to read the same with colour-vision deficiency.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from libra_des.report import DEFINITIONS
+from libra_des.report.numbers import show, unit_of
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -48,6 +55,15 @@ STAGES = {
 }
 
 
+#: Series colours: Okabe and Ito's eight colour-universal-design colours ("Color Universal
+#: Design", 2008), then four of Paul Tol's "muted" scheme (wine, olive, indigo, pale grey)
+#: that stay apart from them; both are designed to be told apart with colour-vision deficiency.
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442",
+           "#000000", "#882255", "#999933", "#332288", "#DDDDDD")
+#: The heatmaps' colour map (perceptually uniform, colour-vision-deficiency friendly).
+HEATMAP = "cividis"
+
+
 @dataclass(frozen=True)
 class Png:
     caption: str
@@ -59,7 +75,9 @@ def panel() -> tuple[Figure, Any]:
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(7, 3.6), layout="constrained")
-    return fig, fig.subplots()
+    ax = fig.subplots()
+    ax.set_prop_cycle(color=list(PALETTE))
+    return fig, ax
 
 
 def encode(fig: Figure, caption: str) -> Png:
@@ -74,10 +92,11 @@ def bars(names: Sequence[str], series: Mapping[str, Sequence[float]], ylabel: st
     x = np.arange(len(names))
     bottom = np.zeros(len(names))
     width = 0.6 if stacked else 0.8 / max(len(series), 1)
-    for k, (label, values) in enumerate(series.items()):
+    for k, (label, values) in enumerate(list(series.items())[:len(PALETTE)]):
         v = np.asarray(values, dtype=float)
         offset = 0.0 if stacked else (k - (len(series) - 1) / 2) * width
-        ax.bar(x + offset, v, width, bottom=bottom if stacked else None, label=label)
+        ax.bar(x + offset, v, width, bottom=bottom if stacked else None, label=label,
+               color=PALETTE[k])
         if stacked:
             bottom += v
     ax.set_xticks(x, names, rotation=20 if len(names) > 4 else 0, ha="right")
@@ -111,6 +130,7 @@ def training(results: Results) -> list[Png]:
         ax.stairs(counts / t.size, edges, fill=True, alpha=0.5, label=f"{name} ({t.size} ops)")
     ax.set_xlabel("forward time of one microbatch on stage 0 (s)")
     ax.set_ylabel("fraction of forward ops")
+    ax.set_title("Per-microbatch forward times, first pipeline stage")
     ax.legend(fontsize="small")
     out.append(encode(fig, "Per-microbatch forward times on the first pipeline stage."))
     return out
@@ -128,24 +148,107 @@ def moe(results: Results) -> list[Png]:
         ax.plot(r["imbalance_ratio"]["per_layer"], label=name)
     ax.set_xlabel("MoE layer")
     ax.set_ylabel("imbalance ratio (max / mean GPU load)")
+    ax.set_title("Expert-parallel load imbalance per layer")
     ax.legend(fontsize="small")
     out.append(encode(fig, "Expert-parallel load imbalance per layer (1 = balanced)."))
     return out
 
 
-def sweep(rows: Sequence[Mapping[str, Any]], axes: Sequence[str], metrics: Sequence[str]
-          ) -> list[Png]:
-    labels = [", ".join(str(r.get(k, "")) for k in axes if k in r)[:40] or r["id"][:8]
-              for r in rows]
+def label(row: Mapping[str, Any], keys: Sequence[str]) -> str:
+    """A point's value on one axis, in words (a --zip axis names every key's value)."""
+    return ", ".join(f"{k.split('.')[-1]}={row.get(k)}" if len(keys) > 1 else str(row.get(k))
+                     for k in keys)
+
+
+def scaled(metric: str, values: Sequence[float]) -> tuple[list[float], str]:
+    """Values as plotted (shares in per cent) and the axis label with its unit."""
+    words = DEFINITIONS.get(metric, (metric, ""))[0]
+    if unit_of(metric) == "share":
+        return [v * 100 for v in values], f"{words} (%)"
+    return list(values), words
+
+
+def numeric(values: Sequence[Any]) -> bool:
+    return all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+
+
+def axis_lines(rows: Sequence[Mapping[str, Any]], axes: Sequence[Sequence[str]], along: int,
+               metric: str) -> Png:
+    """``metric`` against axis ``along``: one line per combination of the other axes' values."""
+    keys = axes[along]
+    others = [a for i, a in enumerate(axes) if i != along]
+    xs = list(dict.fromkeys(label(r, keys) for r in rows))
+    first: list[Any] = list(dict.fromkeys(r.get(keys[0]) for r in rows))
+    is_num = numeric(first) and len(keys) == 1
+    series: dict[str, list[tuple[float, float]]] = {}
+    for r in rows:
+        name = " / ".join(label(r, k) for k in others) or DEFINITIONS.get(metric, (metric,))[0]
+        x = float(r[keys[0]]) if is_num else float(xs.index(label(r, keys)))
+        series.setdefault(name, []).append((x, float(r[metric])))
+    fig, ax = panel()
+    drawn = list(series.items())[:len(PALETTE)]
+    for k, (name, points) in enumerate(drawn):
+        points.sort()
+        ys, ylabel = scaled(metric, [p[1] for p in points])
+        ax.plot([p[0] for p in points], ys, marker="o", label=name, color=PALETTE[k])
+    if is_num and min(first) > 0 and max(first) / min(first) >= 8:
+        ax.set_xscale("log", base=2)
+    if is_num:
+        ax.set_xticks(sorted(float(v) for v in first), [str(v) for v in sorted(first)])
+    else:
+        ax.set_xticks(range(len(xs)), xs, rotation=20 if len(xs) > 4 else 0)
+    words = DEFINITIONS.get(metric, (metric, ""))[0]
+    ax.set_xlabel(" + ".join(keys))
+    ax.set_ylabel(ylabel)
+    ax.set_title(f"{words} against {' + '.join(keys)}")
+    ax.grid(alpha=0.3)
+    if others:
+        ax.legend(fontsize="small", title=" / ".join(" + ".join(k) for k in others))
+    left = len(series) - len(drawn)
+    more = f" ({left} more lines not drawn: at most {len(PALETTE)} colours)" if left else ""
+    per = f", one line per {' / '.join(' + '.join(k) for k in others)}" if others else ""
+    return encode(fig, f"{words} [{metric}] against {' + '.join(keys)}{per}{more}.")
+
+
+def heatmap(rows: Sequence[Mapping[str, Any]], axes: Sequence[Sequence[str]], metric: str
+            ) -> Png:
+    """``metric`` over the two swept axes, each cell annotated with its rounded value."""
+    cols = list(dict.fromkeys(label(r, axes[0]) for r in rows))
+    lines = list(dict.fromkeys(label(r, axes[1]) for r in rows))
+    grid = np.full((len(lines), len(cols)), np.nan)
+    for r in rows:
+        grid[lines.index(label(r, axes[1])), cols.index(label(r, axes[0]))] = float(r[metric])
+    fig, ax = panel()
+    words = DEFINITIONS.get(metric, (metric, ""))[0]
+    shown_grid = grid * 100 if unit_of(metric) == "share" else grid
+    image = ax.imshow(shown_grid, cmap=HEATMAP, aspect="auto")
+    fig.colorbar(image, ax=ax, label=scaled(metric, [0.0])[1])
+    lo, hi = np.nanmin(shown_grid), np.nanmax(shown_grid)
+    for (i, j), v in np.ndenumerate(grid):
+        if np.isfinite(v):
+            dark = hi > lo and (shown_grid[i, j] - lo) / (hi - lo) < 0.5
+            ax.text(j, i, show(v, metric), ha="center", va="center", fontsize="small",
+                    color="white" if dark else "black")
+    ax.set_xticks(range(len(cols)), cols)
+    ax.set_yticks(range(len(lines)), lines)
+    ax.set_xlabel(" + ".join(axes[0]))
+    ax.set_ylabel(" + ".join(axes[1]))
+    ax.set_title(f"{words} over {' + '.join(axes[0])} and {' + '.join(axes[1])}")
+    return encode(fig, f"{words} [{metric}] over the two swept axes (cells rounded).")
+
+
+def sweep(rows: Sequence[Mapping[str, Any]], axes: Sequence[Sequence[str]],
+          metrics: Sequence[str]) -> list[Png]:
+    """Per metric: a line figure along each axis, and a heatmap when exactly two are swept
+    (points that failed or lack the metric are left out)."""
     out = []
     for metric in metrics:
-        values = [v for r in rows if isinstance(v := r.get(metric), int | float)]
-        if len(values) != len(rows):
+        have = [r for r in rows if numeric([r.get(metric)]) and not r.get("error")]
+        if not have or not axes:
             continue
-        words = DEFINITIONS.get(metric, (metric, ""))[0]
-        fig = bars(labels, {words: values}, words, f"{words} per point", stacked=False)
-        fig.axes[0].set_xlabel("point (" + ", ".join(axes) + ")")
-        out.append(encode(fig, f"{words} [{metric}] per sweep point."))
+        out += [axis_lines(have, axes, i, metric) for i in range(len(axes))]
+        if len(axes) == 2:
+            out.append(heatmap(have, axes, metric))
     return out
 
 

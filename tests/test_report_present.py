@@ -1,0 +1,222 @@
+"""The report as one to present: rounded numbers with units, the speed-up the terminal prints,
+titled figures in distinct colours, sweep lines and heatmaps, the built-in published tables."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from libra_des.cli import main
+from libra_des.config import ROOT
+from libra_des.errors import InputError
+from libra_des.report import published
+from libra_des.report.numbers import show, unit_of
+
+QUICKSTART = ROOT / "scenarios" / "quickstart.yaml"
+MOE = str(ROOT / "scenarios" / "paper-moe-breakdown.yaml")
+TINY = ["--set", "parallelism.dp=2", "--set", "parallelism.pp=2", "--set",
+        "parallelism.gbs=8", "--set", "balancer.pool_size=2", "--set", "model.layers=2"]
+TINY_MOE = ["--set", "model.layers=2", "--set", "workload.batches=1", "--set",
+            "workload.seq_len=128"]
+PAPERS = ROOT.parent / "shared" / "PAPERS.md"
+
+
+@pytest.mark.parametrize(("value", "dotted", "text"), [
+    (0.00159636, "moe_layer_s", "1.60 ms"),
+    (10.0099, "step_time_s.mean", "10.0 s"),
+    (2.29e-5, "layer_breakdown_s.combine.exposed", "22.9 µs"),
+    (792252.39, "tokens_per_s", "792k tokens/s"),
+    (1.35e6, "prefill_tokens_per_s", "1.35M tokens/s"),
+    (0.169623, "mfu", "17.0 %"),
+    (0.24063, "bubble_fraction", "24.1 %"),
+    (1.95725e-17, "comm_hidden_fraction", "0.00 %"),
+    (1.2431640625, "imbalance_ratio.mean", "1.24"),
+    (26.766, "peak_memory_gib", "26.8 GiB"),
+    (4.8e12, "peaks.hbm_bytes_per_s", "4.80 TB/s"),
+    (38, "events", "38"),
+    (1.5, "mfu", "n/a"),                   # impossible: never shown as a number
+    (-0.2, "pool_wait_fraction", "n/a"),
+    (math.nan, "step_time_s.mean", "n/a"),
+])
+def test_numbers_are_rounded_with_units(value: float, dotted: str, text: str) -> None:
+    assert show(value, dotted) == text
+
+
+def test_units_follow_the_result_contract() -> None:
+    assert unit_of("ttft_s.p99") == "s" and unit_of("replica_waste_fraction") == "share"
+    assert unit_of("predictor_accuracy") == "share" and unit_of("gpus") == ""
+
+
+def test_every_kind_has_a_speedup_rule() -> None:
+    from libra_des import kinds
+    from libra_des.report.headline import SPEEDUP
+
+    assert set(SPEEDUP) == set(kinds.names())
+    for name, (metric, _, _) in SPEEDUP.items():
+        assert unit_of(metric) == "s", name  # a time: lower is better
+
+
+@pytest.fixture(scope="module")
+def quickstart_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("qs")
+    assert main(["quickstart", "--out", str(out), *TINY]) == 0
+    return out
+
+
+def test_quickstart_report_has_the_terminal_speedup_and_figures(quickstart_dir: Path) -> None:
+    pytest.importorskip("matplotlib")
+    libra, ulysses = (json.loads((quickstart_dir / p / "result.json").read_text())
+                      for p in ("libra", "ulysses"))
+    speedup = ulysses["step_time_s"]["mean"] / libra["step_time_s"]["mean"]
+    text = (quickstart_dir / "report.html").read_text()
+    assert "step-time speed-up over ulysses" in text
+    assert f"<b>{speedup:.3g}×</b>" in text or f"<b>{speedup:.2f}×</b>" in text
+    assert text.count('src="data:image/png;base64,') >= 3  # make run's page has figures
+    long_numbers = re.findall(r"<td[^>]*>-?\d+\.\d{4,}", text)
+    assert not long_numbers, long_numbers[:3]  # nothing like 0.00159636 in any cell
+
+
+class Figures:
+    """Every matplotlib figure the report encodes, captured before it becomes a PNG."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from libra_des.report import figures
+
+        self.drawn: list[tuple[Any, str]] = []
+        encode = figures.encode
+
+        def capture(fig: Any, caption: str) -> Any:
+            self.drawn.append((fig, caption))
+            return encode(fig, caption)
+
+        monkeypatch.setattr(figures, "encode", capture)
+
+
+def series_colours(ax: Any) -> Iterator[str]:
+    """One colour per drawn series: lines, bar groups, filled steps."""
+    from matplotlib.colors import to_hex
+    from matplotlib.container import BarContainer
+    from matplotlib.patches import StepPatch
+
+    for line in ax.get_lines():
+        yield to_hex(line.get_color())
+    for container in ax.containers:
+        if isinstance(container, BarContainer) and len(container):
+            yield to_hex(container[0].get_facecolor())
+    for patch in ax.patches:
+        if isinstance(patch, StepPatch):
+            yield to_hex(patch.get_facecolor())
+
+
+def check_figure(fig: Any, caption: str) -> None:
+    from libra_des.report.figures import HEATMAP
+
+    data_axes = [ax for ax in fig.axes if ax.get_lines() or ax.containers or ax.images
+                 or ax.patches]
+    assert data_axes, caption
+    for ax in data_axes:
+        assert ax.get_title().strip(), f"no title: {caption}"
+        colours = list(series_colours(ax))
+        assert len(colours) == len(set(colours)), f"shared colour in {caption}: {colours}"
+        for image in ax.images:
+            assert image.get_cmap().name == HEATMAP, caption
+
+
+@pytest.fixture(scope="module")
+def moe_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two axes (system x batch) of the paper MoE scenario: lines, a heatmap, the paper's
+    table and the speed-up over SGLang."""
+    out = tmp_path_factory.mktemp("moe-sweep")
+    assert main(["sweep", MOE, *TINY_MOE, "--grid", "balancer.policy=sglang,libra",
+                 "--grid", "workload.batch=2,4", "--out", str(out), "--workers", "1"]) == 0
+    return out
+
+
+def test_every_report_figure_has_a_title_and_distinct_colours(
+        quickstart_dir: Path, moe_sweep: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("matplotlib")
+    figs = Figures(monkeypatch)
+    moe_runs = tmp_path / "moe-runs"
+    for policy in ("sglang", "libra"):
+        assert main(["run", MOE, *TINY_MOE, "--set", f"balancer.policy={policy}",
+                     "--out", str(moe_runs / policy), "--json"]) == 0
+    capsys.readouterr()
+    for folder in (quickstart_dir, quickstart_dir / "libra", moe_runs, moe_sweep):
+        assert main(["report", str(folder), "--out", str(tmp_path / "r.html")]) == 0
+    assert len(figs.drawn) >= 3 + 3 + 2 + 3, [c for _, c in figs.drawn]
+    for fig, caption in figs.drawn:
+        check_figure(fig, caption)
+
+
+def test_sweep_report_draws_lines_and_a_heatmap_not_bars(
+        moe_sweep: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("matplotlib")
+    from matplotlib.container import BarContainer
+
+    figs = Figures(monkeypatch)
+    page = tmp_path / "s.html"
+    assert main(["report", str(moe_sweep), "--out", str(page)]) == 0
+    captions = [c for _, c in figs.drawn]
+    heatmaps = [c for c in captions if "over the two swept axes" in c]
+    lines = [c for c in captions if "against balancer.policy" in c]
+    along_batch = [c for c in captions if "against workload.batch" in c]
+    assert heatmaps and len(heatmaps) == len(lines) == len(along_batch), captions
+    assert all("one line per balancer.policy" in c for c in along_batch)
+    for fig, _ in figs.drawn:
+        assert not any(isinstance(c, BarContainer) for ax in fig.axes for c in ax.containers)
+        line_figs = [ax for ax in fig.axes if ax.get_lines()]
+        assert all(len(ax.get_lines()) == 2 for ax in line_figs)  # one per other-axis value
+    text = page.read_text()
+    assert "prefill-time speed-up over sglang" in text and "1.00×" in text
+
+
+def test_paper_scenarios_ship_published_values() -> None:
+    papers = sorted((ROOT / "scenarios").glob("paper-*.yaml"))
+    assert papers
+    text = PAPERS.read_text() if PAPERS.is_file() else None
+    for scenario in papers:
+        path = published.reference_file(scenario.stem)
+        assert path is not None, scenario.stem
+        data = published.load_paper(path)
+        assert data["scenario"] == scenario.stem
+        for entry in data["values"]:
+            assert entry["source"]["paper"] and "PAPERS.md" in entry["source"]["via"]
+            numbers = [entry["value"]] if "value" in entry else entry["range"]
+            assert published.UNITS[entry["unit"]] == unit_of(entry["metric"])
+            if text is not None:  # each value as PAPERS.md writes it (a share as per cent)
+                for v in numbers:
+                    written = {f"{v}", f"{v:.4f}", f"{v * 100:.1f}%", f"{v * 100:.1f}"}
+                    assert any(w in text for w in written), (scenario.stem, v)
+
+
+def test_paper_run_shows_simulated_published_and_ratio(moe_sweep: Path, tmp_path: Path) -> None:
+    page = tmp_path / "p.html"
+    assert main(["report", str(moe_sweep), "--out", str(page)]) == 0
+    text = page.read_text()
+    assert "Simulated against published: paper-moe-breakdown" in text
+    assert "86.5 % – 91.7 %" in text and "× (" in text  # published range and the ratio
+    assert "missing: no run with balancer.policy=lina" in text  # says when one is missing
+    assert "PAPERS.md" in text
+
+
+def test_impossible_published_value_is_bad_input(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    bad = tmp_path / "paper-x.yaml"
+    bad.write_text("scenario: paper-x\nvalues:\n  - metric: bubble_fraction\n    value: 1.7\n"
+                   "    unit: fraction\n    source: {paper: p, via: v}\n")
+    monkeypatch.setattr(published, "REFERENCES", tmp_path)
+    path = published.reference_file("paper-x")
+    assert path == bad
+    with pytest.raises(InputError, match="bubble_fraction"):
+        published.load_paper(path)
+    bad.write_text("scenario: paper-x\nvalues: []\n")
+    with pytest.raises(InputError, match="note"):
+        published.load_paper(bad)
+    assert published.reference_file("../etc/paper-x") is None
