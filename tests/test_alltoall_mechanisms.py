@@ -148,3 +148,20 @@ def test_every_all_to_all_path_uses_the_one_model(monkeypatch: pytest.MonkeyPatc
     libra_des.simulate(ROOT / "scenarios" / "moe-ep-2node-h200-roce-railopt.yaml",
                        ["workload.batches=1", "model.layers=1", "balancer.policy=sglang"])
     assert "stack" in calls
+
+
+@pytest.mark.parametrize("topology", ["h200-roce-railopt", "h200-roce-railopt-2to1",
+                                      "h100-ib-3tier", "a100-dgx-ib-hdr"])
+@pytest.mark.parametrize("per_peer", [4096.0, 1e6])
+def test_uniform_closed_form_equals_the_matrix_form(topology: str, per_peer: float) -> None:
+    """The collective's closed form (counts per rate class) against the same uniform matrix
+    priced message by message, across leaf groups, with PXN and LL sizes."""
+    model = cost(topology, 80)
+    g = model.fabric.gpus_per_node
+    for nodes in (2, 40, 80):
+        n = g * nodes
+        inter, _ = model.inter_a2a(n, g)
+        node = np.arange(n) // g
+        matrix = np.where(node[:, None] != node[None, :], per_peer, 0.0)
+        closed = inter.uniform(n, g, np.array([per_peer]))[0]
+        assert closed == pytest.approx(inter.stack(matrix[None], g)[0], rel=1e-12), nodes
