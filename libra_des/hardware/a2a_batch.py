@@ -1,25 +1,26 @@
-"""Many uneven all-to-alls of one layout priced in one pass over the stack.
+"""All-to-all(v) matrices of one layout priced as a ``[S, n, n]`` stack: the one implementation.
 
-A training step prices four all-to-all(v) matrices per attention slot: 2,288 calls of
-:meth:`Communication.all_to_allv` at 16k GPUs and 16,384 at 131k, each a dozen numpy calls
-on a 64 x 64 matrix. :func:`all_to_allv_batch` gives the same seconds, bit for bit, from
-operations on a ``[S, n, n]`` stack: every elementwise step is the same, each row or column
-sum reduces along the same axis in the same order, and the per-node sums are added rank by
-rank as ``np.bincount`` adds them. Layouts it does not cover (PCIe switch bridges, curves
-with a small-message term across nodes, leaf-local rate gains, a partial last node) go
-through :meth:`Communication.all_to_allv` one matrix at a time.
+A training step prices four all-to-all(v) matrices per attention slot: 2,288 calls at 16k GPUs
+and 16,384 at 131k. :meth:`Communication.all_to_allv` prices one matrix as a stack of one, and
+:func:`all_to_allv_batch` many at once, with the same operations: the intra-node part (the
+busiest rank's NVLink or PCIe volume, the busiest PCIe switch uplink) through
+:meth:`Communication.local_a2a`, the cross-node part through
+:meth:`~libra_des.hardware.alltoall.InterNodeA2A.stack`. Each matrix's result does not depend
+on which other matrices share its stack.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from libra_des.errors import InputError
-from libra_des.hardware.alltoall import InterNodeA2A
-from libra_des.hardware.communication import Communication
+
+if TYPE_CHECKING:
+    from libra_des.hardware.communication import Communication
 
 #: Matrices priced together: keeps the stack's temporaries to a few MiB (256 x 64 x 64
 #: float64 is 8 MiB); our assumption, no measurable loss against larger blocks.
@@ -35,7 +36,13 @@ def all_to_allv_batch(
     """
     parts, tier, rest = [np.zeros(0)], -1, iter(sends)
     while block := list(itertools.islice(rest, BLOCK)):
-        secs, block_tier = block_seconds(comm, block, gpus_per_node)
+        shape = np.shape(block[0])
+        if any(np.shape(s) != shape for s in block):  # mixed sizes: one stack per matrix
+            priced = [stack_seconds(comm, checked(s), gpus_per_node) for s in block]
+            secs = np.concatenate([p[0] for p in priced])
+            block_tier = max(p[1] for p in priced)
+        else:
+            secs, block_tier = stack_seconds(comm, checked(block), gpus_per_node)
         parts.append(secs)
         tier = max(tier, block_tier)
     if tier >= 0:
@@ -43,77 +50,52 @@ def all_to_allv_batch(
     return np.concatenate(parts)
 
 
-def block_seconds(
-    comm: Communication, sends: list[np.ndarray], gpus_per_node: int | None
-) -> tuple[np.ndarray, int]:
-    """Seconds of each matrix and the tier to note (-1: none, or already noted)."""
-    shape = np.shape(sends[0])
-    if len(shape) != 2 or shape[0] != shape[1] or any(np.shape(s) != shape for s in sends):
-        return one_by_one(comm, sends, gpus_per_node), -1
-    n = shape[0]
-    gpn = comm.layout(n, gpus_per_node)
-    model, inter_tier = comm.inter_a2a(n, gpn) if n > gpn else (None, -1)
-    if not covered(comm, n, gpn, model):
-        return one_by_one(comm, sends, gpus_per_node), -1
+def checked(sends: np.ndarray | list[np.ndarray]) -> np.ndarray:
+    """A ``[S, n, n]`` float stack of finite, non-negative bytes (a single matrix: S = 1)."""
     block = np.asarray(sends, dtype=np.float64)
+    if block.ndim == 2:
+        block = block[None]
+    if block.ndim != 3 or block.shape[1] != block.shape[2]:
+        raise InputError("send_bytes", block.shape[1:], "a square [n, n] matrix")
     if not np.all(np.isfinite(block)) or np.any(block < 0):
         raise InputError("send_bytes", "negative or non-finite", "bytes >= 0")
-    secs, local_tier, active = stack_seconds(comm, block, gpn, model)
-    return secs, max(local_tier, inter_tier) if active else -1
-
-
-def one_by_one(comm: Communication, sends: list[np.ndarray], gpn: int | None) -> np.ndarray:
-    return np.array([comm.all_to_allv(s, gpus_per_node=gpn) for s in sends], dtype=np.float64)
-
-
-def covered(comm: Communication, n: int, gpn: int, model: InterNodeA2A | None) -> bool:
-    """Whether the stacked form reproduces this layout (see the module docstring)."""
-    f = comm.fabric
-    bridged = f.intra_kind == "pcie" and f.pcie_switches > 1 and f.pcie_bridge_bw > 0
-    if bridged or n == 1 or n % gpn:
-        return False
-    return model is None or (model.is_linear and model.leaves.gain <= 1)
+    return block
 
 
 def stack_seconds(
-    comm: Communication, send: np.ndarray, gpn: int, model: InterNodeA2A | None
-) -> tuple[np.ndarray, int, bool]:
-    """Seconds of each ``[n, n]`` matrix of ``send``, the intra-node tier, any traffic."""
+    comm: Communication, send: np.ndarray, gpus_per_node: int | None
+) -> tuple[np.ndarray, int]:
+    """Seconds of each ``[n, n]`` matrix of ``send`` and the tier to note (-1: no traffic)."""
     s, n = send.shape[0], send.shape[1]
+    gpn = comm.layout(n, gpus_per_node)
     off = send * (1.0 - np.eye(n))
     active = off.reshape(s, -1).any(axis=1)
+    if n == 1 or not active.any():
+        return np.zeros(s), -1
     node = np.arange(n) // gpn
     same = node[:, None] == node[None, :]
     intra, inter = off * same, off * ~same
     v_intra = np.maximum(intra.sum(2).max(1), intra.sum(1).max(1))
-    local, tier = comm.local_a2a(n, gpn, v_intra, np.zeros(s))
-    seconds = local
-    if model is not None:
-        seconds = np.maximum(seconds, inter_seconds(model, inter, gpn))
-    return np.where(active, seconds, 0.0), tier, bool(active.any())
+    seconds, tier = comm.local_a2a(n, gpn, v_intra, bridge_volume(comm, intra, gpn))
+    if n > gpn:
+        model, inter_tier = comm.inter_a2a(n, gpn)
+        seconds = np.maximum(seconds, model.stack(inter, gpn))
+        tier = max(tier, inter_tier)
+    return np.where(active, seconds, 0.0), tier
 
 
-def inter_seconds(model: InterNodeA2A, inter: np.ndarray, gpn: int) -> np.ndarray:
-    """:meth:`InterNodeA2A.seconds` (linear curve, one leaf tier) of each matrix."""
-    s, n = inter.shape[0], inter.shape[1]
-    nz = inter > 0
-    piece = model.curve.pieces[0]
-    rank_rate, node_rate = model.nic_bw * piece.eta, model.node_bw * piece.eta
-    rows, cols = inter.sum(2), inter.sum(1)
-    zero = np.zeros((s, n))
-    send = zero + piece.alpha_step * nz.sum(2) + rows / rank_rate
-    recv = zero + piece.alpha_step * nz.sum(1) + cols / rank_rate
-    out, into = zero + rows / node_rate, zero + cols / node_rate
-    busiest = np.maximum(send.max(1), recv.max(1))
-    busiest = np.maximum(busiest, per_node(out, gpn).max(1))
-    busiest = np.maximum(busiest, per_node(into, gpn).max(1))
-    return np.where(nz.reshape(s, -1).any(axis=1), model.once + busiest, 0.0)
-
-
-def per_node(rank_values: np.ndarray, gpn: int) -> np.ndarray:
-    """``[S, nodes]`` sums of consecutive ranks, added in rank order as bincount adds."""
-    by_node = rank_values.reshape(rank_values.shape[0], -1, gpn)
-    total = 0.0 + by_node[:, :, 0]
-    for k in range(1, gpn):
-        total = total + by_node[:, :, k]
-    return total
+def bridge_volume(comm: Communication, intra: np.ndarray, gpn: int) -> np.ndarray:
+    """Per matrix, the bytes the busiest PCIe switch uplink carries (0 on NVSwitch or one
+    switch): the GPUs of a node are spread evenly over its switches."""
+    f = comm.fabric
+    s, n = intra.shape[0], intra.shape[1]
+    if f.intra_kind != "pcie" or f.pcie_switches <= 1 or f.pcie_bridge_bw <= 0:
+        return np.zeros(s)
+    per_switch = -(-f.gpus_per_node // f.pcie_switches)
+    rank = np.arange(n)
+    sw = (rank % gpn) // per_switch + (rank // gpn) * f.pcie_switches
+    cross = intra * (sw[:, None] != sw[None, :])
+    starts = np.flatnonzero(np.r_[True, sw[1:] != sw[:-1]])  # switches hold consecutive ranks
+    out = np.add.reduceat(cross.sum(2), starts, axis=1)
+    into = np.add.reduceat(cross.sum(1), starts, axis=1)
+    return np.maximum(out.max(1), into.max(1))

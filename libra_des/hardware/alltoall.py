@@ -1,48 +1,97 @@
-"""All-to-all(v) across nodes, message by message.
+"""All-to-all(v) across nodes, message by message, for one matrix or a stack of them.
 
 NCCL's all-to-all posts one send and one receive per peer; between nodes each of them is a
 point-to-point message through the sender's NIC and the receiver's NIC. The model, for a
-traffic matrix ``M[src, dst]`` (bytes; the diagonal stays local):
+traffic matrix ``M[src, dst]`` (bytes; the diagonal stays local), names five mechanisms
+(each can be switched off, :class:`Mechanisms`, so tests can break it):
 
-- **per-peer latency and message-size efficiency**: a message of ``m`` bytes between nodes
-  takes ``T(m) = alpha + m / (B * eff(m))`` on one NIC of rate ``B``, with ``T`` the inter-node
-  curve (measured ``send_recv`` or all-to-all when the profile has one, else the datasheet:
-  ``alpha`` the hop latency, ``eff`` :data:`~libra_des.hardware.collectives.NIC_EFFICIENCY`).
-  A rank's messages go out one after another through its NIC, so its sending time is
-  ``once + sum_dst T(M[src, dst])``: ``alpha`` once per destination peer (LogGP's gap), the
-  efficiency of each message's own size (many small messages are slower than one large
-  one), and with datasheet curves the rest of one message's software latency
-  (:data:`~libra_des.hardware.collectives.NET_P2P_LATENCY`) once, as the first message's;
-- **one NIC per GPU**: NCCL's all-to-all cannot spread one GPU's traffic over several NICs
-  (NCCL maintainers in NVIDIA/nccl-tests#267), so ``B`` is one NIC's rate;
+- **message-size efficiency**: a message of ``m`` bytes takes ``T(m) = alpha + m / (B eff(m))``
+  on a NIC of rate ``B``, ``T`` the inter-node curve (measured ``send_recv`` or all-to-all
+  when the profile has one, its own small-message regime included). A datasheet curve moves
+  at :data:`~libra_des.hardware.collectives.A2A_NIC_EFFICIENCY` of the line rate, and a
+  message of at most NCCL's P2P LL threshold (16 KiB, ``enqueue.cc``) goes by the LL protocol
+  at half of that (LL's 8-byte lines carry 4 bytes of data: NCCL's ``ring_ll`` factor 0.5;
+  both from ``calibration/public/nccl_tuning.yaml``). A wider pool cuts the same bytes into
+  smaller messages, so it can only lose efficiency;
+- **per-peer cost**: ``alpha`` once per destination peer (the datasheet hop latency, LogGP's
+  gap between back-to-back messages), plus, once a NIC holds more connections than its
+  context cache, a PCIe round trip for the share of messages whose queue-pair context misses
+  (:data:`QP_CACHE`, :data:`QP_MISS_S`; NCCL opens :data:`CHANNELS_PER_NET_PEER` connections
+  per remote peer). The cost per peer grows with the peer count. With datasheet curves the
+  rest of one message's software latency (``NET_P2P_LATENCY``) is paid once;
+- **one NIC per GPU, or PXN**: NCCL's all-to-all cannot spread one GPU's traffic over several
+  NICs (NVIDIA/nccl-tests#267), so ``B`` is one NIC. On a rail-optimised fabric NCCL's PXN
+  (``NCCL_P2P_PXN_LEVEL`` 2, the default: every cross-rail send) first moves a cross-rail
+  message over NVLink to the GPU of its node on the destination's rail, which sends it on that
+  rail: the message stays on its rail's leaf inside a leaf group instead of crossing the
+  spine (NVIDIA technical blog, "Doubling all2all performance with NCCL 2.12"), at the cost of
+  one NVLink hop (sender out, proxy in; timed beside the node's own NVLink traffic, not added
+  to it: our simplification);
 - **incast**: a receiver drains its inbound messages through its own NIC at the same rate, so
   a receiver with more than its share sets the time for every sender (``max`` over senders
   and receivers: the hottest receiver decides);
-- **shared NICs and the spine**: a node's inter-node messages share ``node_bw`` (the node's
-  NICs, or fewer paths when only fewer were measured; see
-  :class:`~libra_des.hardware.communication.CurveBook`). On an oversubscribed fabric a message
-  that stays on one leaf (same leaf group, and on a rail-optimised fabric the same rail, as the
-  topology routes it) moves at the NIC's line rate; one that crosses the spine gets the line
-  rate over the oversubscription ratio (``nic_bw``): on ``h200-roce-railopt-2to1`` the
-  cross-rail messages (7 of 8 peers per node) get half a NIC. With more switch levels
-  (``fabric.tiers``) each message moves at the rate of the lowest level whose unit holds
-  both ends: the line rate over the oversubscription of the levels it climbs through.
+- **ECMP**: a spine-crossing message's rate is divided by ``Mechanisms.ecmp`` (>= 1, the
+  expected slowdown from hash collisions on the spine; 1 here, set by the routing model).
+
+Shared NICs and the spine: a node's inter-node messages share ``node_bw`` (the node's NICs, or
+fewer paths when only fewer were measured; see
+:class:`~libra_des.hardware.communication.CurveBook`). On an oversubscribed fabric a message
+that stays on one leaf (same leaf group, and without PXN on a rail-optimised fabric the same
+rail) moves at the NIC's line rate; one that crosses the spine gets the line rate over the
+oversubscription ratio (``nic_bw``). With more switch levels (``fabric.tiers``) each message
+moves at the rate of the lowest level whose unit holds both ends.
 
 Intra-node traffic runs over NVLink (or PCIe) beside it; the collective ends when the slowest
 of these resources is done. Assumptions: messages of one rank do not overlap their latencies
-(NCCL issues them in rounds; conservative), and cross-node flows do not collide on spine links
-beyond the oversubscription ratio (ECMP hash collisions are not modelled).
+(NCCL issues them in rounds; conservative); ranks are packed ``gpn`` per node from local GPU 0
+and the group starts on a leaf-group boundary.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from libra_des.hardware.collectives import Curve
 from libra_des.hardware.fabric import Fabric
+
+#: Connections (queue pairs) a NIC keeps in its on-chip context cache before a message's QP
+#: context has to be fetched from host memory. Our assumption: vendors do not publish the
+#: size; FaSST (Kalia et al., OSDI 2016) measured ConnectX-3 throughput falling beyond a few
+#: hundred connections, and later NICs cache more; we take 1,024 for ConnectX-7.
+QP_CACHE = 1024
+#: Cost of one QP-context miss: a PCIe round trip from the NIC to host memory. Our assumption
+#: (PCIe Gen5 x16 read round trips of about 1 us).
+QP_MISS_S = 1e-6
+#: Connections NCCL opens per remote peer for point-to-point traffic
+#: (``NCCL_NCHANNELS_PER_NET_PEER`` default 2, NCCL environment-variable documentation).
+CHANNELS_PER_NET_PEER = 2
+
+
+@dataclass(frozen=True)
+class Mechanisms:
+    """Which all-to-all mechanisms are on (module docstring); all on by default.
+
+    ``ecmp``: the expected rate divisor of spine-crossing messages from ECMP hash collisions
+    (1: none); the routing model fills it.
+    """
+
+    size_efficiency: bool = True
+    per_peer: bool = True
+    pxn: bool = True
+    incast: bool = True
+    ecmp: float = 1.0
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """Message-size efficiency of a datasheet curve: messages up to ``threshold`` bytes move
+    at ``small_share`` of the curve's rate (NCCL's P2P LL protocol)."""
+
+    threshold: float
+    small_share: float
 
 
 @dataclass(frozen=True)
@@ -84,20 +133,28 @@ class LeafMap:
             out.append((group[:, None] == group[None, :], math.prod(o for _, o in self.tiers[i:])))
         return out
 
-    def local(self, n: int) -> np.ndarray:
-        """[n, n] True where a message between ranks stays on one leaf."""
-        rank = np.arange(n)
-        node = rank // self.gpn
+    def rails(self, n: int) -> np.ndarray:
+        """Each rank's rail (the NIC index its GPU sends on)."""
+        return (np.arange(n) % self.gpn) * self.nics // self.gpus_per_node
+
+    def group(self, n: int) -> np.ndarray:
+        """[n, n] True where both ranks' nodes share one leaf group."""
+        node = np.arange(n) // self.gpn
         group = node // self.leaf_nodes if self.leaf_nodes > 0 else np.zeros_like(node)
-        same = group[:, None] == group[None, :]
-        if self.rail_optimized:
-            rail = (rank % self.gpn) * self.nics // self.gpus_per_node
+        return group[:, None] == group[None, :]
+
+    def local(self, n: int, pxn: bool = False) -> np.ndarray:
+        """[n, n] True where a message between ranks stays on one leaf (with PXN a cross-rail
+        message moves to the destination's rail inside its node first)."""
+        same = self.group(n)
+        if self.rail_optimized and not pxn:
+            rail = self.rails(n)
             same &= rail[:, None] == rail[None, :]
         return same
 
 
-#: ((per-rank send s, per-rank receive s), (per-rank share of its node's out s, in s)).
-Parts = tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+#: (per-rank send s, receive s, node-share out s, in s, PXN NVLink s): each [S, n].
+Terms = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -109,105 +166,211 @@ class InterNodeA2A:
     node_bw: float  # what a node's ranks share across nodes, across the spine (bytes/s)
     leaves: LeafMap
     once: float = 0.0  # latency paid once per collective beyond the per-message alpha (s)
+    protocol: Protocol | None = None  # datasheet curves: NCCL's P2P protocol by message size
+    hop_bw: float = 0.0  # NVLink rate of PXN's extra hop (0: no NVLink, no PXN)
+    on: Mechanisms = field(default_factory=Mechanisms)
 
-    def seconds(self, inter: np.ndarray, node: np.ndarray) -> float:
-        """Time of the cross-node messages ``inter[src, dst]`` (0 where same node)."""
-        nz = inter > 0
-        if not nz.any():
+    # ------------------------------------------------------------------ mechanisms
+    @property
+    def pxn(self) -> bool:
+        return self.on.pxn and self.leaves.rail_optimized and self.hop_bw > 0
+
+    def classes(self, n: int) -> list[tuple[np.ndarray | None, float]]:
+        """(pair mask or None for all, rate multiplier): leaf-local messages at the line rate,
+        spine-crossing ones at the spine rate over the ECMP factor."""
+        gain, ecmp = self.leaves.gain, max(self.on.ecmp, 1.0)
+        if gain <= 1 and ecmp <= 1:
+            return [(None, 1.0)]
+        local = self.leaves.local(n, self.pxn)
+        if len(self.leaves.tiers) <= 1:
+            return [(local, gain), (~local, 1.0 / ecmp)]
+        # More levels: each message at the rate of the lowest level whose unit holds both ends.
+        out: list[tuple[np.ndarray | None, float]] = [(local, gain)]
+        rest = ~local
+        for same, g in self.leaves.upper(n):
+            out.append((rest & same, g / ecmp))
+            rest = rest & ~same
+        return [*out, (rest, 1.0 / ecmp)]
+
+    def qp_miss(self, n: int, gpn: int) -> float:
+        """Seconds a message pays for QP-context misses on its NIC (uniform access: a miss
+        for the share of connections beyond the cache)."""
+        if not self.on.per_peer:
             return 0.0
-        gain = self.leaves.gain
-        local = self.leaves.local(inter.shape[0]) if gain > 1 else None
-        per_msg, at_node = (
-            self.linear_parts(inter, nz, local)
-            if self.is_linear
-            else self.message_parts(inter, nz, local)
-        )
-        send, recv = per_msg
-        nodes = int(node.max()) + 1
-        out_node = np.bincount(node, weights=at_node[0], minlength=nodes).max()
-        in_node = np.bincount(node, weights=at_node[1], minlength=nodes).max()
-        return float(self.once + max(send.max(), recv.max(), out_node, in_node))
+        per_nic = max(1, -(-self.leaves.gpus_per_node // self.leaves.nics))
+        qps = (n - min(n, gpn)) * CHANNELS_PER_NET_PEER * min(per_nic, gpn)
+        return QP_MISS_S * max(0.0, 1.0 - QP_CACHE / qps) if qps > 0 else 0.0
 
+    def moved(self, m: np.ndarray) -> np.ndarray:
+        """Bytes as the wire moves them: small messages by LL at its share of the rate."""
+        if self.protocol is None or not self.on.size_efficiency:
+            return m
+        return np.where(m <= self.protocol.threshold, m / self.protocol.small_share, m)
+
+    def message(self, m: np.ndarray, rate: float, gap: float) -> np.ndarray:
+        """Seconds of messages of ``m`` bytes at ``rate`` (0 where ``m`` is 0)."""
+        steps = 1 if self.on.per_peer else 0
+        secs = self.curve.seconds(self.moved(m), rate, steps) + gap
+        return np.where(m > 0, secs, 0.0)
+
+    def nodal(self, m: np.ndarray, rate: float) -> np.ndarray:
+        """Seconds the messages hold their node's shared NICs (no per-message latency)."""
+        return np.where(m > 0, self.curve.seconds(self.moved(m), rate, 0), 0.0)
+
+    # ------------------------------------------------------------------ pricing
     @property
     def is_linear(self) -> bool:
         """One regime without a small-message term: sums of bytes suffice (fast path)."""
         return len(self.curve.pieces) == 1 and self.curve.pieces[0].half == 0
 
-    def classes(self, nz: np.ndarray, local: np.ndarray | None) -> list[tuple[np.ndarray, float]]:
-        """(mask, rate multiplier): spine-crossing messages at 1, leaf-local at the gain."""
-        if local is None:
-            return [(nz, 1.0)]
-        if len(self.leaves.tiers) <= 1:
-            return [(nz & ~local, 1.0), (nz & local, self.leaves.gain)]
-        # More levels: each message at the rate of the lowest level whose unit holds both ends.
-        out, rest = [(nz & local, self.leaves.gain)], nz & ~local
-        for same, gain in self.leaves.upper(nz.shape[0]):
-            out.append((rest & same, gain))
-            rest = rest & ~same
-        return [*out, (rest, 1.0)]
-
-    def message_parts(self, inter: np.ndarray, nz: np.ndarray, local: np.ndarray | None) -> Parts:
-        """Per rank (send, receive) and per rank towards its node (out, in) seconds."""
-        per_msg = np.zeros_like(inter)
-        at_node = np.zeros_like(inter)
-        for mask, scale in self.classes(nz, local):
-            if mask.any():
-                m = inter[mask]
-                per_msg[mask] = self.curve.seconds(m, self.nic_bw * scale, 1)
-                at_node[mask] = self.curve.seconds(m, self.node_bw * scale, 0)
-        return (per_msg.sum(1), per_msg.sum(0)), (at_node.sum(1), at_node.sum(0))
-
-    def linear_parts(self, inter: np.ndarray, nz: np.ndarray, local: np.ndarray | None) -> Parts:
-        """:meth:`message_parts` in closed form for a linear curve (alpha + m / (B eta))."""
-        piece = self.curve.pieces[0]
-        zero = np.zeros(inter.shape[0])
+    def stack(self, inter: np.ndarray, gpn: int) -> np.ndarray:
+        """Seconds of each cross-node matrix ``inter[s, src, dst]`` (0 where same node)."""
+        s, n = inter.shape[0], inter.shape[1]
+        nz = inter > 0
+        wire = self.moved(inter)
+        zero = np.zeros((s, n))
         send, recv, out, into = zero, zero, zero, zero
-        for mask, scale in self.classes(nz, local):
-            m = inter if local is None else np.where(mask, inter, 0.0)
-            rank_rate, node_rate = self.nic_bw * scale * piece.eta, self.node_bw * scale * piece.eta
-            rows, cols = m.sum(1), m.sum(0)
-            send = send + piece.alpha_step * mask.sum(1) + rows / rank_rate
-            recv = recv + piece.alpha_step * mask.sum(0) + cols / rank_rate
-            out, into = out + rows / node_rate, into + cols / node_rate
-        return (send, recv), (out, into)
+        gap = self.qp_miss(n, gpn)
+        piece = self.curve.pieces[0]
+        alpha = (piece.alpha_step if self.on.per_peer else 0.0) + gap
+        for mask, scale in self.classes(n):
+            w = wire if mask is None else np.where(mask, wire, 0.0)
+            if self.is_linear:  # closed form: alpha per message plus bytes over the rate
+                here = nz if mask is None else nz & mask
+                rank_rate = self.nic_bw * scale * piece.eta
+                rows, cols = w.sum(2), w.sum(1)
+                send = send + alpha * here.sum(2) + rows / rank_rate
+                recv = recv + alpha * here.sum(1) + cols / rank_rate
+                node_rate = self.node_bw * scale * piece.eta
+                out, into = out + rows / node_rate, into + cols / node_rate
+                continue
+            steps = 1 if self.on.per_peer else 0
+            held = w > 0
+            per_msg = np.where(held, self.curve.seconds(w, self.nic_bw * scale, steps) + gap, 0.0)
+            at_node = np.where(held, self.curve.seconds(w, self.node_bw * scale, 0), 0.0)
+            send, recv = send + per_msg.sum(2), recv + per_msg.sum(1)
+            out, into = out + at_node.sum(2), into + at_node.sum(1)
+        hop = self.pxn_hop(inter) if self.pxn else zero
+        busiest = self.finish((send, recv, out, into, hop), gpn)
+        return np.where(nz.reshape(s, -1).any(axis=1), self.once + busiest, 0.0)
+
+    def pxn_hop(self, inter: np.ndarray) -> np.ndarray:
+        """[S, n] NVLink seconds of PXN's extra hop: a rank's cross-rail bytes out, and what
+        the proxy (the node's GPU on the destination's rail) forwards for its node-mates in."""
+        s, n = inter.shape[0], inter.shape[1]
+        gpn = self.leaves.gpn
+        rail = self.leaves.rails(gpn)  # by local index: consecutive GPUs share a rail
+        starts = np.flatnonzero(np.r_[True, rail[1:] != rail[:-1]])
+        padded = np.concatenate([inter, np.zeros((s, n, -n % gpn))], axis=2)
+        by_local = padded.reshape(s, n, -1, gpn).sum(axis=2)  # [S, src, local index of dst]
+        by_rail = np.add.reduceat(by_local, starts, axis=2)  # [S, src, rail of dst]
+        own = self.leaves.rails(n)[:, None] == rail[starts][None, :]
+        off = np.where(own, 0.0, by_rail)  # the sender's own rail needs no hop
+        out = off.sum(2)
+        forwarded = per_node_rows(off, self.leaves.gpn)  # [S, node, rail]
+        per_rail = np.diff(np.r_[starts, gpn])  # a rail's GPUs share its forwarding
+        proxy_in = (forwarded / per_rail).max(axis=(1, 2))
+        return np.maximum(out, proxy_in[:, None]) / self.hop_bw
+
+    def finish(self, terms: Terms, gpn: int) -> np.ndarray:
+        """The busiest resource per matrix: a rank's NIC out or (with incast) in, its node's
+        shared NICs, PXN's NVLink hop."""
+        send, recv, out, into, hop = terms
+        busiest = send.max(1)
+        nodes = per_node(out, gpn).max(1)
+        if self.on.incast:
+            busiest = np.maximum(busiest, recv.max(1))
+            nodes = np.maximum(nodes, per_node(into, gpn).max(1))
+        return np.maximum(np.maximum(busiest, nodes), hop.max(1))
 
     def uniform(self, n: int, gpn: int, per_peer: np.ndarray) -> np.ndarray:
-        """:meth:`seconds` for ``per_peer`` bytes between every pair of ranks, ``gpn`` ranks
-        per node (closed form when no message is faster than another)."""
-        p = np.asarray(per_peer, dtype=np.float64)
-        peers = n - min(n, gpn)
-        if peers == 0:
+        """:meth:`stack` for ``per_peer`` bytes between every pair of ranks on different
+        nodes, ``gpn`` ranks per node, at each size (closed form: per rank, the count of its
+        messages in each rate class times one message's time)."""
+        p = np.asarray(per_peer, dtype=np.float64).reshape(-1)
+        if n - min(n, gpn) == 0:
             return np.zeros_like(p)
-        if self.leaves.gain > 1:
-            node = np.arange(n) // gpn
-            cross = node[:, None] != node[None, :]
-            return np.array([self.seconds(np.where(cross, x, 0.0), node) for x in p])
-        rank = peers * self.curve.seconds(p, self.nic_bw, 1)
-        at_node = min(n, gpn) * peers * self.curve.seconds(p, self.node_bw, 0)
-        return np.where(p > 0, self.once + np.maximum(rank, at_node), 0.0)
+        node = np.arange(n) // gpn
+        classes = self.classes(n)
+        one = len(classes) == 1
+        # One rate class: a rank's remote peers are the ranks outside its node (no n x n).
+        cross = None if one else node[:, None] != node[None, :]
+        gap = self.qp_miss(n, gpn)
+        send = np.zeros((p.size, n))
+        out = np.zeros((p.size, n))
+        for mask, scale in classes:
+            if cross is None:
+                count = n - np.bincount(node)[node]
+            else:
+                count = (cross if mask is None else cross & mask).sum(1)
+            send += count * self.message(p, self.nic_bw * scale, gap)[:, None]
+            out += count * self.nodal(p, self.node_bw * scale)[:, None]
+        hop = np.zeros_like(send)
+        if self.pxn:
+            rail = self.leaves.rails(n)
+            nics = self.leaves.nics
+            remote = n - np.bincount(node)[node]
+            in_node = np.bincount(node * nics + rail, minlength=(node.max() + 1) * nics)
+            same_rail = np.bincount(rail, minlength=nics)[rail] - in_node[node * nics + rail]
+            hop = (remote - same_rail) * p[:, None] / self.hop_bw
+        # Every rank sends and receives alike: the receive terms equal the send terms.
+        busiest = self.finish((send, send, out, out, hop), gpn)
+        return np.where(p > 0, self.once + busiest, 0.0)
 
     def breakdown(self, n: int, gpn: int, per_peer: float) -> dict[str, object]:
         """``cost --json``: each mechanism of a uniform all-to-all of ``per_peer`` bytes per
-        pair, named with what it costs (seconds) or the rate it runs at (GB/s)."""
+        pair, named with what it costs (seconds), the rate it runs at (GB/s) or its share."""
         peers = n - min(n, gpn)
         p = np.array([float(per_peer)])
-        one = float(self.curve.seconds(p, self.nic_bw, 1)[0])
-        alpha = self.curve.pieces[0].alpha_step
-        moving = max(one - alpha, 1e-300)
-        local = self.leaves.local(n) if self.leaves.gain > 1 else None
         node = np.arange(n) // gpn
         cross = node[:, None] != node[None, :]
-        spine = float((cross & ~local).sum() / cross.sum()) if local is not None else 1.0
+        rails = self.leaves.rails(n)
+        off_rail = cross & (rails[:, None] != rails[None, :])
+        spine = float((cross & ~self.leaves.local(n, self.pxn)).sum() / cross.sum())
+        moving = float(self.curve.seconds(self.moved(p), self.nic_bw, 0)[0])
+        gap = self.qp_miss(n, gpn)
         return {
             "remote_peers": peers,
-            "message_size_efficiency": float(per_peer / (self.nic_bw * moving)),
-            "per_peer_latency_s": peers * alpha,
+            "message_bytes": float(per_peer),
+            "message_size_efficiency": float(per_peer / (self.nic_bw * max(moving, 1e-300))),
+            "protocol": self.message_protocol(float(per_peer)),
+            "per_peer_latency_s": peers * (self.curve.pieces[0].alpha_step + gap)
+            if self.on.per_peer else 0.0,
+            "qp_miss_per_message_s": gap,
+            "connections_per_nic": peers * CHANNELS_PER_NET_PEER
+            * min(gpn, max(1, -(-self.leaves.gpus_per_node // self.leaves.nics))),
             "once_latency_s": self.once,
             "one_nic_per_gpu_gbs": self.nic_bw / 1e9,
             "node_nics_gbs": self.node_bw / 1e9,
-            "node_share_s": float(min(n, gpn) * peers * self.curve.seconds(p, self.node_bw, 0)[0]),
-            "incast": "hottest receiver decides (uniform: every receiver alike)",
+            "node_share_s": float(min(n, gpn) * peers * self.nodal(p, self.node_bw)[0]),
+            "pxn": {"on": self.pxn,
+                    "rerouted_share": float(off_rail.sum() / cross.sum()) if self.pxn else 0.0},
+            "incast": "hottest receiver decides" if self.on.incast else "off",
             "spine_share": spine,
-            "pxn": "not modelled: cross-rail messages cross the spine",
-            "ecmp": "not modelled in fast mode",
+            "ecmp": {"factor": self.on.ecmp, "source": "routing model (1: no collisions)"},
+            "seconds": float(self.uniform(n, gpn, p)[0]),
         }
+
+    def message_protocol(self, m: float) -> str:
+        if self.protocol is None:
+            return "measured curve"
+        small = self.on.size_efficiency and m <= self.protocol.threshold
+        return "LL" if small else "Simple"
+
+
+def per_node_rows(values: np.ndarray, gpn: int) -> np.ndarray:
+    """``[S, nodes, k]`` sums over consecutive ranks of ``values[S, n, k]`` (padded)."""
+    s, n, k = values.shape
+    pad = -n % gpn
+    if pad:
+        values = np.concatenate([values, np.zeros((s, pad, k))], axis=1)
+    return values.reshape(s, -1, gpn, k).sum(axis=2)
+
+
+def per_node(rank_values: np.ndarray, gpn: int) -> np.ndarray:
+    """``[S, nodes]`` sums of consecutive ranks (a partial last node padded with zeros)."""
+    s, n = rank_values.shape
+    pad = -n % gpn
+    if pad:
+        rank_values = np.concatenate([rank_values, np.zeros((s, pad))], axis=1)
+    return rank_values.reshape(s, -1, gpn).sum(axis=2)

@@ -42,7 +42,8 @@ import numpy as np
 
 from libra_des.errors import InputError
 from libra_des.hardware import collective_ops
-from libra_des.hardware.alltoall import InterNodeA2A, LeafMap
+from libra_des.hardware.a2a_batch import checked, stack_seconds
+from libra_des.hardware.alltoall import InterNodeA2A, LeafMap, Mechanisms, Protocol
 from libra_des.hardware.collectives import (
     A2A_NIC_EFFICIENCY,
     FLAT_ALGORITHMS,
@@ -223,6 +224,8 @@ class Communication:
         self.answers: dict[tuple[str, float, int, int, str | None], CollectiveCost] = {}
         # Worst curve tier each op has been priced with (result.json's ``comm_tiers``).
         self.ledger: dict[str, int] = {}
+        # The all-to-all's mechanisms (alltoall.py), all on; the routing model sets ``ecmp``.
+        self.a2a_on = Mechanisms()
 
     def note(self, op: str, tier: int) -> None:
         self.ledger[op] = max(self.ledger.get(op, 0), tier)
@@ -363,30 +366,15 @@ class Communication:
         return float(curve.seconds(np.array([size]), rate, 1)[0])
 
     def all_to_allv(self, send_bytes: np.ndarray, gpus_per_node: int | None = None) -> float:
-        """Uneven all-to-all: bound by the busiest sender/receiver and the bottleneck link."""
+        """Uneven all-to-all: bound by the busiest sender/receiver and the bottleneck link
+        (priced as a stack of one matrix, :mod:`libra_des.hardware.a2a_batch`)."""
         send = np.asarray(send_bytes, dtype=np.float64)
-        if send.ndim != 2 or send.shape[0] != send.shape[1]:
+        if send.ndim != 2:
             raise InputError("send_bytes", send.shape, "a square [n, n] matrix")
-        if not np.all(np.isfinite(send)) or np.any(send < 0):
-            raise InputError("send_bytes", "negative or non-finite", "bytes >= 0")
-        n = send.shape[0]
-        gpn = self.layout(n, gpus_per_node)
-        off = send * (1.0 - np.eye(n))
-        if n == 1 or not off.any():
-            return 0.0
-        node = np.arange(n) // gpn
-        same = node[:, None] == node[None, :]
-        intra, inter = off * same, off * ~same
-        v_intra = max(intra.sum(1).max(), intra.sum(0).max())
-        v_bridge = self.bridge_volume(intra, gpn)
-        local, tier = self.local_a2a(n, gpn, np.array([v_intra]), np.array([v_bridge]))
-        seconds = float(local[0])
-        if n > gpn:
-            model, inter_tier = self.inter_a2a(n, gpn)
-            seconds = max(seconds, model.seconds(inter, node))
-            tier = max(tier, inter_tier)
-        self.note("all_to_allv", tier)
-        return seconds
+        secs, tier = stack_seconds(self, checked(send), gpus_per_node)
+        if tier >= 0:
+            self.note("all_to_allv", tier)
+        return float(secs[0])
 
     # ------------------------------------------------------------------ internals
     def local_a2a(
@@ -406,26 +394,16 @@ class Communication:
         """The cross-node message model (:mod:`libra_des.hardware.alltoall`) for a layout."""
         curve, tier = self.book.lookup("all_to_all", "direct", "inter", n, gpn)
         leaves = LeafMap.of(self.fabric, gpn)
-        # A datasheet curve's alpha is the per-message gap (hop latency); the first message's
-        # software latency is paid once on top (module docstring of alltoall.py).
-        once = (
-            max(self.book.net_p2p - curve.pieces[0].alpha_step, 0.0)
-            if curve.origin == "datasheet"
-            else 0.0
-        )
-        model = InterNodeA2A(curve, self.fabric.inter_bw, self.node_bw(gpn, tier), leaves, once)
+        # Datasheet curves: the first message's software latency once on top of the per-message
+        # gap (hop latency), and NCCL's P2P protocol by message size (alltoall.py).
+        sheet = curve.origin == "datasheet"
+        once = max(self.book.net_p2p - curve.pieces[0].alpha_step, 0.0) if sheet else 0.0
+        t = self.tuner.t if sheet and self.tuner is not None else None
+        protocol = Protocol(t["p2p_ll_threshold"], t["factors"]["ring_ll"]) if t else None
+        hop = self.fabric.intra_bw if self.fabric.intra_kind == "nvswitch" else 0.0
+        model = InterNodeA2A(curve, self.fabric.inter_bw, self.node_bw(gpn, tier), leaves, once,
+                             protocol, hop, self.a2a_on)
         return model, tier
-
-    def bridge_volume(self, intra: np.ndarray, gpn: int) -> float:
-        """Bytes the busiest PCIe switch uplink carries (0 on NVSwitch or one switch)."""
-        f = self.fabric
-        if f.intra_kind != "pcie" or f.pcie_switches <= 1 or f.pcie_bridge_bw <= 0:
-            return 0.0
-        per_switch = math.ceil(f.gpus_per_node / f.pcie_switches)
-        sw = (np.arange(intra.shape[0]) % gpn) // per_switch
-        sw = sw + (np.arange(intra.shape[0]) // gpn) * f.pcie_switches
-        cross = intra * (sw[:, None] != sw[None, :])
-        return float(max(np.bincount(sw, cross.sum(1)).max(), np.bincount(sw, cross.sum(0)).max()))
 
     def phase(self, op: str, alg: str, n: int, gpn: int, size: np.ndarray) -> Phase:
         """Seconds (and curve tier) of one algorithm for group ``n`` at ``gpn`` per node."""
