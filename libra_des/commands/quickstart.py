@@ -82,12 +82,8 @@ def handle(args: argparse.Namespace) -> int:
 def write_outputs(out: Path, results: dict[str, dict[str, Any]],
                   timings: dict[str, dict[str, Any]], console: Console) -> None:
     """Each policy's result.json (and run.json) and one HTML report of both."""
-<<<<<<< HEAD
     from libra_des.api import render
-=======
     from libra_des.commands.report import drawer
-    from libra_des.report import render
->>>>>>> i23-report
 
     for policy, result in results.items():
         write_atomic(out / policy / "result.json", dumps(result) + "\n")
