@@ -12,13 +12,20 @@ so that every point plans the same tiles. One knob moves at a time from a noisel
 * the structured sources (hardware/fleet_variance.py): ``gpu_speed_sigma`` (persistent
   per-GPU speed), ``jitter_node_correlation`` (with the calibrated 1.15% jitter on),
   ``node_episode_rate`` and ``rack_episode_rate`` (1.5x episodes of a whole node or rack);
-* ``fleet``: every structured source at its fleet default (docs/variance.md), together.
+* the link and host sources (hardware/link_host_variance.py): ``link_jitter_sigma``
+  (per-transfer link jitter, rack-correlated at the fleet default), ``link_episode_rate``
+  (2x link degradation episodes, mean 100 steps), ``launch_gap_seconds`` (mean host gap per
+  layer call) and ``host_stall_rate`` (50 ms garbage-collection / data-loader stalls per GPU
+  per pipeline op);
+* ``fleet``: every structured, link and host source at its fleet default (docs/variance.md),
+  together.
 
 Reported per policy and point: mean step time over seeds, and its ratio to the policy's own
 noiseless step (the *exposure*). Output: JSON (``--out``), read by
 ``paper_figs/libra_train/variance_sensitivity.py``.
 
     .venv/bin/python benchmarks/variance_sensitivity.py [--seeds 3] [--out runs/variance.json]
+        [--knobs link_jitter_sigma,fleet]
 """
 
 from __future__ import annotations
@@ -34,7 +41,10 @@ from libra_des.config import ROOT, load_scenario
 from libra_des.kinds.simulation import simulate
 
 SCENARIO = ROOT / "scenarios" / "paper-attention-microbench-256k.yaml"
-BASE = ["model.layers=8", "steps=3", "parallelism.gbs=32", "balancer.heads_split=8",
+# The paper median/p99 length law the study's documented figures were measured on (the
+# scenario now defaults to the corpus law; docs/variance.md).
+BASE = ["workload=longctx-256k", "model.layers=8", "steps=3", "parallelism.gbs=32",
+        "balancer.heads_split=8",
         "balancer.block_size=32768", "memory.check=warn",
         # DP groups one replica per node until the layout fix lands: 16 nodes for DP 16.
         "topology_params.nodes=16"]
@@ -48,6 +58,10 @@ KNOBS: dict[str, tuple[list[float], list[str]]] = {
     "jitter_node_correlation": ([0.0, 0.3, 0.6, 1.0], ["variance.noise_sigma=0.0115"]),
     "node_episode_rate": ([0.0, 2e-4, 2e-3, 2e-2], ["variance.node_episode_factor=1.5"]),
     "rack_episode_rate": ([0.0, 5e-5, 5e-4, 5e-3], ["variance.rack_episode_factor=1.5"]),
+    "link_jitter_sigma": ([0.0, 0.02, 0.05, 0.1], ["variance.link_jitter_correlation=0.3"]),
+    "link_episode_rate": ([0.0, 1e-4, 1e-3, 1e-2], ["variance.link_episode_factor=2.0"]),
+    "launch_gap_seconds": ([0.0, 1e-5, 1e-4, 1e-3], []),
+    "host_stall_rate": ([0.0, 1e-3, 1e-2, 5e-2], ["variance.host_stall_seconds=0.05"]),
     "fleet": ([0.0, 1.0], []),
 }
 
@@ -66,9 +80,10 @@ def step_time(policy: str, sets: list[str], seed: int) -> float:
     return float(res["step_time_s"]["mean"])
 
 
-def study(seeds: int) -> dict[str, Any]:
+def study(seeds: int, knobs: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {"scenario": SCENARIO.name, "base": BASE, "seeds": seeds, "knobs": {}}
-    for knob, (values, extra) in KNOBS.items():
+    for knob in knobs:
+        values, extra = KNOBS[knob]
         rows: dict[str, list[float]] = {}
         for policy in POLICIES:
             rows[policy] = [
@@ -91,8 +106,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--out", type=Path, default=Path("runs/variance_sensitivity.json"))
+    parser.add_argument("--knobs", default=",".join(KNOBS),
+                        help="comma-separated knobs to move (default: all)")
     args = parser.parse_args()
-    data = study(args.seeds)
+    knobs = [k for k in args.knobs.split(",") if k]
+    unknown = [k for k in knobs if k not in KNOBS]
+    if unknown:
+        parser.exit(2, f"error: --knobs: got {unknown[0]!r}; allowed: {', '.join(KNOBS)}\n")
+    data = study(args.seeds, knobs)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(data, indent=1) + "\n")
     print(f"wrote {args.out}")

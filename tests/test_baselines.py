@@ -109,6 +109,24 @@ def test_wlb_with_deferral(lengths: list[int], cap: int, d: int) -> None:
     outliers = int((pieces > cap // 2).sum())
     if 0 < outliers < d:  # too few to spread one per microbatch: all wait
         assert (got.deferred > cap // 2).sum() == outliers
+    elif outliers >= d:  # the d oldest are released, one per microbatch; the rest wait
+        assert (got.deferred > cap // 2).sum() >= outliers - d
+        assert all((got.batch.seq(i) > cap // 2).sum() <= 1 for i in range(d))
+
+
+def test_wlb_outlier_delay_releases_the_d_oldest_hand_checked() -> None:
+    """L = 100, d = 2, threshold 50: outliers 60, 70, 80 arrive; 60 and 70 (oldest) are
+    released, one per microbatch, 80 waits. Greedy by decreasing length, cost l^2: 70 -> mb 0,
+    60 -> mb 1, then 20 and 10 to the cheaper mb 1 (3600 < 4900, then 4000 < 4900)."""
+    got = wlb_llm_pack(np.array([60, 70, 80, 10, 20]), 100, 2, defer_outliers=True)
+    assert got.deferred.tolist() == [80] and got.changes_step_samples
+    assert got.batch.seq(0).tolist() == [70]
+    assert sorted(got.batch.seq(1).tolist()) == [10, 20, 60]
+    assert got.cost.tolist() == [4900.0, 4100.0]
+    # Next step: 80 is the oldest in the queue and goes first with the next outlier.
+    nxt = wlb_llm_pack(np.array([90, 55, 5]), 100, 2, defer_outliers=True, queue=got.deferred)
+    assert nxt.deferred.tolist() == [55]
+    assert sorted(nxt.batch.lengths.tolist()) == [5, 80, 90]
 
 
 def test_wlb_queue_is_released_and_marks_the_step() -> None:

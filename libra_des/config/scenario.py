@@ -196,6 +196,15 @@ class VarianceSpec(Frozen):
     rack_episode_steps: float | None = Field(default=None, ge=1)
     rack_episode_factor: float | None = Field(default=None, ge=1)
     rack_nodes: int | None = Field(default=None, ge=1)
+    # Network links and host gaps (hardware/link_host_variance.py), the same None rule.
+    link_jitter_sigma: float | None = Field(default=None, ge=0, le=0.5)
+    link_jitter_correlation: float | None = Field(default=None, ge=0, le=1)
+    link_episode_rate: float | None = Field(default=None, ge=0, le=1)
+    link_episode_steps: float | None = Field(default=None, ge=1)
+    link_episode_factor: float | None = Field(default=None, ge=1)
+    launch_gap_seconds: float | None = Field(default=None, ge=0, le=1)
+    host_stall_rate: float | None = Field(default=None, ge=0, le=1)
+    host_stall_seconds: float | None = Field(default=None, ge=0, le=3600)
 
 
 class MemorySpec(Frozen):

@@ -375,8 +375,9 @@ LIMITS: dict[str, dict[str, tuple[float, str]]] = {
     "VarianceSpec": {
         "noise_sigma": (1.0, "a lognormal sigma; 1 already spreads op times over 10x"),
         **{f"{k}_factor": (100.0, "a slow-down factor")
-           for k in ("slow", "failslow", "node_episode", "rack_episode")},
-        **{f"{k}_steps": (1e6, "steps") for k in ("failslow", "node_episode", "rack_episode")},
+           for k in ("slow", "failslow", "node_episode", "rack_episode", "link_episode")},
+        **{f"{k}_steps": (1e6, "steps")
+           for k in ("failslow", "node_episode", "rack_episode", "link_episode")},
         "degraded_link_factor": (1000.0, "a slow-down factor"),
         "rack_nodes": (MAX_GPUS, "nodes per rack"),
     },

@@ -1,7 +1,8 @@
 """Structured runtime variance: what makes GPUs of a fleet differ beyond per-op jitter.
 
-Three sources, each off unless its knob is set (``variance.fleet: true`` sets every knob left
-unset to the defaults of :data:`FLEET`, whose sources ``docs/variance.md`` names):
+Three sources (link jitter and host gaps are in :mod:`libra_des.hardware.link_host_variance`),
+each off unless its knob is set (``variance.fleet: true`` sets every knob left unset to the
+defaults of :data:`FLEET`, whose sources ``docs/variance.md`` names):
 
 - Persistent speed: each GPU runs at its own speed for the whole run (manufacturing
   and power-management variability, the "silicon lottery"): a mean-1 lognormal factor
@@ -41,6 +42,14 @@ class FleetDefaults:
     rack_episode_steps: float = 50.0
     rack_episode_factor: float = 1.02
     rack_nodes: int = 4
+    link_jitter_sigma: float = 0.02
+    link_jitter_correlation: float = 0.3
+    link_episode_rate: float = 1e-4
+    link_episode_steps: float = 100.0
+    link_episode_factor: float = 2.0
+    launch_gap_seconds: float = 1e-5
+    host_stall_rate: float = 1e-3
+    host_stall_seconds: float = 0.05
 
 
 FLEET = FleetDefaults()

@@ -42,6 +42,7 @@ import numpy as np
 
 from libra_des.config import VarianceSpec
 from libra_des.hardware.fleet_variance import FLEET, correlated_normals
+from libra_des.hardware.link_host_variance import HostGaps, LinkVariance
 
 
 @dataclass(frozen=True)
@@ -267,7 +268,32 @@ def fleet_value(spec: VarianceSpec, name: str) -> float:
 #: (rates, spread and correlation 0); an episode's length and factor keep the fleet values, so
 #: setting a rate alone gives episodes of the documented shape.
 OFF = replace(FLEET, gpu_speed_sigma=0.0, jitter_node_correlation=0.0, node_episode_rate=0.0,
-              rack_episode_rate=0.0)
+              rack_episode_rate=0.0, link_jitter_sigma=0.0, link_jitter_correlation=0.0,
+              link_episode_rate=0.0, launch_gap_seconds=0.0, host_stall_rate=0.0)
+
+
+def build_links(spec: VarianceSpec, num_gpus: int, gpus_per_node: int,
+                rng: np.random.Generator) -> LinkVariance | None:
+    """The run's link variance (None when off); draws its episode seed only when on."""
+    sigma = fleet_value(spec, "link_jitter_sigma")
+    chain = FailSlowEpisodes(fleet_value(spec, "link_episode_rate"),
+                             fleet_value(spec, "link_episode_steps"),
+                             fleet_value(spec, "link_episode_factor"))
+    if sigma <= 0 and not chain.marginal.active:
+        return None
+    episodes = None
+    if chain.marginal.active:
+        links = -(-num_gpus // gpus_per_node)
+        episodes = ScopedEpisodes(1, EpisodeSchedule(chain, links, int(rng.integers(0, 2**63))))
+    return LinkVariance(sigma, fleet_value(spec, "link_jitter_correlation"), gpus_per_node,
+                        int(fleet_value(spec, "rack_nodes")), episodes)
+
+
+def build_host(spec: VarianceSpec) -> HostGaps | None:
+    """The run's host gaps (None when off)."""
+    host = HostGaps(fleet_value(spec, "launch_gap_seconds"), fleet_value(spec, "host_stall_rate"),
+                    fleet_value(spec, "host_stall_seconds"))
+    return host if host.active else None
 
 
 def unit_hash(seed: int, key: object) -> float:
@@ -295,6 +321,8 @@ class VarianceModel:
         link_seed: int = 0,
         sources: tuple[Distribution, ...] = (),
         structure: Structure | None = None,
+        network: LinkVariance | None = None,
+        host: HostGaps | None = None,
     ) -> None:
         self.num_gpus = num_gpus
         self.noise = noise
@@ -305,6 +333,9 @@ class VarianceModel:
         # The distributions behind the per-op factor (for the analytic mean and variance).
         self.sources = sources
         self.structure = structure or Structure()
+        # Per-transfer link factors and host-side gaps (link_host_variance.py), None when off.
+        self.network = network
+        self.host = host
 
     @classmethod
     def none(cls) -> VarianceModel:
@@ -334,6 +365,7 @@ class VarianceModel:
         persistent = slow.sample(rng, num_gpus) if slow.active else None
         episode_seed, link_seed = (int(s) for s in rng.integers(0, 2**63, size=2))
         structure, structured = Structure.build(spec, num_gpus, gpus_per_node, rng)
+        network = build_links(spec, num_gpus, gpus_per_node, rng)
         return cls(
             num_gpus,
             noise=LogNormalNoise(sigma) if sigma > 0 else None,
@@ -345,6 +377,8 @@ class VarianceModel:
             link_seed=link_seed,
             sources=(LogNormalNoise(sigma), slow, episodes, *structured),
             structure=structure,
+            network=network,
+            host=build_host(spec),
         )
 
     def factors(
@@ -364,6 +398,18 @@ class VarianceModel:
             out *= np.where(slowed, self.episodes.episodes.factor, 1.0)
         self.structure.apply(out, gpus, step)
         return out
+
+    def exchange_factors(self, rng: np.random.Generator, gpus: np.ndarray, width: int,
+                         n_ops: int, step: int) -> np.ndarray | None:
+        """``(n_ops, E)`` link factor of each entity's exchange per transfer (None: off)."""
+        if self.network is None:
+            return None
+        return self.network.exchange_factors(rng, gpus, width, n_ops, step)
+
+    def host_gaps(self, rng: np.random.Generator, n_ops: int, layers: int,
+                  gpus: int) -> np.ndarray | None:
+        """``(n_ops, layers, gpus)`` host idle seconds before each layer call (None: off)."""
+        return None if self.host is None else self.host.gaps(rng, n_ops, layers, gpus)
 
     def link_factor(self, link_id: object) -> float:
         """How many times slower a link runs (1 unless it drew a degradation)."""

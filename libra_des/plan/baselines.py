@@ -131,9 +131,11 @@ def wlb_llm_pack(
 
     Greedy fill: samples (cut to <= L pieces) by decreasing length, ties by id, each into the
     currently cheapest microbatch (cost a*Σl² + b*Σl, ties by index) that still has room.
-    Outlier deferral (optional): pieces longer than ``outlier_threshold`` (default L/2) wait
-    in a queue and are released together once at least ``d`` of them are waiting, one per
-    microbatch being the point; anything that fits nowhere is deferred too. Without deferral
+    Outlier deferral (optional; WLB-LLM's outlier delay): pieces longer than
+    ``outlier_threshold`` (default L/2) wait in a first-in first-out queue; once ``d`` of
+    them are waiting, the ``d`` oldest are released into the step, one per microbatch (two
+    pieces over L/2 never share one), and the rest keep waiting; anything that fits nowhere
+    is deferred too. Without deferral
     a piece that fits nowhere over-fills the microbatch with the most room, so the step keeps
     exactly its samples. Deferral changes the samples of a step: ``changes_step_samples``.
     """
@@ -148,9 +150,10 @@ def wlb_llm_pack(
         raise InputError("outlier_threshold", threshold, "> 0")
     held = np.zeros(pieces.size, dtype=bool)
     if defer_outliers:
+        # The queue comes first in ``pieces``, then the step's samples in arrival order, so
+        # outliers past the first d are the youngest: they wait (all wait when fewer than d).
         outlier = pieces > threshold
-        if np.count_nonzero(outlier) < d:
-            held = outlier
+        held = outlier & (np.cumsum(outlier) > (d if np.count_nonzero(outlier) >= d else 0))
     slot, overflow = greedy_fill(pieces, ~held, packed_length, d, coefficients, defer_outliers)
     held |= slot < 0
     order = np.lexsort((np.arange(pieces.size), slot))[np.count_nonzero(slot < 0) :]

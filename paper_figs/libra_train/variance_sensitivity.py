@@ -1,8 +1,8 @@
 """Exposure of each balancer to runtime variance: step time over its noiseless step.
 
 Reads the JSON of ``benchmarks/variance_sensitivity.py`` (run that first) and draws one panel
-per knob (noise sigma, slow-GPU fraction, fail-slow rate). Not in ``libra-des figs`` (its data
-comes from the benchmark, minutes of work); run it on its own::
+per knob the benchmark moved (one source at a time, and ``fleet``: all together). Not in
+``libra-des figs`` (its data comes from the benchmark, minutes of work); run it on its own::
 
     python -m paper_figs.libra_train.variance_sensitivity --data runs/variance_sensitivity.json \\
         --out figs/
@@ -23,7 +23,16 @@ NAME = "variance_sensitivity"
 TITLE = "Step-time exposure to runtime variance per balancer"
 LABELS = {"ulysses": "Ulysses", "wlb_llm": "WLB-LLM", "distca": "DistCA", "libra": "Libra Full"}
 TITLES = {"noise_sigma": "per-op jitter sigma", "slow_gpu_fraction": "slow-GPU fraction (1.5x)",
-          "failslow_rate": "fail-slow episodes per GPU-step (1.5x)"}
+          "failslow_rate": "fail-slow episodes per GPU-step (1.5x)",
+          "gpu_speed_sigma": "persistent per-GPU speed sigma",
+          "jitter_node_correlation": "node correlation of jitter",
+          "node_episode_rate": "node episodes per node-step (1.5x)",
+          "rack_episode_rate": "rack episodes per rack-step (1.5x)",
+          "link_jitter_sigma": "per-transfer link jitter sigma",
+          "link_episode_rate": "link degradation per link-step (2x)",
+          "launch_gap_seconds": "host launch gap per layer (s)",
+          "host_stall_rate": "host stalls (50 ms) per GPU-op",
+          "fleet": "every fleet source (0 off, 1 on)"}
 
 
 def make(data: dict[str, Any], out: Path) -> common.Drawn:

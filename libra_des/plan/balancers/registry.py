@@ -58,6 +58,10 @@ class TrainingBalancer:
     ``packer``: repacks the stream's window its own way (None: the window as drawn).
     ``attention_many``: the same plans as ``attention`` for many pools in one call (faster
     where the planner shares work across pools; None: one ``attention`` call per pool).
+    ``scheduler_ops``: (tiles of a step, attention servers of a pool) -> CPU operations its
+    scheduler runs to plan one step (None: no scheduler beyond the packing), each taking
+    ``scheduler_op_seconds``; the simulator charges the part
+    of that CPU time a step cannot hide (see ``sim/training/simulator.scheduler_seconds``).
     ``config``: the model of its ``balancer:`` section, a subclass of
     :class:`~libra_des.config.TrainingBalancerSpec` adding the knobs it reads (None: the
     shared model, which every shipped balancer uses; see that class for why).
@@ -73,6 +77,8 @@ class TrainingBalancer:
     packer: WindowPacker | None = field(default=None, compare=False)
     attention_many: PoolsPlanner | None = field(default=None, compare=False)
     config: type[TrainingBalancerSpec] | None = field(default=None, compare=False)
+    scheduler_ops: Callable[[int, int], float] | None = field(default=None, compare=False)
+    scheduler_op_seconds: float = 0.0
 
     def pool_size(self, bal: TrainingBalancerSpec, dp: int) -> int:
         """P: replicas per pool under this balancer's rule."""

@@ -247,8 +247,22 @@ def simulate_step(
     executed = executed_pair_heads(times, run, schedule)
     check_step(scenario, plan, schedule, run, executed)
     check_linear_tokens(scenario, plan, times, run, schedule)
-    step_time = float(max(run.sync_end.max(), np.nanmax(run.finish)))
+    step_time = max(float(max(run.sync_end.max(), np.nanmax(run.finish))),
+                    scheduler_seconds(scenario, plan))
     return StepRecord(plan, times, run, step_time, lin, p2p, executed, sim_wall)
+
+
+def scheduler_seconds(scenario: Scenario, plan: StepPlan) -> float:
+    """Host seconds the balancer's scheduler spends planning one step (0: none).
+
+    The scheduler plans the next step while this one runs, so a step lasts at least as long
+    as its planning: the step time is the larger of the two.
+    """
+    bal = balancer_of(scenario)
+    if bal.scheduler_ops is None:
+        return 0.0
+    servers = plan.pool_size * scenario.parallelism.cp
+    return bal.scheduler_ops(plan.tiles, servers) * bal.scheduler_op_seconds
 
 
 def slot_tokens(scenario: Scenario, plan: StepPlan) -> np.ndarray:

@@ -87,11 +87,16 @@ def device_times(
     gpus = layout.stage_gpus(device, e_count)
     f = variance.factors(rng, gpus, n * lmax * 3, step)
     f = f.reshape(n, lmax, 3, e_count, width).transpose(3, 0, 1, 2, 4)
+    # Link jitter per exchange and host gaps per layer call (drawn only when on).
+    xf = variance.exchange_factors(rng, gpus, width, n * lmax, step)
+    gaps = variance.host_gaps(rng, n, lmax, gpus.size)
+    extra = (None if xf is None else xf.reshape(n, lmax, e_count).transpose(2, 0, 1),
+             None if gaps is None else gaps.reshape(n, lmax, e_count, width).transpose(2, 0, 1, 3))
     mask = (np.arange(lmax)[None, :] < layers[:, None]).astype(float)  # [n, L]
     # Per-slot real-token share of the linear work (WLB-LLM's variable-length microbatches).
     share_all = np.ones((e_count, n)) if lin.token_share is None else lin.token_share[:, mb]
     g = global_layers(schedule, device, layout, lmax) if lin.expert_extra is not None else None
-    ctx = OpContext(is_f, mb, mask, layers, lmax)
+    ctx = OpContext(is_f, mb, mask, layers, lmax, extra)
 
     parts = [entity_block(slice(lo, min(lo + ENTITY_BLOCK, e_count)), f, share_all, att, lin,
                           ctx, g)
@@ -111,6 +116,8 @@ class OpContext:
     mask: np.ndarray  # [n, L] 1 where the op covers that local layer
     layers: np.ndarray  # [n] layers each op covers
     lmax: int
+    # [E, n, L] link factor of each exchange and [E, n, L, W] host gaps, None when off.
+    extra: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
 
 
 def entity_block(
@@ -130,10 +137,12 @@ def entity_block(
     ret = np.where(is_f[None, :], att.return_fwd[sl, mb], att.return_bwd[sl, mb])
     comp_l = comp[:, :, None, :] * fb[:, :, :, 1, :]  # [E, n, L, W]
     m = att.chunks
-    t_w = np.asarray(
-        pipelined_time(comp_l / m, disp[:, :, None, None], ret[:, :, None, None], m)
-    )
-    comm_total = (disp + ret)[:, :, None, None] * m
+    disp_l, ret_l = disp[:, :, None, None], ret[:, :, None, None]
+    links, gaps = ctx.extra
+    if links is not None:
+        disp_l, ret_l = disp_l * links[sl][..., None], ret_l * links[sl][..., None]
+    t_w = np.asarray(pipelined_time(comp_l / m, disp_l, ret_l, m))
+    comm_total = (disp_l + ret_l) * m
     if att.recompute:
         comp_l, t_w, comm_total = with_recompute(att, sl, is_f, mb, fb,
                                                  (comp_l, t_w, comm_total))
@@ -150,6 +159,8 @@ def entity_block(
         post_l = post_l + lin.expert_extra[g] * passes * share[:, :, None]
         ep = ep * lin.ep_factor[g]
     pre_w = pre_base[:, :, None, None] * fb[:, :, :, 0, :]
+    if gaps is not None:
+        pre_w = pre_w + gaps[sl]  # the host is late: the GPU idles before the layer's kernels
     post_w = post_l[..., None] * fb[:, :, :, 2, :]
     pre, post = pre_w.max(axis=-1), post_w.max(axis=-1)
 
