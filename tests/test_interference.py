@@ -155,3 +155,22 @@ def test_model_checks_its_counts() -> None:
         check_counts(-1, None)
     with pytest.raises(InputError, match=r"comm\.channels"):
         OverlapModel(sms=132, channels=0)
+
+
+def test_a_gpu_profiles_kernel_under_collective_cases_set_the_sm_share() -> None:
+    """Cases measured by ``libra-des calibrate`` on a GPU: a GEMM 1.25x slower under the
+    collective lost 20% of the SMs; the scenario's own knob wins over the fit."""
+    from libra_des.hardware.profile import Interference
+
+    topo = load_topology("h200-roce-railopt", {"nodes": 1})
+    base = load_profile(None)
+    case = Interference(m=8192, n=8192, k=8192, collective="all_reduce", nbytes=2**28, group=8,
+                        burst=4, kernel_s=1.0, kernel_under_s=1.25, collective_s=2.0, both_s=4.2)
+    prof = base.model_copy(update={"interference": (case,)})
+    model = overlap_model(CostModel(prof, topo.fabric()), None, None)
+    assert model.taken_share == pytest.approx(0.2)
+    assert model.sm_factor() == pytest.approx(1.25)
+    own = overlap_model(CostModel(prof, topo.fabric()), 1, 8)
+    assert own.taken_share is None and own.sms_taken() == 8.0
+    cpu = prof.model_copy(update={"gpu": "CPU"})
+    assert overlap_model(CostModel(cpu, topo.fabric()), None, None).taken_share is None
