@@ -9,6 +9,12 @@ last-bit libm differences). A change that moves results *on purpose* regenerates
 and says so in its commit:
 
     .venv/bin/python tests/golden_results.py        # rewrite tests/golden/*.json
+
+``tests/golden/free-overlap/`` keeps the results from before compute-communication
+interference (``overlap.interference: on``, the default) was modelled; every scenario run with
+``overlap.interference=off`` must still give them exactly (``test_golden.py``). Only the
+scenario dump's ``overlap`` key may differ (it names the knob set off). They are never
+regenerated: a change that moves them changed the free-overlap model.
 """
 
 from __future__ import annotations
@@ -21,20 +27,22 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 GOLDEN = HERE / "golden"
+FREE_OVERLAP = GOLDEN / "free-overlap"
 #: Fields that describe the machine, not the model: the wall clock (older results) and the
 #: installed versions (the lock pins them, but Python's patch release differs between hosts).
 VOLATILE = ("wall_s", "versions")
 
 
-def golden_result(path: Path) -> dict[str, Any]:
-    """The scenario's reduced-size result, wall-clock fields removed, as plain JSON data."""
+def golden_result(path: Path, extra: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The scenario's reduced-size result (``extra``: further ``--set`` overrides), wall-clock
+    fields removed, as plain JSON data."""
     sys.path.insert(0, str(HERE))
     from test_scenarios import reduced
 
     from libra_des.config import load_scenario
     from libra_des.kinds.simulation import simulate
 
-    result, _ = simulate(load_scenario(path, reduced(path)))
+    result, _ = simulate(load_scenario(path, [*reduced(path), *extra]))
     clean = {k: v for k, v in result.items() if k not in VOLATILE}
     data: dict[str, Any] = json.loads(json.dumps(clean))
     return data

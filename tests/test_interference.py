@@ -59,12 +59,12 @@ def test_overlapped_gemm_slows_by_the_sm_share_it_loses() -> None:
     assert kernel == pytest.approx(132 / 116, rel=1e-15)
     assert comm == 1.0  # 0.15 + 2 x 450 GB/s / 4.8 TB/s < 1: HBM is not oversubscribed
     t = float(cost.gemm(8192, 8192, 8192))
-    slowed, extra = stretched_chunk(np.array([t]), np.array([10 * t]), kernel, comm)
-    assert slowed[0] == pytest.approx(t * 132 / 116, rel=1e-12)
+    added, extra = stretched_chunk(np.array([t]), np.array([10 * t]), kernel, comm)
+    assert t + added[0] == pytest.approx(t * 132 / 116, rel=1e-12)
     assert extra[0] == 0.0
     # Beside a shorter transfer only the overlapped part is slowed: w (1 - 1/a) later.
     part, _ = stretched_chunk(np.array([t]), np.array([0.25 * t]), kernel, comm)
-    assert part[0] == pytest.approx(t + 0.25 * t * (16 / 132), rel=1e-12)
+    assert part[0] == pytest.approx(0.25 * t * (16 / 132), rel=1e-12)
 
 
 def test_wave_quantised_gemm_and_the_roofline() -> None:
@@ -83,10 +83,10 @@ def test_pipeliner_chunk_closed_form() -> None:
     """c = 1, d = r = 0.25, M = 4: (M-1)/M (d + r) = 0.375 beside each chunk; a = 1.25."""
     c, extra = pipeliner_stretch(np.array([[1.0]]), np.array([[0.25]]), np.array([[0.25]]), 4,
                                  Factors(1.25, 1.0))
-    assert c[0, 0] == pytest.approx(1.0 + 0.375 * 0.2) and extra[0, 0] == 0.0
+    assert c[0, 0] == pytest.approx(0.375 * 0.2) and extra[0, 0] == 0.0
     same, _ = pipeliner_stretch(np.array([[1.0]]), np.array([[0.25]]), np.array([[0.25]]), 1,
                                 Factors(1.25, 1.0))
-    assert same[0, 0] == 1.0  # one chunk: dispatch before, return after, nothing beside it
+    assert same[0, 0] == 0.0  # one chunk: dispatch before, return after, nothing beside it
 
 
 def test_buckets_beside_the_backward_delay_later_ones() -> None:
@@ -98,18 +98,20 @@ def test_buckets_beside_the_backward_delay_later_ones() -> None:
     assert ledger.compute_s == pytest.approx(0.5)
 
 
-def test_off_is_the_free_overlap_and_on_without_sms_too() -> None:
+def test_on_is_the_default_and_on_without_sms_is_the_free_overlap() -> None:
+    off = run(QUICK, "overlap.interference=off")
+    assert "interference" not in off and off["scenario"]["overlap"] == {"interference": "off"}
     default = run(QUICK)
-    assert run(QUICK, "overlap.interference=off") == default
-    assert "interference" not in default and "overlap" not in default["scenario"]
+    assert run(QUICK, "overlap.interference=on") == default
+    assert "overlap" not in default["scenario"] and "interference" in default
     free = run(QUICK, "overlap.interference=on", "comm.sm_per_channel=0")
-    assert free["step_time_s"] == default["step_time_s"]
+    assert free["step_time_s"] == off["step_time_s"]
     assert free["interference"]["compute_slowdown_s"] == 0.0
 
 
 def test_on_slows_by_the_sm_share_and_is_deterministic() -> None:
     """A model that ignored the SMs a collective takes would report no slowdown here."""
-    off = run(QUICK)
+    off = run(QUICK, "overlap.interference=off")
     one = run(QUICK, "overlap.interference=on")
     assert one == run(QUICK, "overlap.interference=on")
     two = run(QUICK, "overlap.interference=on", "comm.sm_per_channel=2")
@@ -124,7 +126,7 @@ def test_on_slows_by_the_sm_share_and_is_deterministic() -> None:
 
 
 def test_moe_two_stage_windows() -> None:
-    off = run(MOE)
+    off = run(MOE, "overlap.interference=off")
     free = run(MOE, "overlap.interference=on", "comm.sm_per_channel=0")
     assert free["prefill_s"] == off["prefill_s"]
     on = run(MOE, "overlap.interference=on")

@@ -69,8 +69,9 @@ if TYPE_CHECKING:
 #: the scenario models are built only by a command that loads a scenario.
 SCENARIO_NAMES = frozenset({
     "DEFAULT_KIND", "SCENARIO_KINDS", "Balancer", "CommSpec", "MemorySpec", "MoeBalancerSpec",
-    "MoeModelSpec", "MoeParallelism", "MoeScenario", "Parallelism", "Scenario", "ScenarioBase",
-    "TrainingBalancerSpec", "TrainingParallelism", "TrainingScenario", "VarianceSpec",
+    "MoeModelSpec", "MoeParallelism", "MoeScenario", "OverlapSpec", "Parallelism", "Scenario",
+    "ScenarioBase", "TrainingBalancerSpec", "TrainingParallelism", "TrainingScenario",
+    "VarianceSpec",
     "check_balancer", "load_scenario", "require_training", "validate_scenario",
 })
 

@@ -231,12 +231,13 @@ class CommSpec(Frozen):
 
 
 class OverlapSpec(Frozen):
-    """Compute-communication overlap. ``interference: on`` slows an overlapped kernel by the
-    SMs and HBM bandwidth the transfer beside it takes, and the transfer by the HBM the
-    kernel holds (``hardware/interference.py``, docs/model.md); ``off``: overlap is free.
+    """Compute-communication overlap. ``interference: on`` (the default) slows an overlapped
+    kernel by the SMs and HBM bandwidth the transfer beside it takes, and the transfer by the
+    HBM the kernel holds (``hardware/interference.py``; docs/model.md, "Compute-communication
+    interference"); ``off``: overlap is free (the results of earlier versions, bit for bit).
     YAML's bare ``on`` / ``off`` (booleans to a YAML 1.1 reader) mean the same."""
 
-    interference: Literal["on", "off"] = "off"
+    interference: Literal["on", "off"] = "on"
 
     @field_validator("interference", mode="before")
     @classmethod
@@ -285,8 +286,8 @@ class ScenarioBase(Frozen):
         data: dict[str, Any] = handler(self)
         if data.get("profile_scope") == "own":
             del data["profile_scope"]
-        # Likewise the interference knobs at their defaults (free overlap, NCCL's channels).
-        if data.get("overlap") == {"interference": "off"}:
+        # Likewise the interference knobs at their defaults (modelled, NCCL's channels).
+        if data.get("overlap") == {"interference": "on"}:
             del data["overlap"]
         comm = data.get("comm")
         if isinstance(comm, dict):

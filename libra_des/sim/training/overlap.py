@@ -66,10 +66,10 @@ def exchange_factors(model: OverlapModel, cost: CostModel, workers: int) -> Fact
 
 def pipeliner_stretch(c: np.ndarray, d: np.ndarray, r: np.ndarray, m: int,
                       f: Factors) -> tuple[np.ndarray, np.ndarray]:
-    """(stretched compute chunks, extra transfer seconds per chunk) of the Pipeliner's
+    """(compute seconds added, transfer seconds added) per chunk of the Pipeliner's
     schedule: ``c`` per chunk ``[..., W]``, ``d`` and ``r`` per chunk ``[..., 1]``."""
     beside = (d + r) * ((m - 1) / m)
-    return stretched_chunk(c, np.broadcast_to(beside, c.shape), f.kernel, f.comm)
+    return stretched_chunk(c, beside, f.kernel, f.comm)
 
 
 def handoff_durations(durations: list[np.ndarray], schedule: Schedule, p2p: np.ndarray,
@@ -83,8 +83,9 @@ def handoff_durations(durations: list[np.ndarray], schedule: Schedule, p2p: np.n
             dst = consumer_device(schedule, d, order[i - 1])
             if dst is not None and dst != d:
                 beside[i] = p2p[d, dst]
-        new, extra = stretched_chunk(dur, np.broadcast_to(beside, dur.shape), f.kernel, f.comm)
-        ledger.add("pipeline_handoff", float((new - dur).sum()) / dur.shape[0],
+        added, extra = stretched_chunk(dur, beside[None, :], f.kernel, f.comm)
+        new = dur + added
+        ledger.add("pipeline_handoff", float(added.sum()) / dur.shape[0],
                    float(extra.sum()) / dur.shape[0])
         out.append(new)
     return out

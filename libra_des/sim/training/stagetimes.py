@@ -140,10 +140,12 @@ def entity_block(
     m = att.chunks
     chunk, extra, slowed = comp_l / m, None, None
     if ctx.overlap is not None:
-        stretched, extra = pipeliner_stretch(chunk, disp[:, :, None, None],
-                                             ret[:, :, None, None], m, ctx.overlap)
-        slowed, extra = (stretched - chunk) * m, extra * m
-        chunk, comp_l = stretched, stretched * m
+        slowed, extra = pipeliner_stretch(chunk, disp[:, :, None, None],
+                                          ret[:, :, None, None], m, ctx.overlap)
+        chunk = chunk + slowed
+        slowed *= m
+        extra *= m
+        comp_l = chunk * m
     t_w = np.asarray(pipelined_time(chunk, disp[:, :, None, None], ret[:, :, None, None], m))
     comm_total = (disp + ret)[:, :, None, None] * m
     if att.recompute:
@@ -216,9 +218,10 @@ def with_recompute(
     slowed = None
     if overlap is not None:
         chunk = comp_r / m
-        stretched = pipeliner_stretch(chunk, disp[:, :, None, None], ret[:, :, None, None], m,
-                                      overlap)[0]
-        slowed, comp_r = (stretched - chunk) * m, stretched * m
+        slowed = pipeliner_stretch(chunk, disp[:, :, None, None], ret[:, :, None, None], m,
+                                   overlap)[0]
+        comp_r = (chunk + slowed) * m
+        slowed *= m
     t_r = np.asarray(pipelined_time(comp_r / m, disp[:, :, None, None], ret[:, :, None, None], m))
     return comp_l + comp_r, t_w + t_r, comm_total + (disp + ret)[:, :, None, None] * m, slowed
 
