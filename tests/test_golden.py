@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from golden_results import GOLDEN, differences, golden_result
+from golden_results import FREE_OVERLAP, GOLDEN, differences, golden_result
 
 from libra_des.config import ROOT
 
@@ -19,6 +19,17 @@ def test_result_matches_golden(path: Path) -> None:
     assert stored.is_file(), "no golden result: run .venv/bin/python tests/golden_results.py"
     found = differences(json.loads(stored.read_text()), golden_result(path))
     assert not found, "results moved (regenerate on purpose only):\n" + "\n".join(found[:20])
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
+def test_interference_off_is_the_free_overlap_result(path: Path) -> None:
+    """``overlap.interference: off`` reproduces the results from before interference was
+    modelled, exactly (only the scenario dump names the knob)."""
+    stored = json.loads((FREE_OVERLAP / f"{path.stem}.json").read_text())
+    got = golden_result(path, ("overlap.interference=off",))
+    assert got["scenario"].pop("overlap") == {"interference": "off"}
+    found = differences(stored, got)
+    assert not found, "the free-overlap results moved:\n" + "\n".join(found[:20])
 
 
 def test_differences_sees_a_last_digit_and_a_type_change() -> None:

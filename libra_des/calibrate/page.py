@@ -19,6 +19,7 @@ import numpy as np
 
 from libra_des.base.storage import write_atomic
 from libra_des.hardware.fitting import FitResult, group_key, sample_size
+from libra_des.hardware.interference import fitted_share
 from libra_des.hardware.profile import Profile
 from libra_des.hardware.profile_replay import Replay, replay
 
@@ -99,7 +100,13 @@ def interference_rows(profile: Profile) -> str:
         f"<td>{c.kernel_under_s:.3g}</td><td>{c.kernel_slowdown:.2f}×</td>"
         f"<td>{c.collective_s:.3g}</td><td>{c.both_s:.3g}</td><td>{c.overlap:.2f}</td></tr>"
         for c in profile.interference)
-    return f"<table>{head}{rows}</table>"
+    share = fitted_share([c.kernel_slowdown for c in profile.interference])
+    gpu = (profile.gpu or profile.device).upper() != "CPU"
+    use = ("read by <code>overlap.interference: on</code> when the scenario sets no "
+           "<code>comm.sm_per_channel</code>" if gpu else "not used: a CPU has no SMs")
+    fit = "" if share is None else (
+        f"<p>SM share a collective takes, 1 &minus; 1/slowdown (median): {share:.3f}; {use}.</p>")
+    return f"<table>{head}{rows}</table>{fit}"
 
 
 def page(profile: Profile, results: list[FitResult]) -> str:

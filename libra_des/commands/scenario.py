@@ -106,8 +106,15 @@ def rows(scenario_path: str, overrides: list[str]) -> list[dict[str, Any]]:
     scenario = load_scenario(scenario_path, overrides)
     raw, files, set_keys = sources(Path(scenario_path), overrides)
     dumped = scenario.model_dump(mode="json")
-    # Fields a dump leaves out while at their default (profile_scope) are listed too.
-    dumped |= {k: getattr(scenario, k) for k in type(scenario).model_fields if k not in dumped}
+    # Fields a dump leaves out while at their default (profile_scope, overlap, comm's
+    # interference knobs) are listed too.
+    for key in type(scenario).model_fields:
+        value = getattr(scenario, key)
+        full = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+        if key not in dumped:
+            dumped[key] = full
+        elif isinstance(full, dict) and isinstance(dumped[key], dict):
+            dumped[key] |= {k: v for k, v in full.items() if k not in dumped[key]}
     return [{"field": key, "value": value, "default": default_of(scenario, key),
              "source": source_of(key, raw, files, set_keys)}
             for key, value in leaves(dumped)]

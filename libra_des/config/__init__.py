@@ -70,10 +70,10 @@ if TYPE_CHECKING:
 #: the scenario models are built only by a command that loads a scenario.
 SCENARIO_NAMES = frozenset({
     "DEFAULT_KIND", "SCENARIO_KINDS", "Balancer", "CommSpec", "MemorySpec", "MoeBalancerSpec",
-    "MoeModelSpec", "MoeParallelism", "MoeScenario", "Parallelism", "Scenario", "ScenarioBase",
-    "TrainingBalancerSpec", "TrainingParallelism", "TrainingScenario", "VarianceSpec",
-    "UnresolvedBalancerSpec", "check_tap_knobs", "load_scenario", "require_training",
-    "validate_scenario",
+    "MoeModelSpec", "MoeParallelism", "MoeScenario", "OverlapSpec", "Parallelism", "Scenario",
+    "ScenarioBase", "TrainingBalancerSpec", "TrainingParallelism", "TrainingScenario",
+    "VarianceSpec", "UnresolvedBalancerSpec", "check_tap_knobs", "load_scenario",
+    "require_training", "validate_scenario",
 })
 
 

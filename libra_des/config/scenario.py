@@ -241,6 +241,29 @@ class CommSpec(Frozen):
         "direct", "hierarchical", "multilevel",
     ] | None = None
     protocol: Literal["LL", "LL128", "Simple"] | None = None
+    #: CTAs an NCCL channel runs (one: NCCL's grid is its channel count; 0: copy-engine
+    #: transfers, which hold no SM); None: that default (``hardware/interference.py``).
+    sm_per_channel: int | None = Field(default=None, ge=0)
+    #: Channels of every overlapped transfer; None: NCCL's tuner's choice where it prices
+    #: the call, else the sourced default of ``hardware/interference.py``.
+    channels: int | None = Field(default=None, ge=1)
+
+
+class OverlapSpec(Frozen):
+    """Compute-communication overlap. ``interference: on`` (the default) slows an overlapped
+    kernel by the SMs and HBM bandwidth the transfer beside it takes, and the transfer by the
+    HBM the kernel holds (``hardware/interference.py``; docs/model.md, "Compute-communication
+    interference"); ``off``: overlap is free (the results of earlier versions, bit for bit).
+    YAML's bare ``on`` / ``off`` (booleans to a YAML 1.1 reader) mean the same."""
+
+    interference: Literal["on", "off"] = "on"
+
+    @field_validator("interference", mode="before")
+    @classmethod
+    def _yaml_bool(cls, value: Any) -> Any:
+        if value is True:
+            return "on"
+        return "off" if value is False else value
 
 
 class ScenarioBase(Frozen):
@@ -261,6 +284,7 @@ class ScenarioBase(Frozen):
     model: ModelSpec
     variance: VarianceSpec = VarianceSpec()
     comm: CommSpec = CommSpec()
+    overlap: OverlapSpec = OverlapSpec()
     #: Network model, a name registered in ``sim/network/models.py`` (the kinds' ``elaborate``
     #: looks it up): ``fast`` the alpha-beta cost model (training folds its times into op
     #: durations, MoE runs them on shared per-GPU ports), ``detailed`` flows on the topology
@@ -281,6 +305,14 @@ class ScenarioBase(Frozen):
         data: dict[str, Any] = handler(self)
         if data.get("profile_scope") == "own":
             del data["profile_scope"]
+        # Likewise the interference knobs at their defaults (modelled, NCCL's channels).
+        if data.get("overlap") == {"interference": "on"}:
+            del data["overlap"]
+        comm = data.get("comm")
+        if isinstance(comm, dict):
+            for key in ("sm_per_channel", "channels"):
+                if comm.get(key, 0) is None:
+                    del comm[key]
         return data
 
     @property

@@ -117,6 +117,22 @@ def memory_keys(records: list[StepRecord]) -> dict[str, Any]:
             "tap_autotune": records[0].tap_autotune}
 
 
+def interference_keys(records: list[StepRecord], stages: int) -> dict[str, Any]:
+    """``interference`` (only with ``overlap.interference: on``): per-GPU mean seconds per
+    step that overlapped compute ran slower (``compute_slowdown_s``) and overlapped
+    collectives ran slower (``collective_slowdown_s``), in all and per overlap point."""
+    ledgers = [r.interference for r in records if r.interference is not None]
+    if not ledgers:
+        return {}
+    n = len(ledgers) * max(stages, 1)
+    points = sorted({k for led in ledgers for k in led.by_point})
+    return {"interference": {
+        "compute_slowdown_s": sum(led.compute_s for led in ledgers) / n,
+        "collective_slowdown_s": sum(led.comm_s for led in ledgers) / n,
+        "by_point_s": {k: sum(led.by_point.get(k, 0.0) for led in ledgers) / n for k in points},
+    }}
+
+
 def training_result(
     scenario: Scenario,
     records: list[StepRecord],
@@ -178,6 +194,7 @@ def training_result(
             "linear_flops_equal_tokens": True,
         },
         **memory_keys(records),
+        **interference_keys(records, scenario.parallelism.pp),
         "scenario": scenario_dict(scenario),
     }
 

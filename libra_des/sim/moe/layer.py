@@ -34,11 +34,13 @@ from libra_des.sim.network.model import NetworkModel, Traffic
 
 
 class CountingEnvironment(simpy.Environment):
-    """A SimPy environment that counts the events it processes."""
+    """A SimPy environment that counts the events it processes (and, with interference on,
+    carries the run's :class:`Contention`)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.processed = 0
+        self.contention: Contention | None = None
 
     def step(self) -> None:
         self.processed += 1
@@ -95,6 +97,48 @@ class SharedLink:
                 self.jobs.pop(key)[1].succeed()
 
 
+#: Communication stages that move data on the copy engine (no SM held; NVLink still shared).
+COPY_ENGINE_STAGES = ("replica_copy",)
+
+
+class Contention:
+    """Compute stages beside SM-holding communication (``overlap.interference: on``).
+
+    While any dispatch or combine is in flight (they are group-wide: every GPU of the EP
+    group runs its kernel), a compute stage progresses at ``1 / kernel`` of its solo speed
+    (``hardware/interference.py``): Libra's two-stage windows (local experts beside the
+    dispatch), shared experts beside combine. Replica copies run on the copy engine and hold
+    no SM. ``slowed_s`` sums the seconds compute stages took beyond their solo work.
+    """
+
+    def __init__(self, env: simpy.Environment, kernel: float) -> None:
+        self.env = env
+        self.kernel = kernel
+        self.active = 0
+        self.changed = env.event()
+        self.slowed_s = 0.0
+
+    def holds_sms(self, stage: Stage) -> bool:
+        return stage.traffic is not None and stage.name not in COPY_ENGINE_STAGES
+
+    def toggle(self, delta: int) -> None:
+        self.active += delta
+        if not self.changed.triggered:
+            self.changed.succeed()
+        self.changed = self.env.event()
+
+    def compute(self, work: float) -> Generator[simpy.Event, Any, None]:
+        """Serve ``work`` solo seconds at the speed the in-flight communication leaves."""
+        left, began = work, self.env.now
+        while left > 1e-15:
+            rate = 1.0 / self.kernel if self.active else 1.0
+            t0, done = self.env.now, self.env.timeout(left / rate)
+            yield done | self.changed
+            # A Timeout counts as triggered once scheduled: only `processed` says it fired.
+            left = 0.0 if done.processed else left - (self.env.now - t0) * rate
+        self.slowed_s += max(self.env.now - began - work, 0.0)
+
+
 @dataclass(eq=False)
 class Stage:
     """One node of a layer's stage graph (``gpu`` is None for group-wide stages)."""
@@ -142,9 +186,17 @@ def execute(
     if pending:
         yield env.all_of(pending)
     stage.start = env.now
+    cont: Contention | None = getattr(env, "contention", None)
     if stage.traffic is not None:
         assert net is not None, "a communication stage needs a network model"
+        held = cont is not None and cont.holds_sms(stage)
+        if held and cont is not None:
+            cont.toggle(1)
         yield stage.traffic.start(net)
+        if held and cont is not None:
+            cont.toggle(-1)
+    elif stage.work > 0 and cont is not None and stage.gpu is not None:
+        yield from cont.compute(stage.work)
     elif stage.work > 0:
         yield env.timeout(stage.work)
     stage.end = env.now

@@ -53,6 +53,7 @@ from rich.progress import Progress
 from libra_des.config import MoeScenario as Scenario
 from libra_des.hardware.communication import tier_keys
 from libra_des.hardware.costs import CostModel, comm_overrides
+from libra_des.hardware.interference import overlap_model, p2p_channels, port_share
 from libra_des.hardware.profile import load_profile
 from libra_des.hardware.topology import Topology, load_topology
 from libra_des.hardware.variance import VarianceModel
@@ -68,7 +69,7 @@ from libra_des.sim.moe.costs import (
     layer_costs,
 )
 from libra_des.sim.moe.cpu import cost_sources
-from libra_des.sim.moe.layer import CountingEnvironment, SharedLink
+from libra_des.sim.moe.layer import Contention, CountingEnvironment, SharedLink
 from libra_des.sim.moe.overlap import Prefetch, serve
 from libra_des.sim.moe.setup import check_memory, ep_group, system_kernel
 from libra_des.sim.network import models as network_models
@@ -210,6 +211,11 @@ def simulate_moe(
             Wiring.of(scenario), variance, (pred_rng, noise_rng),
             network_factory(scenario.fidelity, topo, cost, group.gpus, variance),
         )
+        cont = None
+        if scenario.overlap.interference == "on":
+            model = overlap_model(cost, scenario.comm.sm_per_channel, scenario.comm.channels)
+            kernel, comm = model.factors(p2p_channels(cost, group.gpus), port_share(model, cost))
+            cont = run.env.contention = Contention(run.env, kernel)
         totals = RunTotals(timeline=timeline)
         task = bar.add_task("prefill batches", total=run.planner.batches)
         for b in range(run.planner.batches):
@@ -221,6 +227,13 @@ def simulate_moe(
                                           scenario.balancer.cpu_time == "measured",
                                           coster.dtype)
     result["grouped_kernel"] = coster.kernel.name if coster.kernel is not None else None
+    if cont is not None:
+        # Per GPU over the run. Dispatch and combine keep their network-model times: their
+        # HBM slowdown (``collective_factor``) is 1 while kernel and transfer HBM demand fit
+        # the bandwidth, as at NVLink port rates on the shipped GPUs (hardware/interference.py).
+        result["interference"] = {"compute_slowdown_s": float(cont.slowed_s) / group.gpus,
+                                  "collective_slowdown_s": 0.0, "kernel_factor": kernel,
+                                  "collective_factor": comm}
     return {**result, **tier_keys(cost.tiers(), cost.choices(), topo.layout())}
 
 

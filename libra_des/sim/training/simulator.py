@@ -24,6 +24,7 @@ import simpy
 from libra_des.config import TrainingScenario as Scenario
 from libra_des.errors import CheckError, InputError
 from libra_des.hardware.costs import CostModel, comm_overrides
+from libra_des.hardware.interference import OverlapModel, overlap_model, p2p_channels, port_share
 from libra_des.hardware.profile import load_profile
 from libra_des.hardware.topology import Topology, load_topology
 from libra_des.hardware.variance import VarianceModel
@@ -54,6 +55,14 @@ from libra_des.sim.training.opcost import (
     linear_costs,
     slot_attention,
 )
+from libra_des.sim.training.overlap import (
+    Factors,
+    Ledger,
+    bucket_times,
+    exchange_factors,
+    handoff_durations,
+    stretched_buckets,
+)
 from libra_des.sim.training.pipeline import PipelineRun, PipelineSim
 from libra_des.sim.training.schedules import Op, Schedule, build_schedule
 from libra_des.sim.training.stagetimes import DeviceTimes, Layout, device_times
@@ -67,6 +76,7 @@ class Cluster:
     topology: Topology
     cost: CostModel
     variance: VarianceModel
+    overlap: OverlapModel | None = None  # None: ``overlap.interference: off`` (free overlap)
 
 
 @dataclass(frozen=True)
@@ -86,6 +96,7 @@ class StepRecord:
     comm_tiers: tuple[tuple[str, str], ...] = ()  # (op, curve tier) priced so far in the run
     comm_choices: tuple[tuple[str, Any], ...] = ()  # (op, NCCL algorithm/protocol/channels)
     fabric_layout: dict[str, Any] | None = None  # Topology.layout() of the run's cluster
+    interference: Ledger | None = None  # seconds interference added (None: overlap free)
 
 
 def elaborate_cluster(scenario: Scenario, rng: np.random.Generator) -> Cluster:
@@ -104,7 +115,10 @@ def elaborate_cluster(scenario: Scenario, rng: np.random.Generator) -> Cluster:
         variance = VarianceModel.build(scenario.variance, topo.num_gpus, rng, topo.gpus_per_node)
     else:
         variance = VarianceModel.none()
-    return Cluster(topo, cost, variance)
+    overlap = None
+    if scenario.overlap.interference == "on":
+        overlap = overlap_model(cost, scenario.comm.sm_per_channel, scenario.comm.channels)
+    return Cluster(topo, cost, variance, overlap)
 
 
 def layout_of(scenario: Scenario) -> Layout:
@@ -113,7 +127,8 @@ def layout_of(scenario: Scenario) -> Layout:
 
 
 def sync_fn(
-    scenario: Scenario, cluster: Cluster, schedule: Schedule, lin: LinearCosts
+    scenario: Scenario, cluster: Cluster, schedule: Schedule, lin: LinearCosts,
+    ledger: Ledger | None = None,
 ) -> Callable[[int, np.ndarray, np.ndarray], tuple[list[tuple[float, float]], float]]:
     """Bucketed gradient sync of one stage: one bucket per layer, overlapping the backward.
 
@@ -122,14 +137,21 @@ def sync_fn(
     CP group (expert parallelism) and reduced over DP only, across the GPUs that hold the same
     CP rank (:func:`dp_ranks_per_node` gives how they sit on nodes). A bucket is ready on an
     entity when its layer's share of the entity's last backward op of that model chunk has
-    run; buckets go one after another on the communication stream.
+    run; buckets go one after another on the communication stream. With interference on
+    (``ledger`` given), buckets take SMs from the backward beside them (``overlap.py``).
     """
     par, fab = scenario.parallelism, cluster.cost.fabric
-    bucket_s = 0.0
+    bucket_s, channels = 0.0, 0
     if not scenario.comm_free:
         bucket_s = all_reduce_s(cluster, lin.grad_bytes, par.dp * par.cp, fab.gpus_per_node)
         per_node = dp_ranks_per_node(par.dp, par.cp, par.pp, fab.gpus_per_node)
         bucket_s += all_reduce_s(cluster, lin.expert_grad_bytes, par.dp, per_node)
+        channels = bucket_channels(cluster, lin.grad_bytes, par.dp * par.cp, fab.gpus_per_node)
+    grad: Factors | None = None
+    if ledger is not None and cluster.overlap is not None:
+        model = cluster.overlap
+        k, c = model.factors(channels or None, port_share(model, cluster.cost))
+        grad = Factors(k, c)
     layout = layout_of(scenario)
     last_b = [last_backward_per_chunk(order) for order in schedule.orders]
 
@@ -140,13 +162,18 @@ def sync_fn(
             n = layout.layers_of(schedule, d, op.chunk)
             frac = (np.arange(n) + 1) / n
             ready += list((start[:, i, None] + frac * (fin[:, i] - start[:, i])[:, None]).max(0))
-        buckets, t = [], 0.0
-        for r in sorted(ready):
-            t = max(t, r) + bucket_s
-            buckets.append((t - bucket_s, t))
-        return buckets, t
+        if grad is not None and ledger is not None:
+            return stretched_buckets(ready, bucket_s, float(np.nanmax(fin)), grad, ledger)
+        return bucket_times(sorted(ready), bucket_s)
 
     return sync
+
+
+def bucket_channels(cluster: Cluster, nbytes: float, group: int, gpn: int) -> int:
+    """Channels NCCL launches for one gradient bucket (0: none, or no tuner)."""
+    if group <= 1 or nbytes <= 0:
+        return 0
+    return cluster.cost.collective("all_reduce", nbytes, group, max(1, min(gpn, group))).channels
 
 
 def dp_ranks_per_node(dp: int, cp: int, pp: int, gpus_per_node: int) -> int:
@@ -222,12 +249,20 @@ def simulate_step(
     if scenario.comm_free:
         lin, att = free_comm(lin, att)
     layout = layout_of(scenario)
+    ledger = None if cluster.overlap is None else Ledger()
+    exch = None
+    if cluster.overlap is not None and not scenario.comm_free:
+        exch = exchange_factors(cluster.overlap, cluster.cost, layout.pool * par.cp)
     times = tuple(
-        device_times(plan, schedule, d, lin, att, layout, (cluster.variance, rng, step))
+        device_times(plan, schedule, d, lin, att, layout, (cluster.variance, rng, step), exch)
         for d in range(par.pp)
     )
+    if ledger is not None:
+        for t in times:
+            ledger.add("pipeliner_exchange", float(t.interf_compute.mean(axis=0).sum()),
+                       float(t.interf_comm.mean(axis=0).sum()))
     p2p = p2p_times(scenario, cluster, lin)
-    sync = sync_fn(scenario, cluster, schedule, lin)
+    sync = sync_fn(scenario, cluster, schedule, lin, ledger)
     sim: PipelineSim
     fidelity = network_models.get(scenario.fidelity)
     if fidelity.replays_training:
@@ -237,7 +272,12 @@ def simulate_step(
         )
     else:
         width = layout.pool * par.cp
-        sim = PipelineSim(schedule, [t.duration for t in times], p2p, lin.act_bytes * width, sync)
+        durations = [t.duration for t in times]
+        if ledger is not None and cluster.overlap is not None and par.pp > 1:
+            model = cluster.overlap
+            k, c = model.factors(p2p_channels(cluster.cost, 2), port_share(model, cluster.cost))
+            durations = handoff_durations(durations, schedule, p2p, Factors(k, c), ledger)
+        sim = PipelineSim(schedule, durations, p2p, lin.act_bytes * width, sync)
     sim.watch = watch  # a progress bar's hook (simulated seconds, share of ops done)
     began = time.perf_counter()
     run = sim.run()
@@ -249,7 +289,8 @@ def simulate_step(
     check_linear_tokens(scenario, plan, times, run, schedule)
     step_time = max(float(max(run.sync_end.max(), np.nanmax(run.finish))),
                     scheduler_seconds(scenario, plan))
-    return StepRecord(plan, times, run, step_time, lin, p2p, executed, sim_wall)
+    return StepRecord(plan, times, run, step_time, lin, p2p, executed, sim_wall,
+                      interference=ledger)
 
 
 def scheduler_seconds(scenario: Scenario, plan: StepPlan) -> float:

@@ -15,6 +15,7 @@ from libra_des.hardware.variance import VarianceModel
 from libra_des.plan.step import StepPlan
 from libra_des.plan.tap import pipelined_time
 from libra_des.sim.training.opcost import LinearCosts, SlotAttention
+from libra_des.sim.training.overlap import Factors, pipeliner_stretch
 from libra_des.sim.training.schedules import Schedule
 
 
@@ -36,6 +37,10 @@ class DeviceTimes:
     pre: np.ndarray  # [E, n, L] slowest worker's pre-attention work
     compute_max: np.ndarray  # [E, n, L] slowest worker's attention compute (all chunks)
     post: np.ndarray  # [E, n, L] slowest worker's post-attention work incl. expert all-to-all
+    # Interference (zero with ``overlap.interference: off``): per-GPU mean seconds the
+    # Pipeliner's compute chunks and transfers were stretched by running beside each other.
+    interf_compute: np.ndarray  # [E, n]
+    interf_comm: np.ndarray  # [E, n]
 
 
 @dataclass(frozen=True)
@@ -73,8 +78,10 @@ def device_times(
     att: SlotAttention,
     layout: Layout,
     noise: tuple[VarianceModel, np.random.Generator, int],
+    overlap: Factors | None = None,
 ) -> DeviceTimes:
-    """Durations of all ops of ``device`` for every pipeline entity."""
+    """Durations of all ops of ``device`` for every pipeline entity (``overlap``: the
+    Pipeliner's interference factors, None when overlap is free)."""
     variance, rng, step = noise
     order = schedule.orders[device]
     n = len(order)
@@ -96,7 +103,7 @@ def device_times(
     # Per-slot real-token share of the linear work (WLB-LLM's variable-length microbatches).
     share_all = np.ones((e_count, n)) if lin.token_share is None else lin.token_share[:, mb]
     g = global_layers(schedule, device, layout, lmax) if lin.expert_extra is not None else None
-    ctx = OpContext(is_f, mb, mask, layers, lmax, extra)
+    ctx = OpContext(is_f, mb, mask, layers, lmax, extra, overlap)
 
     parts = [entity_block(slice(lo, min(lo + ENTITY_BLOCK, e_count)), f, share_all, att, lin,
                           ctx, g)
@@ -118,6 +125,7 @@ class OpContext:
     lmax: int
     # [E, n, L] link factor of each exchange and [E, n, L, W] host gaps, None when off.
     extra: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
+    overlap: Factors | None = None
 
 
 def entity_block(
@@ -141,11 +149,20 @@ def entity_block(
     links, gaps = ctx.extra
     if links is not None:
         disp_l, ret_l = disp_l * links[sl][..., None], ret_l * links[sl][..., None]
-    t_w = np.asarray(pipelined_time(comp_l / m, disp_l, ret_l, m))
+    chunk, lost, slowed = comp_l / m, None, None
+    if ctx.overlap is not None:
+        slowed, lost = pipeliner_stretch(chunk, disp_l, ret_l, m, ctx.overlap)
+        chunk = chunk + slowed
+        slowed *= m
+        lost *= m
+        comp_l = chunk * m
+    t_w = np.asarray(pipelined_time(chunk, disp_l, ret_l, m))
     comm_total = (disp_l + ret_l) * m
     if att.recompute:
-        comp_l, t_w, comm_total = with_recompute(att, sl, is_f, mb, fb,
-                                                 (comp_l, t_w, comm_total))
+        comp_l, t_w, comm_total, slowed_r = with_recompute(
+            att, sl, is_f, mb, fb, (comp_l, t_w, comm_total), ctx.overlap)
+        if slowed is not None and slowed_r is not None:
+            slowed = slowed + slowed_r
     attn = t_w.max(axis=-1)  # [E, n, L]
 
     pre_base = np.where(is_f, lin.pre_fwd, lin.pre_bwd)[None, :] * share
@@ -165,6 +182,10 @@ def entity_block(
     pre, post = pre_w.max(axis=-1), post_w.max(axis=-1)
 
     per_layer = (pre + attn + post + ep) * mask
+    interf = np.zeros(comp.shape[:2]), np.zeros(comp.shape[:2])
+    if slowed is not None and lost is not None:
+        interf = ((slowed.mean(axis=-1) * mask).sum(axis=-1),
+                  (lost.mean(axis=-1) * mask).sum(axis=-1))
     exposed_w = t_w - comp_l
     wait = (pre[..., None] - pre_w) + (attn[..., None] - t_w) + (post[..., None] - post_w)
     return {
@@ -180,6 +201,8 @@ def entity_block(
         "pre": pre * mask,
         "compute_max": comp_l.max(axis=-1) * mask,
         "post": (post + ep) * mask,
+        "interf_compute": interf[0],
+        "interf_comm": interf[1],
     }
 
 
@@ -190,7 +213,8 @@ def with_recompute(
     mb: np.ndarray,
     f: np.ndarray,
     parts: tuple[np.ndarray, np.ndarray, np.ndarray],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    overlap: Factors | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
     """Add a full recomputation's forward attention (and its exchange) to every backward op.
 
     The recomputed forward runs its own Pipeliner schedule before the backward's, with the
@@ -203,8 +227,15 @@ def with_recompute(
     comp_r = att.compute_fwd[sl, mb][:, :, None, :] * f[:, :, :, 1, :] * is_b[None, :, None, None]
     disp = att.recompute_dispatch[sl, mb] * is_b
     ret = att.recompute_return[sl, mb] * is_b
+    slowed = None
+    if overlap is not None:
+        chunk = comp_r / m
+        slowed = pipeliner_stretch(chunk, disp[:, :, None, None], ret[:, :, None, None], m,
+                                   overlap)[0]
+        comp_r = (chunk + slowed) * m
+        slowed *= m
     t_r = np.asarray(pipelined_time(comp_r / m, disp[:, :, None, None], ret[:, :, None, None], m))
-    return comp_l + comp_r, t_w + t_r, comm_total + (disp + ret)[:, :, None, None] * m
+    return comp_l + comp_r, t_w + t_r, comm_total + (disp + ret)[:, :, None, None] * m, slowed
 
 
 def global_layers(schedule: Schedule, device: int, layout: Layout, lmax: int) -> np.ndarray:
