@@ -90,8 +90,8 @@ def flows(env: simpy.Environment, setup: NetworkSetup) -> NetworkModel:
 def detailed_training_wall(gpus: int) -> float:
     """Detailed over fast fidelity's time for one step. Measured with
     ``benchmarks/scale_study.py`` (scale-4096's layout, one step, replayed all-to-alls whose
-    reservations end link by link): about 24x at 1,024 GPUs and 90x at 4,096 (figures in
-    benchmarks/README.md); the ratio grows about as the GPUs (replays and their hand-overs
+    reservations end link by link; the ratios are in benchmarks/README.md, "Round 4" of the
+    detailed-mode notes): the ratio grows about as the GPUs (replays and their hand-overs
     grow with the pools, fast mode much less), hence GPUs / 40, rounded up from the
     measurements, and at least 8 (our assumption for small runs, whose fixed costs
     dominate)."""
