@@ -245,7 +245,8 @@ def test_a_replay_short_of_headroom_at_its_last_instant_is_left_to_end() -> None
     """Without latencies, replay A (GPUs 0 and 1 into 2) holds half of GPU 0's NVLink; a
     transfer 0 -> 3 shares GPU 3's link with two others, one of which ends exactly when A
     does. The transfer then speeds up past A's headroom at A's last instant: the update
-    finds nothing of A left to hand over and A ends as a replay."""
+    finds A has left the link at that instant (its last flow there ends then), so nothing
+    is short of headroom, and A ends as a replay without a hand-over being tried."""
     topo = without_latency("h200-roce-railopt", 1)
     a = np.zeros((3, 3))
     a[0, 2] = a[1, 2] = 3.0 * MB
@@ -255,7 +256,7 @@ def test_a_replay_short_of_headroom_at_its_last_instant_is_left_to_end() -> None
             (1.0, 0, send(0, 3, 64.0 * MB)), (1.0, 1, a2a([0, 1, 2], a))]
     net, spy = compare(topo, ops)
     assert net.replays is not None and net.replays.replayed == 1
-    assert spy.counts["ends_now"] == 1 and spy.counts["handed"] == 0
+    assert spy.counts["ends_now"] == 0 and spy.counts["handed"] == 0
 
 
 def test_a_replay_waiting_for_its_latency_joins_with_its_batches() -> None:
@@ -388,3 +389,20 @@ def test_a_detailed_training_step_agrees_with_and_without_replays() -> None:
     far = {k: (got[k], want[k]) for k in want
            if not np.isclose(got[k], want[k], rtol=1e-9, atol=0)}
     assert not far
+
+
+def test_a_link_a_replay_has_left_takes_a_transfer_without_a_hand_over() -> None:
+    """Replay A sends 1 MB 0 -> 1 and 64 MB 2 -> 3 (one node, no latencies): its first flow
+    saturates GPU 0's NVLink port and ends long before A does. A transfer 0 -> 4 that starts
+    after that end meets A's reservation of the port (its whole-life peak) but A has left the
+    port by then, so nothing is short of headroom: A stays a replay, and every finish time
+    agrees with solving every coflow."""
+    topo = without_latency("h200-roce-railopt", 1)
+    a = np.zeros((4, 4))
+    a[0, 1], a[2, 3] = MB, 64 * MB
+    group = [0, 1, 2, 3]
+    ops: list[Op] = [(0.0, 0, a2a(group, a)), (0.5, 0, send(0, 4, MB)),  # routes settle
+                     (1.0, 0, a2a(group, a)), (1.00005, 0, send(0, 4, MB))]
+    net, spy = compare(topo, ops)
+    assert net.replays is not None and net.replays.replayed == 1
+    assert spy.counts["handed"] == 0 and spy.counts["ends_now"] == 0

@@ -243,7 +243,7 @@ class Network:
         """Start an all-to-all as a replay of ``profile`` if the check of :mod:`.replay`
         allows it."""
         assert self.replays is not None
-        if not self.replays.admits(profile):
+        if not self.replays.admits(profile, self.env.now):
             return False
         replay = Replay(self.env.now, profile, done)
         self.replays.start(replay)
@@ -355,7 +355,8 @@ class Network:
         while state.hot_links.size:
             # Replays short of headroom join the network at ``at``; solve again there.
             assert self.replays is not None
-            joined = self._hand_over(self.replays.on(state.hot_links), at)
+            hot = self.replays.short(state.hot_links, at)
+            joined = self._hand_over(self.replays.on(hot), at) if hot.size else []
             if not joined:
                 break  # the replays there end at this instant: nothing of theirs is left
             self._add(joined)

@@ -35,12 +35,12 @@ def _grow(array: np.ndarray, rows: int, cols: int | None = None, fill: float = 0
 class FluidState:
     """Active flows, links, paths and coflows as arrays (see module docstring)."""
 
-    def __init__(self, received: np.ndarray) -> None:
+    def __init__(self, received: np.ndarray, slots: int = 64) -> None:
         from libra_des.sim.network import fluid_kernel  # lazy: numba's import is costly
 
         self.kernel: ModuleType = fluid_kernel
         self.received = received  # bytes received per GPU, updated in place
-        slots, width = 64, 4
+        slots, width = max(slots, 1), 4
         self.rem, self.size, self.rate = np.zeros(slots), np.zeros(slots), np.zeros(slots)
         self.dst, self.grp, self.fpath = (np.zeros(slots, dtype=np.int64) for _ in range(3))
         self.nlink, self.fmark, self.apos = (np.zeros(slots, dtype=np.int64) for _ in range(3))
@@ -63,6 +63,7 @@ class FluidState:
         self.groups = 0
         # Solo runs (:meth:`solo`) record each link's peak load; the shared network does not.
         self.reached, self.peak = np.zeros(0, dtype=np.int64), np.zeros(0)
+        self.fin = np.zeros(0)  # solo runs: each flow slot's end time
         # With replays (:meth:`watch_reserved`): their peak loads per link, and the links a
         # run found short of headroom.
         self.reserved, self.hot = np.zeros(0), np.zeros(0, dtype=np.int64)
@@ -70,15 +71,18 @@ class FluidState:
         self.ctr = np.zeros(7, dtype=np.int64)
         self.ctr[fluid_kernel.NFREE] = slots
 
-    def solo(self) -> FluidState:
-        """An empty state on this one's links and paths that records link peak loads (for
-        running one coflow alone, :mod:`.replay`)."""
-        other = FluidState(np.zeros_like(self.received))
-        other.set_links(self.cap)
-        other.plinks, other.pn = self.plinks, self.pn  # read-only in the kernels
-        other._widen(self.plinks.shape[1])
-        other.reached = np.zeros(self.cap.size, dtype=np.int64)
-        other.peak = np.zeros(self.cap.size)
+    def solo(self, cap: np.ndarray, plinks: np.ndarray, pn: np.ndarray, flows: int) -> FluidState:
+        """An empty state for running one coflow of ``flows`` flows alone (:mod:`.replay`)
+        that records link peak loads, on the coflow's own links (capacities ``cap``) and
+        paths (``plinks``, ``pn``, numbered among them): its work and memory do not grow
+        with the network."""
+        other = FluidState(np.zeros_like(self.received), flows)
+        other.set_links(cap)
+        other.plinks, other.pn = plinks, pn  # read-only in the kernels
+        other._widen(plinks.shape[1])
+        other.reached = np.zeros(cap.size, dtype=np.int64)
+        other.peak = np.zeros(cap.size)
+        other.fin = np.full(other.rem.size, np.inf)
         return other
 
     @property
@@ -183,6 +187,8 @@ class FluidState:
         for name in ("rem", "size", "rate", "dst", "grp", "fpath", "nlink", "fmark", "apos",
                      "flink", "fpos", "active", "done", "completed"):
             setattr(self, name, _grow(getattr(self, name), new))
+        if self.fin.size:
+            self.fin = _grow(self.fin, new, fill=np.inf)
         nfree = int(self.ctr[self.kernel.NFREE])
         free = np.zeros(new, dtype=np.int64)
         free[:nfree] = self.free[:nfree]
@@ -228,6 +234,6 @@ class FluidState:
             self.grp, self.flink, self.fpos, self.nlink, self.fmark, self.active, self.apos,
             self.free, self.cap, self.lflow, self.deg, self.lmark, self.touched, self.gleft,
             self.received, self.ctr, self.done, self.completed, self.scratch, self.left,
-            self.count, self.reached, self.peak, self.reserved, self.hot,
+            self.count, self.reached, self.peak, self.reserved, self.hot, self.fin,
         )
         return t, wait, np.sort(self.completed[:n])

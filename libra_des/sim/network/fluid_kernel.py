@@ -271,11 +271,12 @@ def run(
     touched: np.ndarray, gleft: np.ndarray, received: np.ndarray, ctr: np.ndarray,
     done: np.ndarray, completed: np.ndarray, scratch: np.ndarray, left: np.ndarray,
     count: np.ndarray, reached: np.ndarray, peak: np.ndarray, reserved: np.ndarray,
-    hot: np.ndarray,
+    hot: np.ndarray, fin: np.ndarray,
 ) -> tuple[float, float, int]:
     """Updates from ``now`` on (see module docstring); ``floor`` 0 if flows were added.
     ``peak`` (empty, or one entry per link) records each link's highest load, for
-    :mod:`.replay`'s solo runs. ``reserved`` (empty, or per link: the peak loads of the
+    :mod:`.replay`'s solo runs, and ``fin`` (empty, or one entry per flow slot) the time
+    each flow ended. ``reserved`` (empty, or per link: the peak loads of the
     replays on it) makes the run stop after a solve that leaves a reserved link too little
     headroom (``ctr[NHOT]`` > 0, the links in ``hot``), so that replays can be handed over.
 
@@ -300,6 +301,8 @@ def run(
             s = done[i]
             _drop(s, flink, fpos, nlink, lflow, deg, active, apos, free, touched, lmark, ctr)
             received[dst[s]] += size[s]
+            if fin.size > 0:
+                fin[s] = t
             ctr[FLOWS_DONE] += 1
             gleft[grp[s]] -= 1
             if gleft[grp[s]] == 0:

@@ -89,11 +89,13 @@ def flows(env: simpy.Environment, setup: NetworkSetup) -> NetworkModel:
 
 def detailed_training_wall(gpus: int) -> float:
     """Detailed over fast fidelity's time for one step. Measured with
-    ``benchmarks/detailed.py`` (quickstart layout, replayed all-to-alls; figures in
-    benchmarks/README.md): it grows about as the GPUs (hand-overs of replays grow as more
-    pools share spines), hence GPUs / 64, and at least 8 (our assumption for small runs,
-    whose fixed costs dominate)."""
-    return max(8.0, gpus / 64)
+    ``benchmarks/scale_study.py`` (scale-4096's layout, one step, replayed all-to-alls whose
+    reservations end link by link; the ratios are in benchmarks/README.md, "Round 4" of the
+    detailed-mode notes): the ratio grows about as the GPUs (replays and their hand-overs
+    grow with the pools, fast mode much less), hence GPUs / 40, rounded up from the
+    measurements, and at least 8 (our assumption for small runs, whose fixed costs
+    dominate)."""
+    return max(8.0, gpus / 40)
 
 
 def detailed_moe_wall(ep: int) -> float:

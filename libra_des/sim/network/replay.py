@@ -19,7 +19,16 @@ union is the max-min fair allocation of the whole network, and A runs as it ran 
 
 The check runs when a replay starts (against the network's current loads) and after every
 rate solve of the shared network (in the compiled kernel, on the links the solve reached:
-loads change nowhere else). If it fails, the replays on the links short of headroom are
+loads change nowhere else). A replay reserves its peak on a link only until its last flow
+there ends in the solo run (``Profile.leaves``; afterwards it puts nothing there). Letting
+go is lazy: where a check fails, the replays on the failing links first give up the links
+they have left, and the check is made again; only links still short count. A reservation
+held past its end is conservative, never wrong.
+
+Solo runs work on the coflow's own links and paths, renumbered in the same order
+(:class:`Frame`): their arrays and arithmetic do not depend on the size of the network.
+
+If a check fails, the replays on the links short of headroom are
 *handed over* at that instant: their solo runs are repeated up to it, and their unfinished
 flows, with the bytes they still have to send, join the shared network (flows still waiting
 for their route latency join when it has passed), which solves again. From then on they are
@@ -29,7 +38,7 @@ runs count time from the coflow's start), which the tests check.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import simpy
@@ -45,21 +54,66 @@ Batches = list[tuple[float, Flows]]
 
 
 @dataclass(frozen=True)
-class Profile:
-    """What a coflow does alone: its makespan (seconds from the call), the binding links it
-    crosses and the highest load (bytes/s) it puts on each; its flows by latency (coflow
-    number -1), and the bytes each GPU sends and receives (GPU ids, totals)."""
+class Frame:
+    """A coflow's own part of the network, numbered for its solo runs: the binding links
+    its flows cross (global numbers, ascending: a local link is its index here) with their
+    capacities, its paths (global numbers; a local path is its index) with their binding
+    links in local numbers, and its flows by latency on local paths. Local numbers keep the
+    global order, so a solo run does the same arithmetic in the same order as on the whole
+    network's arrays."""
 
-    makespan: float
     links: np.ndarray
-    peaks: np.ndarray
+    cap: np.ndarray
+    paths: np.ndarray
+    plinks: np.ndarray
+    pn: np.ndarray
     batches: Batches
-    sent: tuple[np.ndarray, np.ndarray]
-    received: tuple[np.ndarray, np.ndarray]
+
+    @classmethod
+    def of(cls, template: FluidState, batches: Batches) -> Frame:
+        every = np.concatenate([flows[0] for _, flows in batches])
+        paths, local = np.unique(every, return_inverse=True)
+        rows = template.plinks[paths]
+        links = np.unique(rows[rows >= 0])
+        plinks = np.where(rows >= 0, np.searchsorted(links, np.maximum(rows, 0)), -1)
+        out: Batches = []
+        at = 0
+        for delay, (p, s, d, g) in batches:
+            out.append((delay, (local[at : at + p.size], s, d, g)))
+            at += p.size
+        return cls(links, template.cap[links].copy(), paths, plinks, template.pn[paths].copy(),
+                   out)
 
     @property
     def flows(self) -> int:
         return sum(flows[0].size for _, flows in self.batches)
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What a coflow does alone: its makespan (seconds from the call), the binding links it
+    crosses, the highest load (bytes/s) it puts on each and when it leaves each (``leaves``:
+    seconds from the call to the end of its last flow there); its flows by latency (coflow
+    number -1) in its :class:`Frame`, and the bytes each GPU sends and receives (GPU ids,
+    totals)."""
+
+    makespan: float
+    links: np.ndarray
+    peaks: np.ndarray
+    leaves: np.ndarray
+    frame: Frame
+    sent: tuple[np.ndarray, np.ndarray]
+    received: tuple[np.ndarray, np.ndarray]
+
+    @property
+    def batches(self) -> Batches:
+        """The flows by latency, on global path numbers."""
+        paths = self.frame.paths
+        return [(delay, (paths[p], s, d, g)) for delay, (p, s, d, g) in self.frame.batches]
+
+    @property
+    def flows(self) -> int:
+        return self.frame.flows
 
 
 @dataclass(eq=False)
@@ -72,6 +126,8 @@ class Replay:
     profile: Profile
     done: simpy.Event
     live: bool = True
+    #: Which of the profile's links it still holds (reserves), once started.
+    held: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
 
 @dataclass
@@ -88,13 +144,14 @@ class Handover:
 
 
 def run_alone(
-    template: FluidState, batches: Batches, until: float
+    template: FluidState, frame: Frame, until: float
 ) -> tuple[FluidState, float, bool]:
-    """The coflow's ``batches`` run alone from time 0 until it completes or until ``until``
-    (batches arriving at or after ``until`` are not started): the solo state, the time of
-    its last update and whether the coflow completed."""
-    solo = template.solo()
-    group = solo.group(sum(flows[0].size for _, flows in batches))
+    """The coflow's batches run alone from time 0 until it completes or until ``until``
+    (batches arriving at or after ``until`` are not started): the solo state (on the
+    frame's local numbers), the time of its last update and whether the coflow completed."""
+    batches = frame.batches
+    solo = template.solo(frame.cap, frame.plinks, frame.pn, frame.flows)
+    group = solo.group(frame.flows)
     updated = 0.0
     for i, (delay, (paths, sizes, dsts, _)) in enumerate(batches):
         if not delay < until:
@@ -115,14 +172,29 @@ def profile_of(
 ) -> tuple[Profile, int]:
     """Run the coflow alone to its end (``sent``: the bytes each GPU sends, see
     :func:`per_gpu`): what a replay needs, and the solves it took."""
-    solo, makespan, completed = run_alone(template, batches, np.inf)
+    frame = Frame.of(template, batches)
+    solo, makespan, completed = run_alone(template, frame, np.inf)
     assert completed, "a coflow alone always completes"
-    paths, sizes, dsts = (np.concatenate([flows[k] for _, flows in batches]) for k in range(3))
-    links = np.unique(template.plinks[paths])
-    links = links[links >= 0]
-    profile = Profile(makespan, links, solo.peak[links].copy(), batches, sent,
+    sizes, dsts = (np.concatenate([flows[k] for _, flows in batches]) for k in (1, 2))
+    profile = Profile(makespan, frame.links, solo.peak.copy(),
+                      leaves_of(frame, solo.fin[: frame.flows]), frame, sent,
                       per_gpu(dsts, sizes))
     return profile, solo.recomputations
+
+
+def leaves_of(frame: Frame, fin: np.ndarray) -> np.ndarray:
+    """When the coflow leaves each of its links: the end of the last of its flows there
+    (``fin``: each flow's end, in frame order; a fresh solo state gives flow ``i`` slot
+    ``i``). After that instant its solo allocation puts nothing on the link."""
+    paths = np.concatenate([flows[0] for _, flows in frame.batches])
+    rows = frame.plinks[paths]
+    hit = rows >= 0
+    ends = np.broadcast_to(fin[:, None], rows.shape)[hit]
+    links = rows[hit]
+    order = np.lexsort((ends, links))  # per link, its latest end last
+    last = np.zeros(frame.links.size)
+    last[links[order]] = ends[order]
+    return last
 
 
 def per_gpu(gpus: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -177,7 +249,7 @@ class ReplayBook:
         """Drop every profile (the binding links changed, so solo runs may differ)."""
         self.profiles.clear()
 
-    def admits(self, profile: Profile) -> bool:
+    def admits(self, profile: Profile, now: float) -> bool:
         """Whether the coflow can start as a replay now: on every link it shares with live
         replays or with the network's flows, their loads and its peak leave MARGIN."""
         state, links = self.state, profile.links
@@ -185,44 +257,79 @@ class ReplayBook:
         if not shared.any():
             return True
         links, peaks = links[shared], profile.peaks[shared]
+        fits = self.fits(links, peaks)
+        if fits.all():
+            return True
+        self.refresh(links[~fits], now)  # stale holds first, then the exact check
+        return bool(self.fits(links, peaks).all())
+
+    def fits(self, links: np.ndarray, peaks: np.ndarray) -> np.ndarray:
+        """Whether each link's reservation, load and ``peaks`` leave MARGIN."""
+        state = self.state
         load = state.reserved[links] + state.loads(links) + peaks
-        return bool((load <= state.cap[links] * (1.0 - MARGIN)).all())
+        return np.asarray(load <= state.cap[links] * (1.0 - MARGIN))
 
     def start(self, replay: Replay) -> None:
         links = replay.profile.links
         self.state.reserved[links] += replay.profile.peaks
         self.replays_on[links] += 1
+        replay.held = np.ones(links.size, dtype=bool)
         self.live.append(replay)
         self.replayed += 1
 
-    def end(self, replay: Replay) -> None:
-        """A replay completed (or was handed over): its reservation ends."""
-        links = replay.profile.links
-        replay.live = False
-        self.state.reserved[links] -= replay.profile.peaks
+    def release(self, replay: Replay, which: np.ndarray) -> None:
+        """``replay`` lets go of its links at positions ``which`` (still held): their
+        reservation ends; a link no replay holds has none, exactly."""
+        links = replay.profile.links[which]
+        replay.held[which] = False
+        self.state.reserved[links] -= replay.profile.peaks[which]
         self.replays_on[links] -= 1
         self.state.reserved[links[self.replays_on[links] == 0]] = 0.0
+
+    def refresh(self, links: np.ndarray, now: float) -> None:
+        """Live replays holding any of ``links`` let go of every link their coflow has left
+        by ``now`` (done lazily, only where a check would fail: a reservation held too long
+        is conservative, never wrong)."""
+        for replay in self.on(links):
+            gone = replay.held & (replay.start + replay.profile.leaves <= now)
+            if gone.any():
+                self.release(replay, np.flatnonzero(gone))
+
+    def short(self, links: np.ndarray, now: float) -> np.ndarray:
+        """Of ``links`` (found short of headroom for their replays), those still short once
+        the replays there let go of the links they have left by ``now``."""
+        self.refresh(links, now)
+        state = self.state
+        room = state.cap[links] * (1.0 - MARGIN) - state.reserved[links]
+        return links[(state.reserved[links] > 0.0) & (state.loads(links) > room)]
+
+    def end(self, replay: Replay) -> None:
+        """A replay completed (or was handed over): its reservation ends."""
+        replay.live = False
+        self.release(replay, np.flatnonzero(replay.held))
         self.live.remove(replay)
 
     def on(self, links: np.ndarray) -> list[Replay]:
         """Live replays holding any of ``links``."""
         mark = np.zeros(self.replays_on.size, dtype=bool)
         mark[links] = True
-        return [r for r in self.live if mark[r.profile.links].any()]
+        return [r for r in self.live if mark[r.profile.links[r.held]].any()]
 
     def hand_over(self, replay: Replay, now: float) -> Handover | None:
         """Take ``replay`` off replaying at ``now`` (None if it ends at this instant: it stays
         a replay and its timer reports it)."""
         since = now - replay.start
-        batches = replay.profile.batches
-        solo, _, completed = run_alone(self.state, batches, since)
+        frame = replay.profile.frame
+        solo, _, completed = run_alone(self.state, frame, since)
         self.solo_solves += solo.recomputations
         if completed:
             return None
         self.end(replay)
         self.handed += 1
         slots = np.sort(solo.active[: solo.active_flows])
-        flows = (solo.fpath[slots], solo.size[slots], solo.dst[slots], solo.grp[slots])
-        pending = [(delay - since, batch) for delay, batch in batches if not delay < since]
+        flows = (frame.paths[solo.fpath[slots]], solo.size[slots], solo.dst[slots],
+                 solo.grp[slots])
+        pending = [(delay - since, batch) for delay, batch in replay.profile.batches
+                   if not delay < since]
         return Handover(flows, solo.rem[slots].copy(), pending, solo.received, solo.flows_done)
 
