@@ -209,5 +209,6 @@ class InterNodeA2A:
             "incast": "hottest receiver decides (uniform: every receiver alike)",
             "spine_share": spine,
             "pxn": "not modelled: cross-rail messages cross the spine",
-            "ecmp": "not modelled in fast mode",
+            "ecmp": "fast mode: not modelled; detailed: a seeded hash per flow "
+                    "(network.ecmp_seed, ecmp_samples; routing: spray is the ideal)",
         }

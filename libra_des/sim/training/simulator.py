@@ -25,6 +25,7 @@ from libra_des.config import TrainingScenario as Scenario
 from libra_des.errors import CheckError, InputError
 from libra_des.hardware.costs import CostModel, comm_overrides
 from libra_des.hardware.profile import load_profile
+from libra_des.hardware.routing import Routing
 from libra_des.hardware.topology import Topology, load_topology
 from libra_des.hardware.variance import VarianceModel
 from libra_des.plan.step import (
@@ -39,6 +40,7 @@ from libra_des.sim.network import models as network_models
 from libra_des.sim.network.model import NetworkModel
 from libra_des.sim.network.models import Fidelity, NetworkSetup
 from libra_des.sim.training.detailed import DetailedPipelineSim, flow_times
+from libra_des.sim.training.ecmp import Recorder, recording, replaying
 from libra_des.sim.training.memory import (
     MemoryReport,
     PlanFootprint,
@@ -86,6 +88,9 @@ class StepRecord:
     comm_tiers: tuple[tuple[str, str], ...] = ()  # (op, curve tier) priced so far in the run
     comm_choices: tuple[tuple[str, Any], ...] = ()  # (op, NCCL algorithm/protocol/channels)
     fabric_layout: dict[str, Any] | None = None  # Topology.layout() of the run's cluster
+    #: The step under ECMP samples 1..K-1 (sample 0 is this record); see sim/training/ecmp.py.
+    ecmp: tuple[StepRecord, ...] = ()
+    ecmp_exact: bool = True  # whether every sample's record is exact (not a light replay)
 
 
 def elaborate_cluster(scenario: Scenario, rng: np.random.Generator) -> Cluster:
@@ -99,12 +104,19 @@ def elaborate_cluster(scenario: Scenario, rng: np.random.Generator) -> Cluster:
         topo = load_topology(scenario.topology, params)
     if topo.num_gpus < need:
         raise InputError("topology_params.nodes", topo.nodes, f"enough nodes for {need} GPUs")
+    topo = topo.routed(ecmp_routings(scenario)[0])
     cost = CostModel(load_profile(scenario.profile), topo.fabric(), True, comm_overrides(scenario))
     if scenario.variance.enabled:
         variance = VarianceModel.build(scenario.variance, topo.num_gpus, rng, topo.gpus_per_node)
     else:
         variance = VarianceModel.none()
     return Cluster(topo, cost, variance)
+
+
+def ecmp_routings(scenario: Scenario) -> tuple[Routing, ...]:
+    """The route choice of each ECMP sample (``network``; sample 0 routes the run itself)."""
+    net = scenario.network
+    return tuple(Routing.sample(net.routing, net.ecmp_seed, k) for k in range(net.ecmp_samples))
 
 
 def layout_of(scenario: Scenario) -> Layout:
@@ -230,11 +242,19 @@ def simulate_step(
     sync = sync_fn(scenario, cluster, schedule, lin)
     sim: PipelineSim
     fidelity = network_models.get(scenario.fidelity)
+    recorders: list[Recorder] = []
+    routings = ecmp_routings(scenario)
+    planned = times
+
+    def detailed(make: Callable[[simpy.Environment], NetworkModel]) -> DetailedPipelineSim:
+        return DetailedPipelineSim(schedule, planned, plan, layout, make, lin.act_bytes, sync,
+                                   backward_traffic(scenario))
+
     if fidelity.replays_training:
-        sim = DetailedPipelineSim(
-            schedule, times, plan, layout, network_factory(fidelity, cluster), lin.act_bytes,
-            sync, backward_traffic(scenario),
-        )
+        factory = network_factory(fidelity, cluster)
+        if len(set(routings)) > 1:  # spray: one route set, whatever K
+            factory = recording(factory, cluster.topology, routings, recorders)
+        sim = detailed(factory)
     else:
         width = layout.pool * par.cp
         sim = PipelineSim(schedule, [t.duration for t in times], p2p, lin.act_bytes * width, sync)
@@ -247,8 +267,23 @@ def simulate_step(
     executed = executed_pair_heads(times, run, schedule)
     check_step(scenario, plan, schedule, run, executed)
     check_linear_tokens(scenario, plan, times, run, schedule)
-    step_time = float(max(run.sync_end.max(), np.nanmax(run.finish)))
-    return StepRecord(plan, times, run, step_time, lin, p2p, executed, sim_wall)
+    rec = StepRecord(plan, times, run, step_time_of(run), lin, p2p, executed, sim_wall)
+    if not recorders or not recorders[0].settled().crossed:
+        # One route set, or no flow meets a hashed choice: every sample is this one.
+        return replace(rec, ecmp=(rec,) * (len(routings) - 1))
+    record = recorders[0]
+    samples = []
+    for k in range(1, len(routings)):
+        light = detailed(replaying(record, k))
+        ran = light.run()
+        samples.append(replace(rec, times=flow_times(planned, light), run=ran,
+                               step_time=step_time_of(ran)))
+    return replace(rec, ecmp=tuple(samples), ecmp_exact=False)
+
+
+def step_time_of(run: PipelineRun) -> float:
+    """The step's end: the last op or the last gradient bucket, whichever is later."""
+    return float(max(run.sync_end.max(), np.nanmax(run.finish)))
 
 
 def slot_tokens(scenario: Scenario, plan: StepPlan) -> np.ndarray:
