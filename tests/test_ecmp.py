@@ -170,7 +170,8 @@ def test_light_replay_with_the_runs_own_hash_repeats_the_run() -> None:
     sc = load_scenario(QUICK, [*SMALL, "network.ecmp_samples=3"])
     from libra_des.sim.training import simulator
 
-    same = (Routing.sample("ecmp", 0),) * 3
+    # Salts 0, 2**64 and 2**65 hash alike (the hash reads 64 bits) but are distinct samples.
+    same = tuple(Routing("ecmp", k << 64) for k in range(3))
     original = simulator.ecmp_routings
     simulator.ecmp_routings = lambda _s: same  # type: ignore[assignment]
     try:

@@ -107,10 +107,16 @@ def rows(scenario_path: str, overrides: list[str]) -> list[dict[str, Any]]:
     raw, files, set_keys = sources(Path(scenario_path), overrides)
     dumped = scenario.model_dump(mode="json")
     # Fields a dump leaves out while at their default (profile_scope) are listed too.
-    dumped |= {k: getattr(scenario, k) for k in type(scenario).model_fields if k not in dumped}
+    dumped |= {k: as_json(getattr(scenario, k)) for k in type(scenario).model_fields
+               if k not in dumped}
     return [{"field": key, "value": value, "default": default_of(scenario, key),
              "source": source_of(key, raw, files, set_keys)}
             for key, value in leaves(dumped)]
+
+
+def as_json(value: Any) -> Any:
+    """A section (``network``) as a dump would write it; any other value as it is."""
+    return value.model_dump(mode="json") if isinstance(value, BaseModel) else value
 
 
 def handle_show(args: argparse.Namespace) -> int:
