@@ -23,9 +23,10 @@ from libra_des.sim.network.flow_model import Network
 from libra_des.sim.training.simulator import simulate_training
 
 QUICK = str(ROOT / "scenarios" / "quickstart.yaml")
-#: The quickstart on 128 GPUs in detailed mode, 2:1 rail leaves (so the spine can bind).
-SMALL = ("parallelism.dp=4", "parallelism.gbs=32", "balancer.pool_size=4", "fidelity=detailed",
-         "topology_params.levels.1.oversubscription=4")
+#: The quickstart on 128 GPUs in detailed mode, two pools per stage on 4:1 rail leaves (so
+#: the spine can bind).
+SMALL = ("parallelism.dp=4", "parallelism.gbs=32", "balancer.pool_size=2", "fidelity=detailed",
+         "topology_params.levels.1.oversubscription=4", "model.layers=8")
 
 
 def spine_of(topo_routes: list[list[str]]) -> list[str]:

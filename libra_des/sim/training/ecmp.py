@@ -13,9 +13,9 @@ the sample's hash changes:
 - an all-to-all(v) adds the change of its bandwidth bound: the seconds the busiest link it
   crosses needs to carry everything on it (NIC ports, and the uplinks and downlinks the hash
   picks; :func:`~libra_des.hardware.routing.hashed_bounds`), under the sample's hash less
-  under the run's. "Everything on it" is its *wave*: the same (``n``-th) call of every pool,
-  taken as what runs beside it (the schedule keeps every stage busy at once in its steady
-  phase, each pool on the same sequence of calls);
+  under the run's. "Everything on it" is its *wave*: the same (``n``-th) call of every pool
+  of its pipeline stage, which the schedule runs side by side (each pool of a stage makes
+  the same sequence of calls);
 - a stage hand-off (one flow per CP worker) and any other call keeps its time: alone, a
   flow's time does not depend on which spine it takes.
 
@@ -54,6 +54,7 @@ class Recorder:
     net: NetworkModel
     topology: Topology
     routings: tuple[Routing, ...]
+    stage_of: Callable[[int], int]  # a GPU's pipeline stage
     times: dict[CallKey, list[float]] = field(default_factory=dict)
     exchanges: dict[CallKey, list[int]] = field(default_factory=dict)  # -1: not an exchange
     #: Distinct exchanges (GPUs, byte matrix), numbered; the same one repeats every layer.
@@ -116,17 +117,20 @@ class Recorder:
 
     def settle(self) -> None:
         """Each call's extra seconds per sample (module docstring): an exchange's bandwidth
-        bound among its *wave* (the same, ``n``-th, call of every pool) under the sample's
-        hash less under the run's; other calls keep their time."""
-        waves: dict[int, list[tuple[CallKey, int]]] = {}
+        bound among its *wave* (the same, ``n``-th, call of every pool of its stage) under
+        the sample's hash less under the run's; other calls keep their time."""
+        waves: dict[tuple[int, int], list[tuple[CallKey, int]]] = {}
         for key, exchanges in self.exchanges.items():
+            if key[0] != "c":
+                continue  # only collectives carry exchanges
+            stage = self.stage_of(int(key[1][0]))  # type: ignore[index]
             for n, x in enumerate(exchanges):
                 if x >= 0:
-                    waves.setdefault(n, []).append((key, x))
+                    waves.setdefault((stage, n), []).append((key, x))
         self.extra = {key: np.zeros((len(x), len(self.routings)))
                       for key, x in self.exchanges.items()}
         cache: dict[tuple[int, ...], np.ndarray] = {}
-        for n, calls in waves.items():
+        for (_, n), calls in waves.items():
             sig = tuple(x for _, x in calls)
             if sig not in cache:
                 cache[sig] = self.wave_extra(sig)
@@ -181,13 +185,13 @@ class LightReplay:
 
 def recording(
     make: Callable[[simpy.Environment], NetworkModel], topology: Topology,
-    routings: tuple[Routing, ...], into: list[Recorder],
+    routings: tuple[Routing, ...], stage_of: Callable[[int], int], into: list[Recorder],
 ) -> Callable[[simpy.Environment], NetworkModel]:
     """A network factory whose model records its calls (the recorder is appended to
     ``into``)."""
 
     def build(env: simpy.Environment) -> NetworkModel:
-        rec = Recorder(make(env), topology, routings)
+        rec = Recorder(make(env), topology, routings, stage_of)
         into.append(rec)
         return rec
 

@@ -253,7 +253,9 @@ def simulate_step(
     if fidelity.replays_training:
         factory = network_factory(fidelity, cluster)
         if len(set(routings)) > 1:  # spray: one route set, whatever K
-            factory = recording(factory, cluster.topology, routings, recorders)
+            width = par.dp * par.cp  # GPUs per stage (Layout's placement)
+            factory = recording(factory, cluster.topology, routings, lambda g: g // width,
+                                recorders)
         sim = detailed(factory)
     else:
         width = layout.pool * par.cp
