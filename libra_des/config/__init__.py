@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from libra_des.config.scenario import MoeBalancerSpec as MoeBalancerSpec
     from libra_des.config.scenario import MoeParallelism as MoeParallelism
     from libra_des.config.scenario import MoeScenario as MoeScenario
+    from libra_des.config.scenario import NetworkSpec as NetworkSpec
     from libra_des.config.scenario import Parallelism as Parallelism
     from libra_des.config.scenario import Scenario as Scenario
     from libra_des.config.scenario import ScenarioBase as ScenarioBase
@@ -69,7 +70,8 @@ if TYPE_CHECKING:
 #: the scenario models are built only by a command that loads a scenario.
 SCENARIO_NAMES = frozenset({
     "DEFAULT_KIND", "SCENARIO_KINDS", "Balancer", "CommSpec", "MemorySpec", "MoeBalancerSpec",
-    "MoeModelSpec", "MoeParallelism", "MoeScenario", "Parallelism", "Scenario", "ScenarioBase",
+    "MoeModelSpec", "MoeParallelism", "MoeScenario", "NetworkSpec", "Parallelism", "Scenario",
+    "ScenarioBase",
     "TrainingBalancerSpec", "TrainingParallelism", "TrainingScenario", "VarianceSpec",
     "check_balancer", "load_scenario", "require_training", "validate_scenario",
 })
