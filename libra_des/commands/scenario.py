@@ -120,6 +120,11 @@ def rows(scenario_path: str, overrides: list[str]) -> list[dict[str, Any]]:
             for key, value in leaves(dumped)]
 
 
+def as_json(value: Any) -> Any:
+    """A section (``network``) as a dump would write it; any other value as it is."""
+    return value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+
+
 def handle_show(args: argparse.Namespace) -> int:
     table_rows = rows(args.scenario, args.set)
     if args.json:

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from libra_des.config.scenario import MoeBalancerSpec as MoeBalancerSpec
     from libra_des.config.scenario import MoeParallelism as MoeParallelism
     from libra_des.config.scenario import MoeScenario as MoeScenario
+    from libra_des.config.scenario import NetworkSpec as NetworkSpec
     from libra_des.config.scenario import Parallelism as Parallelism
     from libra_des.config.scenario import Scenario as Scenario
     from libra_des.config.scenario import ScenarioBase as ScenarioBase
@@ -70,8 +71,8 @@ if TYPE_CHECKING:
 #: the scenario models are built only by a command that loads a scenario.
 SCENARIO_NAMES = frozenset({
     "DEFAULT_KIND", "SCENARIO_KINDS", "Balancer", "CommSpec", "MemorySpec", "MoeBalancerSpec",
-    "MoeModelSpec", "MoeParallelism", "MoeScenario", "OverlapSpec", "Parallelism", "Scenario",
-    "ScenarioBase", "TrainingBalancerSpec", "TrainingParallelism", "TrainingScenario",
+    "MoeModelSpec", "MoeParallelism", "MoeScenario", "NetworkSpec", "OverlapSpec", "Parallelism",
+    "Scenario", "ScenarioBase", "TrainingBalancerSpec", "TrainingParallelism", "TrainingScenario",
     "VarianceSpec", "UnresolvedBalancerSpec", "check_tap_knobs", "load_scenario",
     "require_training", "validate_scenario",
 })

@@ -266,6 +266,24 @@ class OverlapSpec(Frozen):
         return "off" if value is False else value
 
 
+class NetworkSpec(Frozen):
+    """How detailed fidelity routes flows between nodes (``hardware/routing.py``,
+    ``docs/communication.md``); fast fidelity reads none of it.
+
+    ``routing``: ``ecmp`` hashes each (source GPU, destination GPU) flow onto one switch per
+    level; ``spray`` splits every flow evenly over all equal-cost paths (per-packet spraying,
+    the ideal adaptive routing). ``ecmp_seed``: the root of the hash's salts (0 unless given:
+    our assumption, any fixed value; it is independent of ``seed`` on purpose, so a noise sweep
+    keeps its routes). ``ecmp_samples``: training steps run their communication under this
+    many hashes (the first is the run's own) and report the spread (``ecmp`` in result.json).
+    """
+
+    routing: Literal["ecmp", "spray"] = "ecmp"
+    ecmp_seed: int = Field(default=0, ge=0, lt=2**63)
+    # Our bound: beyond 64 samples the spread's quantiles barely move; refuse absurd counts.
+    ecmp_samples: int = Field(default=1, ge=1, le=64)
+
+
 class ScenarioBase(Frozen):
     """The top-level keys every scenario kind shares.
 
@@ -285,6 +303,7 @@ class ScenarioBase(Frozen):
     variance: VarianceSpec = VarianceSpec()
     comm: CommSpec = CommSpec()
     overlap: OverlapSpec = OverlapSpec()
+    network: NetworkSpec = NetworkSpec()
     #: Network model, a name registered in ``sim/network/models.py`` (the kinds' ``elaborate``
     #: looks it up): ``fast`` the alpha-beta cost model (training folds its times into op
     #: durations, MoE runs them on shared per-GPU ports), ``detailed`` flows on the topology
@@ -300,8 +319,9 @@ class ScenarioBase(Frozen):
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """``profile_scope`` appears in dumps (results, sweep ids) only when borrowed, so
-        scenarios that never set it keep their recorded form."""
+        """``profile_scope`` appears in dumps (results, sweep ids) only when borrowed, and
+        ``network`` only when not the default, so scenarios that never set them keep their
+        recorded form."""
         data: dict[str, Any] = handler(self)
         if data.get("profile_scope") == "own":
             del data["profile_scope"]
@@ -313,6 +333,8 @@ class ScenarioBase(Frozen):
             for key in ("sm_per_channel", "channels"):
                 if comm.get(key, 0) is None:
                     del comm[key]
+        if data.get("network") == NetworkSpec().model_dump():
+            del data["network"]  # likewise the default routing
         return data
 
     @property
@@ -386,6 +408,9 @@ class MoeScenario(ScenarioBase):
     def _check(self) -> MoeScenario:
         if not self.model.is_moe:
             raise InputError("model.experts", 0, "> 0 for moe_inference")
+        if self.network.ecmp_samples != 1:
+            raise InputError("network.ecmp_samples", self.network.ecmp_samples,
+                             "1 for moe_inference (an ECMP ensemble runs training steps)")
         return self
 
     @property

@@ -347,7 +347,10 @@ class InterNodeA2A:
                     "rerouted_share": float(off_rail.sum() / cross.sum()) if self.pxn else 0.0},
             "incast": "hottest receiver decides" if self.on.incast else "off",
             "spine_share": spine,
-            "ecmp": {"factor": self.on.ecmp, "source": "routing model (1: no collisions)"},
+            "ecmp": {"factor": self.on.ecmp,
+                     "source": "fast: the routing model (1: no collisions); detailed: a seeded "
+                               "hash per flow (network.ecmp_seed, ecmp_samples; routing: spray "
+                               "is the ideal)"},
             "seconds": float(self.uniform(n, gpn, p)[0]),
         }
 

@@ -24,12 +24,14 @@ Model assumptions (each is a simplification named on purpose):
 - Routes: inside a node, the weighted shortest path where a link costs
   ``latency + 1 MiB / bandwidth`` (prefers NVLink over PCIe); between nodes, GPU -> its NIC ->
   leaf, then up through every level until the lowest one whose unit holds both ends, and down
-  again -> leaf -> NIC -> GPU; the switch taken at each level is a deterministic hash of
-  (src, dst) (ECMP), the same index going up and coming down.
+  again -> leaf -> NIC -> GPU; the switch taken at each level is a seeded hash of
+  (src, dst) (ECMP), the same index going up and coming down, or, with per-packet spraying,
+  every switch of the level at once (:mod:`libra_des.hardware.routing`).
 """
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 from collections.abc import Iterator, Mapping
@@ -69,6 +71,7 @@ from libra_des.hardware.links import (
     parse_bandwidth,
     parse_latency,
 )
+from libra_des.hardware.routing import DEFAULT_ROUTING, Routing, bundle_name, is_bundle
 from libra_des.hardware.two_level import TwoLevelTopologySpec, to_levels
 
 __all__ = [
@@ -154,14 +157,6 @@ class Link:
     kind: str
 
 
-def ecmp_hash(src: int, dst: int) -> int:
-    """A fixed 64-bit mix of (src, dst) (splitmix64 finaliser): stable across runs/processes."""
-    x = (src * 0x9E3779B97F4A7C15 + dst + 1) & 0xFFFFFFFFFFFFFFFF
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
-    return x ^ (x >> 31)
-
-
 class NodeTemplate:
     """One node's internal wiring with local names (``gpu3``, ``nvsw``, ``pcie1``, ...):
     the builder of level 0 (``nvswitch`` or ``pcie``, see :mod:`libra_des.hardware.levels`)."""
@@ -240,7 +235,18 @@ class Topology:
         self.tiers: tuple[Tier, ...] = grow_tiers(spec.network, spec.nodes, self.template.nics)
         self._routes: dict[tuple[int, int], tuple[LinkId, ...]] = {}
         self._links: dict[LinkId, Link] = {}  # link() answers: every route asks per hop
+        self.routing: Routing = DEFAULT_ROUTING
         self.check_connected()
+
+    def routed(self, routing: Routing) -> Topology:
+        """The same fabric routing with ``routing`` (a light copy: its own route cache; the
+        spec, tiers, link answers and graph are shared)."""
+        if routing == self.routing:
+            return self
+        other = copy.copy(self)
+        other.routing = routing
+        other._routes = {}
+        return other
 
     # ------------------------------------------------------------------ construction
     @cached_property
@@ -327,18 +333,22 @@ class Topology:
         self, src: int, dst: int, a: tuple[int, int], b: tuple[int, int]
     ) -> list[str]:
         """Leaf of ``a`` (node, NIC), up through the levels to the lowest one whose unit holds
-        both ends, down to the leaf of ``b`` (module docstring; ECMP by hashing src, dst)."""
+        both ends, down to the leaf of ``b`` (module docstring; ECMP by hashing src, dst;
+        spraying: the level's bundle of switches, :mod:`libra_des.hardware.routing`)."""
         leaf = self.tiers[0]
         leaf_a, leaf_b = leaf_name(leaf, *a), leaf_name(leaf, *b)
         if leaf_a == leaf_b:
             return [leaf_a]
         up, down = [leaf_a], [leaf_b]
+        spray = self.routing.mode == "spray"
         for tier in self.tiers[1:]:
             if tier.width == 0:
                 break
-            k = ecmp_hash(src, dst) % tier.width
+            k = 0 if spray else self.routing.pick(src, dst, tier.width)
             up.append(tier.name(tier.unit_of(a[0]), k))
             down.append(tier.name(tier.unit_of(b[0]), k))
+            if spray:
+                up[-1], down[-1] = bundle_name(up[-1]), bundle_name(down[-1])
             if up[-1] == down[-1]:
                 return up + down[-2::-1]
         raise InputError("topology", self.name, f"a level joining nodes {a[0]} and {b[0]}")
@@ -360,13 +370,32 @@ class Topology:
             if a != b:
                 raise KeyError((u, v))
             return dict(self.template.graph.edges[x, y])
-        return link_attrs(self.tiers[max(self.tier_of(u), self.tier_of(v))].link)
+        data = link_attrs(self.tiers[max(self.tier_of(u), self.tier_of(v))].link)
+        if is_bundle(u) or is_bundle(v):
+            # Spraying spreads a bundle's traffic evenly: one link of members x the capacity.
+            data["bandwidth"] = float(data["bandwidth"]) * len(self.bundle_members((u, v)))
+        return data
+
+    def bundle_members(self, link_id: LinkId) -> list[LinkId]:
+        """The physical links a (bundle) link stands for: every switch of one side to every
+        switch of the other (each switch links to every switch above it in its unit)."""
+        u, v = link_id
+        return [(x, y) for x in self.switches_of(u) for y in self.switches_of(v)]
+
+    def switches_of(self, name: str) -> list[str]:
+        """A bundle's switches (``spine1.*``: every spine of unit 1), or the switch itself."""
+        if not is_bundle(name):
+            return [name]
+        tier = self.tiers[self.tier_of(name)]
+        head, dot, _ = name.rpartition(".")
+        unit = int(head.removeprefix(tier.kind)) if dot else 0
+        return [tier.name(unit, k) for k in range(tier.width)]
 
     def tier_of(self, name: str) -> int:
         """Index into :attr:`tiers` of a switch's level (-1 inside a node)."""
         if "/" in name:
             return -1
-        kind = re.sub(r"[0-9.]+$", "", name)
+        kind = re.sub(r"[0-9.*]+$", "", name)
         for i, tier in enumerate(self.tiers):
             if tier.kind == kind:
                 return i

@@ -111,9 +111,25 @@ def summary(r: Mapping[str, Any]) -> list[tuple[str, str]]:
                                                 f"{r['attention_straggler_s']['max']:.4g}"),
         ("peak memory (GiB per stage)", memory_text(r)),
         ("TAP (H, B)", tap_text(r)),
+        *ecmp_rows(r),
         ("events", str(r["events"])),
         ("wall (s)", f"{r['wall_s']:.2f}"),
     ]
+
+
+def ecmp_rows(r: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The ECMP ensemble's spread (``network.ecmp_samples`` > 1), one row each."""
+    ens = r.get("ecmp")
+    if not ens:
+        return []
+    head = f"ECMP {ens['samples']} samples ({ens['method']})"
+    rows = []
+    for key, label in (("step_time_s", "step time (s)"), ("comm_exposed_fraction",
+                                                          "comm exposed")):
+        s = ens[key]
+        rows.append((f"{head}: {label} mean (min..max) std",
+                     f"{s['mean']:.4g} ({s['min']:.4g}..{s['max']:.4g}) {s['std']:.2g}"))
+    return rows
 
 
 def memory_text(r: Mapping[str, Any]) -> str:
@@ -174,7 +190,11 @@ def elaborate(scenario: TrainingScenario) -> TrainingScenario:
     scenario = resolve_balancer(scenario)
     par = scenario.parallelism
     schedules.get(par.schedule).check(par.virtual_stages)
-    network_models.get(scenario.fidelity)
+    fidelity = network_models.get(scenario.fidelity)
+    if scenario.network.ecmp_samples > 1 and not fidelity.replays_training:
+        raise InputError("network.ecmp_samples", scenario.network.ecmp_samples,
+                         f"1 with fidelity {scenario.fidelity} (it hashes no flows; an ECMP "
+                         "ensemble needs a flow-level fidelity such as detailed)")
     lengths.check(scenario.workload.lengths)
     return scenario
 

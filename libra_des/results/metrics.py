@@ -16,6 +16,8 @@ Definitions (per step, then averaged over steps unless a key says otherwise):
 * ``attention_straggler_s``: over every forward attention call of the window (one layer of one
   microbatch slot, run side by side by every replica), the time of its slowest worker across
   all DP replicas and pools.
+* ``ecmp`` (with ``network.ecmp_samples`` > 1): step time and exposed communication under
+  each ECMP hash sample, with their mean, min, max and standard deviation across samples.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import numpy as np
 from libra_des.config import ModelSpec, scenario_dict
 from libra_des.config import TrainingScenario as Scenario
 from libra_des.hardware.communication import tier_keys
+from libra_des.sim.training.ecmp import spread
 from libra_des.sim.training.simulator import StepRecord
 
 
@@ -195,6 +198,32 @@ def training_result(
         },
         **memory_keys(records),
         **interference_keys(records, scenario.parallelism.pp),
+        **ecmp_keys(scenario, records),
         "scenario": scenario_dict(scenario),
     }
+
+
+def ecmp_keys(scenario: Scenario, records: list[StepRecord]) -> dict[str, Any]:
+    """``ecmp``: the step under ``network.ecmp_samples`` hashes (sample 0 is the run; see
+    ``sim/training/ecmp.py``), each sample's step time and exposed communication averaged
+    over the steps, and their mean, min, max and standard deviation across samples; absent
+    with one sample."""
+    if not records[0].ecmp:
+        return {}
+    per = [[r, *r.ecmp] for r in records]  # [step][sample]
+    metrics = [[step_metrics(scenario, rec) for rec in step] for step in per]
+
+    def samples(key: str) -> list[float]:
+        return [float(np.mean([m[k][key] for m in metrics])) for k in range(len(per[0]))]
+
+    step_s, exposed = samples("step_time"), samples("comm_exposed")
+    net = scenario.network
+    return {"ecmp": {
+        "routing": net.routing, "seed": net.ecmp_seed, "samples": len(per[0]),
+        "method": "exact" if all(r.ecmp_exact for r in records) else "light replay",
+        "step_time_s": spread(step_s),
+        "comm_exposed_fraction": spread(exposed),
+        "comm_exposed_s": spread([e * t for e, t in zip(exposed, step_s, strict=True)]),
+        "per_sample_step_time_s": step_s,
+    }}
 

@@ -55,6 +55,7 @@ from libra_des.hardware.communication import tier_keys
 from libra_des.hardware.costs import CostModel, comm_overrides
 from libra_des.hardware.interference import overlap_model, p2p_channels, port_share
 from libra_des.hardware.profile import load_profile
+from libra_des.hardware.routing import Routing
 from libra_des.hardware.topology import Topology, load_topology
 from libra_des.hardware.variance import VarianceModel
 from libra_des.plan.moe import MoeLayerPlan
@@ -193,7 +194,9 @@ def simulate_moe(
     process (True or ``"process"``, ``sim.moe.prefetch``), the same results either way;
     None: ``overlap.serve``'s rule; False: in the run.
     """
-    topo = load_topology(scenario.topology, scenario.topology_params)
+    net = scenario.network
+    topo = load_topology(scenario.topology, scenario.topology_params).routed(
+        Routing.sample(net.routing, net.ecmp_seed))
     group = ep_group(scenario, topo)
     check_memory(scenario, group.gpus, topo.spec.gpu)
     fabric = topo.fabric()

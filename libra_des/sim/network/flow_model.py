@@ -81,8 +81,11 @@ class LinkTable:
     def number(self, link_id: LinkId) -> int:
         if link_id not in self.index:
             bandwidth = self.topology.link(link_id).bandwidth
+            # A sprayed bundle splits evenly, so its slowest member sets its pace.
+            members = self.topology.bundle_members(link_id)
+            factor = max(self.variance.link_factor(m) for m in members)
             self.index[link_id] = len(self._capacity)
-            self._capacity.append(bandwidth / self.variance.link_factor(link_id))
+            self._capacity.append(bandwidth / factor)
             self._common.append(None)
         return self.index[link_id]
 

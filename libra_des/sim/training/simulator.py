@@ -26,6 +26,7 @@ from libra_des.errors import CheckError, InputError
 from libra_des.hardware.costs import CostModel, comm_overrides
 from libra_des.hardware.interference import OverlapModel, overlap_model, p2p_channels, port_share
 from libra_des.hardware.profile import load_profile
+from libra_des.hardware.routing import Routing
 from libra_des.hardware.topology import Topology, load_topology
 from libra_des.hardware.variance import VarianceModel
 from libra_des.plan.step import (
@@ -40,6 +41,7 @@ from libra_des.sim.network import models as network_models
 from libra_des.sim.network.model import NetworkModel
 from libra_des.sim.network.models import Fidelity, NetworkSetup
 from libra_des.sim.training.detailed import DetailedPipelineSim, flow_times
+from libra_des.sim.training.ecmp import Recorder, recording, replaying
 from libra_des.sim.training.memory import (
     MemoryReport,
     PlanFootprint,
@@ -97,6 +99,9 @@ class StepRecord:
     comm_choices: tuple[tuple[str, Any], ...] = ()  # (op, NCCL algorithm/protocol/channels)
     fabric_layout: dict[str, Any] | None = None  # Topology.layout() of the run's cluster
     interference: Ledger | None = None  # seconds interference added (None: overlap free)
+    #: The step under ECMP samples 1..K-1 (sample 0 is this record); see sim/training/ecmp.py.
+    ecmp: tuple[StepRecord, ...] = ()
+    ecmp_exact: bool = True  # whether every sample's record is exact (not a light replay)
 
 
 def elaborate_cluster(scenario: Scenario, rng: np.random.Generator) -> Cluster:
@@ -110,6 +115,7 @@ def elaborate_cluster(scenario: Scenario, rng: np.random.Generator) -> Cluster:
         topo = load_topology(scenario.topology, params)
     if topo.num_gpus < need:
         raise InputError("topology_params.nodes", topo.nodes, f"enough nodes for {need} GPUs")
+    topo = topo.routed(ecmp_routings(scenario)[0])
     cost = CostModel(load_profile(scenario.profile), topo.fabric(), True, comm_overrides(scenario))
     if scenario.variance.enabled:
         variance = VarianceModel.build(scenario.variance, topo.num_gpus, rng, topo.gpus_per_node)
@@ -119,6 +125,12 @@ def elaborate_cluster(scenario: Scenario, rng: np.random.Generator) -> Cluster:
     if scenario.overlap.interference == "on":
         overlap = overlap_model(cost, scenario.comm.sm_per_channel, scenario.comm.channels)
     return Cluster(topo, cost, variance, overlap)
+
+
+def ecmp_routings(scenario: Scenario) -> tuple[Routing, ...]:
+    """The route choice of each ECMP sample (``network``; sample 0 routes the run itself)."""
+    net = scenario.network
+    return tuple(Routing.sample(net.routing, net.ecmp_seed, k) for k in range(net.ecmp_samples))
 
 
 def layout_of(scenario: Scenario) -> Layout:
@@ -265,11 +277,21 @@ def simulate_step(
     sync = sync_fn(scenario, cluster, schedule, lin, ledger)
     sim: PipelineSim
     fidelity = network_models.get(scenario.fidelity)
+    recorders: list[Recorder] = []
+    routings = ecmp_routings(scenario)
+    planned = times
+
+    def detailed(make: Callable[[simpy.Environment], NetworkModel]) -> DetailedPipelineSim:
+        return DetailedPipelineSim(schedule, planned, plan, layout, make, lin.act_bytes, sync,
+                                   backward_traffic(scenario))
+
     if fidelity.replays_training:
-        sim = DetailedPipelineSim(
-            schedule, times, plan, layout, network_factory(fidelity, cluster), lin.act_bytes,
-            sync, backward_traffic(scenario),
-        )
+        factory = network_factory(fidelity, cluster)
+        if len(set(routings)) > 1:  # spray: one route set, whatever K
+            width = par.dp * par.cp  # GPUs per stage (Layout's placement)
+            factory = recording(factory, cluster.topology, routings, lambda g: g // width,
+                                recorders)
+        sim = detailed(factory)
     else:
         width = layout.pool * par.cp
         durations = [t.duration for t in times]
@@ -287,10 +309,26 @@ def simulate_step(
     executed = executed_pair_heads(times, run, schedule)
     check_step(scenario, plan, schedule, run, executed)
     check_linear_tokens(scenario, plan, times, run, schedule)
-    step_time = max(float(max(run.sync_end.max(), np.nanmax(run.finish))),
-                    scheduler_seconds(scenario, plan))
-    return StepRecord(plan, times, run, step_time, lin, p2p, executed, sim_wall,
-                      interference=ledger)
+    # The scheduler's planning bounds every sample's step alike (it does not depend on routes).
+    sched = scheduler_seconds(scenario, plan)
+    rec = StepRecord(plan, times, run, max(step_time_of(run), sched), lin, p2p, executed,
+                     sim_wall, interference=ledger)
+    if not recorders or not recorders[0].settled().crossed:
+        # One route set, or no flow meets a hashed choice: every sample is this one.
+        return replace(rec, ecmp=(rec,) * (len(routings) - 1))
+    record = recorders[0]
+    samples = []
+    for k in range(1, len(routings)):
+        light = detailed(replaying(record, k))
+        ran = light.run()
+        samples.append(replace(rec, times=flow_times(planned, light), run=ran,
+                               step_time=max(step_time_of(ran), sched)))
+    return replace(rec, ecmp=tuple(samples), ecmp_exact=False)
+
+
+def step_time_of(run: PipelineRun) -> float:
+    """The step's end: the last op or the last gradient bucket, whichever is later."""
+    return float(max(run.sync_end.max(), np.nanmax(run.finish)))
 
 
 def scheduler_seconds(scenario: Scenario, plan: StepPlan) -> float:
