@@ -6,7 +6,8 @@ on a 64 x 64 matrix. :func:`all_to_allv_batch` gives the same seconds, bit for b
 operations on a ``[S, n, n]`` stack: every elementwise step is the same, each row or column
 sum reduces along the same axis in the same order, and the per-node sums are added rank by
 rank as ``np.bincount`` adds them. Layouts it does not cover (PCIe switch bridges, curves
-with a small-message term across nodes, leaf-local rate gains, a partial last node) go
+with a small-message term across nodes, more than one switch level below the top, a
+partial last node) go
 through :meth:`Communication.all_to_allv` one matrix at a time.
 """
 
@@ -72,7 +73,7 @@ def covered(comm: Communication, n: int, gpn: int, model: InterNodeA2A | None) -
     bridged = f.intra_kind == "pcie" and f.pcie_switches > 1 and f.pcie_bridge_bw > 0
     if bridged or n == 1 or n % gpn:
         return False
-    return model is None or (model.is_linear and model.leaves.gain <= 1)
+    return model is None or (model.is_linear and len(model.leaves.tiers) <= 1)
 
 
 def stack_seconds(
@@ -98,12 +99,18 @@ def inter_seconds(model: InterNodeA2A, inter: np.ndarray, gpn: int) -> np.ndarra
     s, n = inter.shape[0], inter.shape[1]
     nz = inter > 0
     piece = model.curve.pieces[0]
-    rank_rate, node_rate = model.nic_bw * piece.eta, model.node_bw * piece.eta
-    rows, cols = inter.sum(2), inter.sum(1)
+    local = model.leaves.local(n) if model.leaves.split else None
     zero = np.zeros((s, n))
-    send = zero + piece.alpha_step * nz.sum(2) + rows / rank_rate
-    recv = zero + piece.alpha_step * nz.sum(1) + cols / rank_rate
-    out, into = zero + rows / node_rate, zero + cols / node_rate
+    send, recv, out, into = zero, zero, zero, zero
+    # The same bottleneck classes as InterNodeA2A.linear_parts, one [n, n] mask each.
+    for mask, scale in model.classes(np.ones((n, n), dtype=bool), local):
+        m = inter if local is None else np.where(mask[None], inter, 0.0)
+        hit = nz if local is None else nz & mask[None]
+        rank_rate, node_rate = model.nic_bw * scale * piece.eta, model.node_bw * scale * piece.eta
+        rows, cols = m.sum(2), m.sum(1)
+        send = np.maximum(send, piece.alpha_step * hit.sum(2) + rows / rank_rate)
+        recv = np.maximum(recv, piece.alpha_step * hit.sum(1) + cols / rank_rate)
+        out, into = np.maximum(out, rows / node_rate), np.maximum(into, cols / node_rate)
     busiest = np.maximum(send.max(1), recv.max(1))
     busiest = np.maximum(busiest, per_node(out, gpn).max(1))
     busiest = np.maximum(busiest, per_node(into, gpn).max(1))

@@ -60,9 +60,10 @@ class LeafMap:
     rail_optimized: bool
     gain: float
     tiers: tuple[tuple[int, float], ...] = ()
+    ecmp: float = 1.0  # expected spine-collision factor (hardware/ecmp.py)
 
     @classmethod
-    def of(cls, fabric: Fabric, gpn: int) -> LeafMap:
+    def of(cls, fabric: Fabric, gpn: int, ecmp: float = 1.0) -> LeafMap:
         return cls(
             gpn,
             fabric.gpus_per_node,
@@ -71,7 +72,13 @@ class LeafMap:
             fabric.rail_optimized,
             fabric.oversubscription,
             fabric.tiers,
+            ecmp,
         )
+
+    @property
+    def split(self) -> bool:
+        """Whether leaf-local and spine-crossing messages are priced apart."""
+        return self.gain > 1 or self.ecmp > 1
 
     def upper(self, n: int) -> list[tuple[np.ndarray, float]]:
         """Above the leaf (fabrics of more than two switch levels): per level below the top,
@@ -115,8 +122,7 @@ class InterNodeA2A:
         nz = inter > 0
         if not nz.any():
             return 0.0
-        gain = self.leaves.gain
-        local = self.leaves.local(inter.shape[0]) if gain > 1 else None
+        local = self.leaves.local(inter.shape[0]) if self.leaves.split else None
         per_msg, at_node = (
             self.linear_parts(inter, nz, local)
             if self.is_linear
@@ -134,28 +140,32 @@ class InterNodeA2A:
         return len(self.curve.pieces) == 1 and self.curve.pieces[0].half == 0
 
     def classes(self, nz: np.ndarray, local: np.ndarray | None) -> list[tuple[np.ndarray, float]]:
-        """(mask, rate multiplier): spine-crossing messages at 1, leaf-local at the gain."""
+        """(mask, rate multiplier) per bottleneck, nested: every message at the line rate
+        (the NIC), then those that climb past each level at that level's share over the
+        ECMP collision factor (``leaves.ecmp``). A rank's time is the slowest of these
+        bottlenecks (they drain concurrently, as flows do), not their sum."""
         if local is None:
             return [(nz, 1.0)]
-        if len(self.leaves.tiers) <= 1:
-            return [(nz & ~local, 1.0), (nz & local, self.leaves.gain)]
-        # More levels: each message at the rate of the lowest level whose unit holds both ends.
-        out, rest = [(nz & local, self.leaves.gain)], nz & ~local
-        for same, gain in self.leaves.upper(nz.shape[0]):
-            out.append((rest & same, gain))
+        ecmp = self.leaves.ecmp
+        out, rest = [(nz, self.leaves.gain)], nz & ~local
+        for same, gain in self.leaves.upper(nz.shape[0]) if len(self.leaves.tiers) > 1 else []:
+            out.append((rest, gain / ecmp))
             rest = rest & ~same
-        return [*out, (rest, 1.0)]
+        return [*out, (rest, 1.0 / ecmp)]
 
     def message_parts(self, inter: np.ndarray, nz: np.ndarray, local: np.ndarray | None) -> Parts:
         """Per rank (send, receive) and per rank towards its node (out, in) seconds."""
-        per_msg = np.zeros_like(inter)
-        at_node = np.zeros_like(inter)
+        zero = np.zeros(inter.shape[0])
+        send, recv, out, into = zero, zero, zero, zero
         for mask, scale in self.classes(nz, local):
             if mask.any():
+                per_msg, at_node = np.zeros_like(inter), np.zeros_like(inter)
                 m = inter[mask]
                 per_msg[mask] = self.curve.seconds(m, self.nic_bw * scale, 1)
                 at_node[mask] = self.curve.seconds(m, self.node_bw * scale, 0)
-        return (per_msg.sum(1), per_msg.sum(0)), (at_node.sum(1), at_node.sum(0))
+                send, recv = np.maximum(send, per_msg.sum(1)), np.maximum(recv, per_msg.sum(0))
+                out, into = np.maximum(out, at_node.sum(1)), np.maximum(into, at_node.sum(0))
+        return (send, recv), (out, into)
 
     def linear_parts(self, inter: np.ndarray, nz: np.ndarray, local: np.ndarray | None) -> Parts:
         """:meth:`message_parts` in closed form for a linear curve (alpha + m / (B eta))."""
@@ -166,9 +176,9 @@ class InterNodeA2A:
             m = inter if local is None else np.where(mask, inter, 0.0)
             rank_rate, node_rate = self.nic_bw * scale * piece.eta, self.node_bw * scale * piece.eta
             rows, cols = m.sum(1), m.sum(0)
-            send = send + piece.alpha_step * mask.sum(1) + rows / rank_rate
-            recv = recv + piece.alpha_step * mask.sum(0) + cols / rank_rate
-            out, into = out + rows / node_rate, into + cols / node_rate
+            send = np.maximum(send, piece.alpha_step * mask.sum(1) + rows / rank_rate)
+            recv = np.maximum(recv, piece.alpha_step * mask.sum(0) + cols / rank_rate)
+            out, into = np.maximum(out, rows / node_rate), np.maximum(into, cols / node_rate)
         return (send, recv), (out, into)
 
     def uniform(self, n: int, gpn: int, per_peer: np.ndarray) -> np.ndarray:
@@ -178,7 +188,7 @@ class InterNodeA2A:
         peers = n - min(n, gpn)
         if peers == 0:
             return np.zeros_like(p)
-        if self.leaves.gain > 1:
+        if self.leaves.split:
             node = np.arange(n) // gpn
             cross = node[:, None] != node[None, :]
             return np.array([self.seconds(np.where(cross, x, 0.0), node) for x in p])
@@ -194,7 +204,7 @@ class InterNodeA2A:
         one = float(self.curve.seconds(p, self.nic_bw, 1)[0])
         alpha = self.curve.pieces[0].alpha_step
         moving = max(one - alpha, 1e-300)
-        local = self.leaves.local(n) if self.leaves.gain > 1 else None
+        local = self.leaves.local(n) if self.leaves.split else None
         node = np.arange(n) // gpn
         cross = node[:, None] != node[None, :]
         spine = float((cross & ~local).sum() / cross.sum()) if local is not None else 1.0
@@ -209,5 +219,5 @@ class InterNodeA2A:
             "incast": "hottest receiver decides (uniform: every receiver alike)",
             "spine_share": spine,
             "pxn": "not modelled: cross-rail messages cross the spine",
-            "ecmp": "not modelled in fast mode",
+            "ecmp": self.leaves.ecmp,
         }

@@ -56,6 +56,7 @@ from libra_des.hardware.collectives import (
     node_nic_bw,
     phase_shape,
 )
+from libra_des.hardware.ecmp import layout_factor
 from libra_des.hardware.fabric import Fabric
 from libra_des.hardware.hierarchy import Step, decompose, level_ranks
 from libra_des.hardware.nccl_tuner import NO_OVERRIDES, NcclTuner, Overrides, check_override
@@ -73,11 +74,10 @@ def tier_name(tier: int) -> str:
 
 def tier_keys(tiers: dict[str, str], choices: dict[str, Any] | None = None,
               layout: dict[str, Any] | None = None) -> dict[str, object]:
-    """``comm_tiers`` (op -> which curves priced it: measured, borrowed, datasheet; see
-    :mod:`libra_des.hardware.communication`), ``uncalibrated_ops`` (ops that ran on
-    datasheet numbers) and ``comm_choices`` (op -> NCCL's algorithm, protocol and channels
-    for its largest call, :meth:`Communication.choices`) and ``fabric_layout`` (the topology
-    as laid out, :meth:`~libra_des.hardware.topology.Topology.layout`)."""
+    """``comm_tiers`` (op -> measured, borrowed or datasheet: the curves that priced it),
+    ``uncalibrated_ops`` (ops on datasheet numbers), ``comm_choices`` (op -> NCCL's
+    algorithm, protocol, channels for its largest call) and ``fabric_layout``
+    (:meth:`~libra_des.hardware.topology.Topology.layout`)."""
     return {
         "fabric_layout": layout or {},
         "comm_tiers": dict(sorted(tiers.items())),
@@ -349,15 +349,16 @@ class Communication:
                 out[op] = (size, row)
         return {op: row for op, (_, row) in sorted(out.items())}
 
-    def p2p(self, nbytes: float, same_node: bool) -> float:
-        """One message between two GPUs (send_recv curve, one hop)."""
+    def p2p(self, nbytes: float, same_node: bool, pair: tuple[int, int] | None = None) -> float:
+        """One message between two GPUs ``pair`` (send_recv curve, one hop; Fabric.pair_bw)."""
         size = float(nbytes)
         if not math.isfinite(size) or size < 0:
             raise InputError("nbytes", nbytes, "a finite number of bytes >= 0")
         if size == 0:
             return 0.0
         scope = "intra" if same_node else "inter"
-        rate = self.fabric.intra_bw if same_node else self.fabric.inter_bw
+        rate = self.fabric.intra_bw if same_node else (
+            self.fabric.pair_bw(*pair) if pair else self.fabric.inter_bw)
         curve, tier = self.book.lookup("send_recv", "direct", scope, 2, 2 if same_node else 1)
         self.note("send_recv", tier)
         return float(curve.seconds(np.array([size]), rate, 1)[0])
@@ -405,7 +406,8 @@ class Communication:
     def inter_a2a(self, n: int, gpn: int) -> tuple[InterNodeA2A, int]:
         """The cross-node message model (:mod:`libra_des.hardware.alltoall`) for a layout."""
         curve, tier = self.book.lookup("all_to_all", "direct", "inter", n, gpn)
-        leaves = LeafMap.of(self.fabric, gpn)
+        ecmp = layout_factor(self.fabric, n, gpn) * self.fabric.uplink_use
+        leaves = LeafMap.of(self.fabric, gpn, ecmp)
         # A datasheet curve's alpha is the per-message gap (hop latency); the first message's
         # software latency is paid once on top (module docstring of alltoall.py).
         once = (

@@ -202,7 +202,10 @@ def p2p_times(scenario: Scenario, cluster: Cluster, lin: LinearCosts) -> np.ndar
         for dst in range(par.pp):
             if src != dst:
                 same = (src * stride) // gpn == (dst * stride) // gpn
-                out[src, dst] = float(cluster.cost.p2p(lin.act_bytes, same))
+                # The slowest worker's route sets the hand-off (leaf-local or across the spine).
+                pairs = [(src * stride + w, dst * stride + w) for w in range(stride)]
+                slowest = min(pairs, key=lambda p: cluster.cost.fabric.pair_bw(*p))
+                out[src, dst] = float(cluster.cost.p2p(lin.act_bytes, same, slowest))
     return out
 
 
