@@ -3,12 +3,19 @@ rails and an expected ECMP spine-collision factor; a quick fast/detailed consist
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import simpy
 
 from libra_des.hardware.costs import CostModel
-from libra_des.hardware.ecmp import collision_factor, expected_max, monte_carlo_factor
+from libra_des.hardware.ecmp import (
+    collision_factor,
+    expected_max,
+    monte_carlo_factor,
+    stage_overlap_warning,
+)
 from libra_des.hardware.profile import load_profile
 from libra_des.hardware.topology import load_topology, shipped_topologies
 from libra_des.sim.network.flow_model import Network
@@ -98,3 +105,38 @@ def test_quickstart_fast_result_moves_with_the_fan_out() -> None:
         return float(res["step_time_s"]["mean"])
 
     assert step(1) != step(32)
+
+
+def test_cost_breakdown_names_the_ecmp_factor_and_it_slows_the_spine() -> None:
+    topo = load_topology("h200-roce-railopt", {"nodes": 8, "levels.1.fan_out": 4})
+    cost = CostModel(load_profile("h200-sxm"), topo.fabric())
+    out = cost.explain("all_to_all", 64 * MIB * 64, 64, 8)
+    breakdown = out["breakdown"]
+    assert isinstance(breakdown, dict) and breakdown["ecmp"] > 1.2
+    # Without collisions (per-packet spraying) the same exchange is faster, by at most R
+    # (the NIC, which every message crosses, is a bottleneck of its own).
+    model, _ = cost.inter_a2a(64, 8)
+    sprayed = replace(model, leaves=replace(model.leaves, ecmp=1.0))
+    per_peer = np.full(1, 64 * MIB)
+    ratio = model.uniform(64, 8, per_peer)[0] / sprayed.uniform(64, 8, per_peer)[0]
+    assert 1.1 < ratio <= breakdown["ecmp"]
+
+
+def test_spine_and_leaf_traffic_drain_at_once_not_one_after_the_other() -> None:
+    """2:1 leaves, 2 nodes: 7/8 of a rank's peers cross the spine at half the line rate;
+    the rank's time is the spine share's, not the spine share's plus the leaf-local one's."""
+    topo = load_topology("h200-roce-railopt-2to1", {"nodes": 32})
+    cost = CostModel(load_profile("h200-sxm"), replace(topo.fabric(), spines=1),
+                     efficiency=False)
+    model, _ = cost.inter_a2a(16, 8)
+    per_peer = float(64 * MIB)
+    spine_only = 7 * per_peer / 25e9  # 7 cross-rail peers on the other node at 25 GB/s
+    assert model.uniform(16, 8, np.full(1, per_peer))[0] == pytest.approx(spine_only, rel=0.02)
+
+
+def test_warns_where_stages_share_an_oversubscribed_leaf() -> None:
+    params = {"nodes": 32, "levels.1.oversubscription": 4}
+    fabric = load_topology("h200-roce-railopt", params).fabric()
+    assert stage_overlap_warning(replace(fabric, busy_nodes=8), replays=False)
+    assert stage_overlap_warning(replace(fabric, busy_nodes=32), replays=False) is None
+    assert stage_overlap_warning(replace(fabric, busy_nodes=8), replays=True) is None

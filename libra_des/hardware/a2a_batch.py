@@ -103,14 +103,18 @@ def inter_seconds(model: InterNodeA2A, inter: np.ndarray, gpn: int) -> np.ndarra
     zero = np.zeros((s, n))
     send, recv, out, into = zero, zero, zero, zero
     # The same bottleneck classes as InterNodeA2A.linear_parts, one [n, n] mask each.
-    for mask, scale in model.classes(np.ones((n, n), dtype=bool), local):
+    for k, (mask, scale) in enumerate(model.classes(np.ones((n, n), dtype=bool), local)):
         m = inter if local is None else np.where(mask[None], inter, 0.0)
         hit = nz if local is None else nz & mask[None]
         rank_rate, node_rate = model.nic_bw * scale * piece.eta, model.node_bw * scale * piece.eta
         rows, cols = m.sum(2), m.sum(1)
-        send = np.maximum(send, piece.alpha_step * hit.sum(2) + rows / rank_rate)
-        recv = np.maximum(recv, piece.alpha_step * hit.sum(1) + cols / rank_rate)
-        out, into = np.maximum(out, rows / node_rate), np.maximum(into, cols / node_rate)
+        sent = piece.alpha_step * hit.sum(2) + rows / rank_rate
+        got = piece.alpha_step * hit.sum(1) + cols / rank_rate
+        if k:  # a spine bottleneck: the leaf's uplinks, shared by its ranks
+            sent, got = model.leaves.leaf_mean(sent), model.leaves.leaf_mean(got)
+        send, recv = np.maximum(send, sent), np.maximum(recv, got)
+        if not k:  # the node's NICs; its spine share is the leaf's (above)
+            out, into = zero + rows / node_rate, zero + cols / node_rate
     busiest = np.maximum(send.max(1), recv.max(1))
     busiest = np.maximum(busiest, per_node(out, gpn).max(1))
     busiest = np.maximum(busiest, per_node(into, gpn).max(1))

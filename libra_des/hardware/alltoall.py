@@ -27,11 +27,16 @@ traffic matrix ``M[src, dst]`` (bytes; the diagonal stays local):
   cross-rail messages (7 of 8 peers per node) get half a NIC. With more switch levels
   (``fabric.tiers``) each message moves at the rate of the lowest level whose unit holds
   both ends: the line rate over the oversubscription of the levels it climbs through.
+  These are separate bottlenecks draining at once (the NIC for every message, each level's
+  uplink share for the messages that climb past it): a rank's time is the slowest of them,
+  as in the flow model, not their sum;
+- **ECMP**: the spine-crossing bottlenecks run slower by the expected collision factor of
+  the layout's flows hashed onto a leaf's uplinks (``leaves.ecmp``, :mod:`~libra_des.
+  hardware.ecmp`).
 
 Intra-node traffic runs over NVLink (or PCIe) beside it; the collective ends when the slowest
-of these resources is done. Assumptions: messages of one rank do not overlap their latencies
-(NCCL issues them in rounds; conservative), and cross-node flows do not collide on spine links
-beyond the oversubscription ratio (ECMP hash collisions are not modelled).
+of these resources is done. Assumption: messages of one rank do not overlap their latencies
+(NCCL issues them in rounds; conservative).
 """
 
 from __future__ import annotations
@@ -89,6 +94,23 @@ class LeafMap:
         for i, (span, _) in enumerate(self.tiers[1:], start=1):
             group = node // span if span > 0 else np.zeros_like(node)
             out.append((group[:, None] == group[None, :], math.prod(o for _, o in self.tiers[i:])))
+        return out
+
+    def leaf_mean(self, t: np.ndarray) -> np.ndarray:
+        """``[S, n]`` per-rank seconds -> each rank's leaf mean: the ranks of one leaf share
+        its uplinks (their flows are hashed over all of them), so a spine bottleneck is the
+        leaf's, not one NIC's 1/fan-out share."""
+        n = t.shape[-1]
+        rank = np.arange(n)
+        node = rank // self.gpn
+        group = node // self.leaf_nodes if self.leaf_nodes > 0 else np.zeros_like(node)
+        nic = (rank % self.gpn) * self.nics // self.gpus_per_node
+        leaf = group * self.nics + (nic if self.rail_optimized else 0)
+        port = node * self.nics + nic  # ranks behind one NIC share its port
+        out = np.empty_like(t)
+        for lid in np.unique(leaf):
+            on = leaf == lid
+            out[:, on] = (t[:, on].sum(axis=1) / len(np.unique(port[on])))[:, None]
         return out
 
     def local(self, n: int) -> np.ndarray:
@@ -157,14 +179,18 @@ class InterNodeA2A:
         """Per rank (send, receive) and per rank towards its node (out, in) seconds."""
         zero = np.zeros(inter.shape[0])
         send, recv, out, into = zero, zero, zero, zero
-        for mask, scale in self.classes(nz, local):
+        for k, (mask, scale) in enumerate(self.classes(nz, local)):
             if mask.any():
                 per_msg, at_node = np.zeros_like(inter), np.zeros_like(inter)
                 m = inter[mask]
                 per_msg[mask] = self.curve.seconds(m, self.nic_bw * scale, 1)
                 at_node[mask] = self.curve.seconds(m, self.node_bw * scale, 0)
-                send, recv = np.maximum(send, per_msg.sum(1)), np.maximum(recv, per_msg.sum(0))
-                out, into = np.maximum(out, at_node.sum(1)), np.maximum(into, at_node.sum(0))
+                s, r = per_msg.sum(1), per_msg.sum(0)
+                if k:  # a spine bottleneck: the leaf's uplinks, shared by its ranks
+                    s, r = self.leaves.leaf_mean(s[None])[0], self.leaves.leaf_mean(r[None])[0]
+                send, recv = np.maximum(send, s), np.maximum(recv, r)
+                if not k:  # the node's NICs; its spine share is the leaf's (above)
+                    out, into = at_node.sum(1), at_node.sum(0)
         return (send, recv), (out, into)
 
     def linear_parts(self, inter: np.ndarray, nz: np.ndarray, local: np.ndarray | None) -> Parts:
@@ -172,13 +198,17 @@ class InterNodeA2A:
         piece = self.curve.pieces[0]
         zero = np.zeros(inter.shape[0])
         send, recv, out, into = zero, zero, zero, zero
-        for mask, scale in self.classes(nz, local):
+        for k, (mask, scale) in enumerate(self.classes(nz, local)):
             m = inter if local is None else np.where(mask, inter, 0.0)
             rank_rate, node_rate = self.nic_bw * scale * piece.eta, self.node_bw * scale * piece.eta
             rows, cols = m.sum(1), m.sum(0)
-            send = np.maximum(send, piece.alpha_step * mask.sum(1) + rows / rank_rate)
-            recv = np.maximum(recv, piece.alpha_step * mask.sum(0) + cols / rank_rate)
-            out, into = np.maximum(out, rows / node_rate), np.maximum(into, cols / node_rate)
+            s = piece.alpha_step * mask.sum(1) + rows / rank_rate
+            r = piece.alpha_step * mask.sum(0) + cols / rank_rate
+            if k:  # a spine bottleneck: the leaf's uplinks, shared by its ranks
+                s, r = self.leaves.leaf_mean(s[None])[0], self.leaves.leaf_mean(r[None])[0]
+            send, recv = np.maximum(send, s), np.maximum(recv, r)
+            if not k:  # the node's NICs; its spine share is the leaf's (above)
+                out, into = rows / node_rate, cols / node_rate
         return (send, recv), (out, into)
 
     def uniform(self, n: int, gpn: int, per_peer: np.ndarray) -> np.ndarray:
@@ -219,5 +249,5 @@ class InterNodeA2A:
             "incast": "hottest receiver decides (uniform: every receiver alike)",
             "spine_share": spine,
             "pxn": "not modelled: cross-rail messages cross the spine",
-            "ecmp": self.leaves.ecmp,
+            "ecmp": max(self.leaves.ecmp, 1.0),  # spine collisions beyond headroom
         }

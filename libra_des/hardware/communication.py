@@ -42,7 +42,7 @@ import numpy as np
 
 from libra_des.errors import InputError
 from libra_des.hardware import collective_ops
-from libra_des.hardware.alltoall import InterNodeA2A, LeafMap
+from libra_des.hardware.alltoall import InterNodeA2A
 from libra_des.hardware.collectives import (
     A2A_NIC_EFFICIENCY,
     FLAT_ALGORITHMS,
@@ -56,7 +56,7 @@ from libra_des.hardware.collectives import (
     node_nic_bw,
     phase_shape,
 )
-from libra_des.hardware.ecmp import layout_factor
+from libra_des.hardware.ecmp import spine_view
 from libra_des.hardware.fabric import Fabric
 from libra_des.hardware.hierarchy import Step, decompose, level_ranks
 from libra_des.hardware.nccl_tuner import NO_OVERRIDES, NcclTuner, Overrides, check_override
@@ -406,16 +406,13 @@ class Communication:
     def inter_a2a(self, n: int, gpn: int) -> tuple[InterNodeA2A, int]:
         """The cross-node message model (:mod:`libra_des.hardware.alltoall`) for a layout."""
         curve, tier = self.book.lookup("all_to_all", "direct", "inter", n, gpn)
-        ecmp = layout_factor(self.fabric, n, gpn) * self.fabric.uplink_use
-        leaves = LeafMap.of(self.fabric, gpn, ecmp)
+        leaves, scale = spine_view(self.fabric, n, gpn)  # busy ports, ECMP (ecmp.py)
         # A datasheet curve's alpha is the per-message gap (hop latency); the first message's
         # software latency is paid once on top (module docstring of alltoall.py).
-        once = (
-            max(self.book.net_p2p - curve.pieces[0].alpha_step, 0.0)
-            if curve.origin == "datasheet"
-            else 0.0
-        )
-        model = InterNodeA2A(curve, self.fabric.inter_bw, self.node_bw(gpn, tier), leaves, once)
+        datasheet = curve.origin == "datasheet"
+        once = max(self.book.net_p2p - curve.pieces[0].alpha_step, 0.0) if datasheet else 0.0
+        rates = (self.fabric.inter_bw * scale, self.node_bw(gpn, tier) * scale)
+        model = InterNodeA2A(curve, *rates, leaves, once)
         return model, tier
 
     def bridge_volume(self, intra: np.ndarray, gpn: int) -> float:

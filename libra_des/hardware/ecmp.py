@@ -33,6 +33,7 @@ a factor of 1.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from functools import lru_cache
 
 import numpy as np
@@ -101,6 +102,22 @@ def monte_carlo_factor(
     return float(loads.reshape(trials, -1).max(axis=1).mean() / (flows / bins))
 
 
+def spine_view(fabric: Fabric, n: int, gpn: int) -> tuple[LeafMap, float]:
+    """The leaf map of a layout's all-to-all and the factor on its spine rate.
+
+    Only ``fabric.busy_nodes`` of a leaf's attached nodes send across its uplinks at once:
+    the ratio in force over the spine becomes the busy ports' load (never below 1), the
+    rate scale is that over the fabric's leaf ratio (1 when every attached node is busy),
+    and the expected ECMP factor counts the busy ports' flows; collisions slow traffic only
+    as far as the load leaves no headroom (a load below 1 absorbs them first)."""
+    busy = fabric.busy_leaf_load()
+    leaf_ratio = fabric.tiers[0][1] if fabric.tiers else fabric.oversubscription
+    scale = max(leaf_ratio, 1.0) / max(busy, 1.0)
+    ecmp = layout_factor(fabric, n, gpn) * min(busy, 1.0)
+    base = LeafMap.of(fabric, gpn, ecmp)
+    return replace(base, gain=base.gain / scale), scale
+
+
 def layout_factor(fabric: Fabric, n: int, gpn: int) -> float:
     """The collision factor of a uniform all-to-all over ``n`` ranks, ``gpn`` per node,
     packed from node 0 at a leaf-group boundary (as :class:`~libra_des.hardware.alltoall.
@@ -124,7 +141,23 @@ def layout_factor(fabric: Fabric, n: int, gpn: int) -> float:
     used = np.unique(leaf[spine.any(axis=1)])
     per_leaf = np.bincount(leaf, weights=spine.sum(axis=1))[used]
     nic_ports = np.bincount(leaf, weights=np.ones(n) / max(gpn // nics, 1))[used]
-    attached = min(fabric.nodes, fabric.leaf_nodes or fabric.nodes)
-    ports = attached if fabric.rail_optimized else attached * nics
+    attached = fabric.leaf_attached or min(fabric.nodes, fabric.leaf_nodes or fabric.nodes)
+    busy = min(fabric.busy_nodes or attached, attached)
+    ports = busy if fabric.rail_optimized else busy * nics
     flows = round(float((per_leaf / np.maximum(nic_ports, 1e-300)).mean()) * ports)
     return collision_factor(max(flows, 1), fabric.spines, 2 * len(used))
+
+
+def stage_overlap_warning(fabric: Fabric, replays: bool) -> str | None:
+    """One line when fast mode is known to disagree with the flow model for this shape:
+    an oversubscribed leaf shared by nodes of several pipeline stages. Fast mode prices a
+    stage's exchange as if only its own nodes (``busy_nodes``) used the leaf's uplinks;
+    where other stages' exchanges overlap it, the flow model shares the uplinks and is up
+    to the leaf's ratio slower (docs/communication.md, fast and detailed fidelity)."""
+    attached = fabric.leaf_attached
+    busy = min(fabric.busy_nodes or attached, attached)
+    if replays or busy >= attached or fabric.leaf_load <= 1.0:
+        return None
+    return (f"fidelity fast: {attached // max(busy, 1)} pipeline stages share each "
+            f"oversubscribed leaf ({fabric.leaf_load:g}:1 with all attached); fast assumes "
+            "their exchanges never overlap on its uplinks, detailed shares them")

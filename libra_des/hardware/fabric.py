@@ -62,10 +62,15 @@ class Fabric:
     tiers: tuple[tuple[int, float], ...] = ()
     collnet: bool = False
     spines: int = 0
-    #: A leaf's uplink use at line rate on every attached port, relative to its capacity,
-    #: where below 1 (uplinks provisioned for more ports than attached): the headroom that
-    #: absorbs ECMP collisions before they slow anything.
-    uplink_use: float = 1.0
+    #: The leaf level's down:up ratio with every attached port sending (its nominal ratio x
+    #: attached / provisioned ports; below 1 when the uplinks are sized for more ports than
+    #: are attached) and the nodes attached to one leaf (0: not known, every port).
+    leaf_load: float = 1.0
+    leaf_attached: int = 0
+    #: Nodes of one leaf whose traffic crosses its uplinks at the same time (0: all that are
+    #: attached). Training sets it to the nodes one pipeline stage spans: a stage's entities
+    #: exchange in lockstep, other stages' exchanges are staggered (docs/communication.md).
+    busy_nodes: int = 0
 
     @property
     def num_gpus(self) -> int:
@@ -106,3 +111,9 @@ class Fabric:
             if i >= lowest and (span <= 0 or a // span == b // span):
                 return self.inter_bw * math.prod(o for _, o in levels[i:])
         return self.inter_bw
+
+    def busy_leaf_load(self) -> float:
+        """The leaf's down:up load with only ``busy_nodes`` of its attached nodes sending."""
+        attached = self.leaf_attached or 1
+        busy = min(self.busy_nodes or attached, attached)
+        return self.leaf_load * busy / attached

@@ -458,7 +458,8 @@ class Topology:
             tiers=tiers,
             collnet=any(lv.in_network_reduction for lv in network),
             spines=self.tiers[1].width if len(self.tiers) > 1 else 0,
-            uplink_use=min(self.oversubscription_in_force(floor=False)[:1] or [1.0]),
+            leaf_load=(self.oversubscription_in_force(floor=False) or [1.0])[0],
+            leaf_attached=min(self.nodes, self.tiers[0].span) if self.tiers else 0,
         )
 
     def oversubscription_in_force(self, floor: bool = True) -> list[float]:
@@ -479,7 +480,7 @@ class Topology:
             per_unit = tier.down_ports / max(tier.span // (below.span if below else 1), 1)
             share = used_units * per_unit / max(tier.down_ports, 1)
             ratio = level.oversubscription * min(share, 1.0)
-            out.append(max(ratio, 1.0) if floor else min(ratio, 1.0))
+            out.append(max(ratio, 1.0) if floor else ratio)
         return out
 
     def inter_latency(self) -> float:
