@@ -113,6 +113,7 @@ def summary(r: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("TAP (H, B)", tap_text(r)),
         ("events", str(r["events"])),
         ("wall (s)", f"{r['wall_s']:.2f}"),
+        *(("warning", str(w)) for w in r.get("warnings", [])),
     ]
 
 
