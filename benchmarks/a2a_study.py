@@ -35,7 +35,7 @@ SIZES = tuple(2**k for k in range(16, 33, 2))  # 64 KiB ... 4 GiB per GPU
 MIB = 2**20
 
 
-def model(topology: str, nodes: int, **off: bool) -> CostModel:
+def model(topology: str, nodes: int, **off: object) -> CostModel:
     fabric = load_topology(topology, {"nodes": nodes}).fabric()
     cost = CostModel(load_profile("h200-sxm"), fabric)
     cost.a2a_on = dataclasses.replace(Mechanisms(), **off)  # type: ignore[arg-type]
@@ -46,7 +46,7 @@ def topologies() -> list[str]:
     return [t for t in shipped_topologies() if load_topology(t, {}).fabric().nodes > 1]
 
 
-def per_gpu(topology: str, nodes: int, nbytes: float, **off: bool) -> float:
+def per_gpu(topology: str, nodes: int, nbytes: float, **off: object) -> float:
     cost = model(topology, nodes, **off)
     return cost.collective("all_to_all", nbytes, cost.fabric.gpus_per_node * nodes).seconds
 
@@ -79,8 +79,10 @@ def size_table(nodes: int = 8) -> dict[str, list[float]]:
 
 def mechanism_table(topology: str = "h200-roce-railopt-2to1") -> list[tuple[str, list[float]]]:
     rows = [("all on", [per_gpu(topology, n, 64 * MIB) for n in (2, 8, 32, 128)])]
-    for name in ("size_efficiency", "per_peer", "pxn", "incast"):
-        rows.append((f"{name} off", [per_gpu(topology, n, 64 * MIB, **{name: False})
+    # ECMP "off" is a factor of 1 (no collisions, as per-packet spraying would give).
+    for name, off in (("size_efficiency", False), ("per_peer", False), ("pxn", False),
+                      ("incast", False), ("ecmp", 1.0)):
+        rows.append((f"{name} off", [per_gpu(topology, n, 64 * MIB, **{name: off})
                                      for n in (2, 8, 32, 128)]))
     return rows
 

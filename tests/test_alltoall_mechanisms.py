@@ -17,6 +17,7 @@ from libra_des.cli import main
 from libra_des.config import ROOT
 from libra_des.hardware.alltoall import QP_CACHE, InterNodeA2A, Mechanisms
 from libra_des.hardware.costs import CostModel
+from libra_des.hardware.ecmp import spine_view
 from libra_des.hardware.profile import load_profile
 from libra_des.hardware.topology import load_topology, shipped_topologies
 
@@ -105,11 +106,32 @@ def test_incast_the_hottest_receiver_decides() -> None:
 
 
 def test_ecmp_factor_slows_only_spine_crossing_messages() -> None:
-    """The slot the routing model fills: a collision factor on messages leaving their leaf."""
-    model, collide = cost("h200-roce-railopt", 64), cost("h200-roce-railopt", 64, ecmp=2.0)
+    """A collision factor on messages leaving their leaf. Across two leaf groups half of a
+    rank's peers cross the spine; its uplinks (1:1) bind once the factor passes 2 (the NIC
+    carries every message, the uplinks half of them: the slower of the two decides)."""
+    model = cost("h200-roce-railopt", 64, ecmp=1.0)
+    headroom, collide = (cost("h200-roce-railopt", 64, ecmp=f) for f in (1.5, 3.0))
     inside, across = 8 * 32, 8 * 64  # one leaf group of 32 nodes, then two
     assert a2a(collide, inside, 2**28) == a2a(model, inside, 2**28)
-    assert a2a(collide, across, 2**28) > 1.3 * a2a(model, across, 2**28)
+    assert a2a(headroom, across, 2**28) == a2a(model, across, 2**28)  # the NIC still binds
+    assert a2a(collide, across, 2**28) > 1.15 * a2a(model, across, 2**28)
+
+
+def test_ecmp_factor_is_the_fast_models_and_breaking_it_moves_the_time(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Two leaf groups of the 2:1 fabric: the breakdown names the layout's expected collision
+    factor (balls into bins, hardware/ecmp.py); set to 1 (no collisions) the time falls."""
+    out = breakdown("h200-roce-railopt-2to1", 512, 2**30, capsys)["breakdown"]
+    fabric = load_topology("h200-roce-railopt-2to1").fabric()
+    assert out["ecmp"]["factor"] == pytest.approx(spine_view(fabric, 512, 8, True)[1])
+    assert out["ecmp"]["factor"] > 1.05 and out["spine_share"] > 0.5
+    factor = out["ecmp"]["factor"]
+    model, sprayed = (cost("h200-roce-railopt-2to1", 64, **on) for on in ({}, {"ecmp": 1.0}))
+    assert model.inter_a2a(512, 8)[0].ecmp == factor
+    # Slower by at most the factor: the per-message latencies are not divided.
+    slow, fast = a2a(model, 512, 2**30), a2a(sprayed, 512, 2**30)
+    assert 1.02 * fast < slow <= factor * fast
 
 
 @pytest.mark.parametrize("topology", NETWORKED)

@@ -97,11 +97,20 @@ def test_all_to_all_messages_move_at_their_levels_rate() -> None:
     comm = Communication(load_profile(None), three_tier().fabric(), efficiency=False)
     m = 1e9
     alpha = comm.fabric.inter_latency
-    for dst_node, rate in ((5, NIC), (40, NIC / 2), (100, NIC / 6)):
+    ecmp = comm.inter_a2a(128, 1)[0].ecmp  # expected spine collisions (hardware/ecmp.py)
+    for dst_node, rate in ((40, NIC / 2), (100, NIC / 6)):
+        # Every node of leaf group 0 sends one message that far: each NIC then has its
+        # share of the leaf's (and pod's) uplinks, which the levels' rates describe.
         send = np.zeros((128, 128))
-        send[0, dst_node] = m
-        want = alpha + m / rate  # one message, datasheet curve (efficiency 1)
+        for i in range(16):
+            send[i, dst_node + i] = m
+        want = alpha + m * max(ecmp, 1.0) / rate  # datasheet curve (efficiency 1)
         assert comm.all_to_allv(send, 1) == pytest.approx(want, rel=1e-12)
+    # One message alone on its leaf: the NIC's line rate binds (its flow takes one uplink,
+    # which is as fast as a NIC here), as in the flow model.
+    send = np.zeros((128, 128))
+    send[0, 40] = m
+    assert comm.all_to_allv(send, 1) == pytest.approx(alpha + m / NIC, rel=1e-12)
 
 
 @pytest.mark.parametrize("ks", [(8, 16, 4, 2), (4, 3, 5), (2, 2, 2, 2, 2), (8, 7)])

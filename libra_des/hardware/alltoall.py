@@ -30,8 +30,10 @@ traffic matrix ``M[src, dst]`` (bytes; the diagonal stays local), names five mec
 - **incast**: a receiver drains its inbound messages through its own NIC at the same rate, so
   a receiver with more than its share sets the time for every sender (``max`` over senders
   and receivers: the hottest receiver decides);
-- **ECMP**: a spine-crossing message's rate is divided by ``Mechanisms.ecmp`` (>= 1, the
-  expected slowdown from hash collisions on the spine; 1 here, set by the routing model).
+- **ECMP**: a spine-crossing message's rate is divided by ``Mechanisms.ecmp`` (>= 1), the
+  expected load of the busiest uplink over its fair share when the layout's flows are
+  hashed onto a leaf's uplinks (balls into bins, :mod:`~libra_des.hardware.ecmp`, which
+  :meth:`~libra_des.hardware.communication.Communication.inter_a2a` fills in).
 
 Shared NICs and the spine: a node's inter-node messages share ``node_bw`` (the node's NICs, or
 fewer paths when only fewer were measured; see
@@ -40,6 +42,12 @@ that stays on one leaf (same leaf group, and without PXN on a rail-optimised fab
 rail) moves at the NIC's line rate; one that crosses the spine gets the line rate over the
 oversubscription ratio (``nic_bw``). With more switch levels (``fabric.tiers``) each message
 moves at the rate of the lowest level whose unit holds both ends.
+
+These are separate bottlenecks draining at once, as flows do in the flow model: the NIC (at
+the line rate) for every message, and each level's uplink share for the messages that climb
+past it. A rank's time is the slowest of them, not their sum. A spine bottleneck is the
+leaf's, not one NIC's: the ranks of a leaf hash their flows over all of its uplinks, so a
+rank's spine seconds are its leaf's mean per NIC port (:meth:`LeafMap.leaf_mean`).
 
 Intra-node traffic runs over NVLink (or PCIe) beside it; the collective ends when the slowest
 of these resources is done. Assumptions: messages of one rank do not overlap their latencies
@@ -74,15 +82,16 @@ CHANNELS_PER_NET_PEER = 2
 class Mechanisms:
     """Which all-to-all mechanisms are on (module docstring); all on by default.
 
-    ``ecmp``: the expected rate divisor of spine-crossing messages from ECMP hash collisions
-    (1: none); the routing model fills it.
+    ``ecmp``: the rate divisor of spine-crossing messages from ECMP hash collisions; None
+    (the default): the layout's expected factor from :mod:`~libra_des.hardware.ecmp`; a
+    number replaces it (1: no collisions, as per-packet spraying would give).
     """
 
     size_efficiency: bool = True
     per_peer: bool = True
     pxn: bool = True
     incast: bool = True
-    ecmp: float = 1.0
+    ecmp: float | None = None
 
 
 @dataclass(frozen=True)
@@ -143,6 +152,23 @@ class LeafMap:
         group = node // self.leaf_nodes if self.leaf_nodes > 0 else np.zeros_like(node)
         return group[:, None] == group[None, :]
 
+    def leaf_mean(self, t: np.ndarray) -> np.ndarray:
+        """``[S, n]`` per-rank seconds -> each rank's leaf mean per NIC port: the ranks of one
+        leaf share its uplinks (their flows are hashed over all of them), so a spine
+        bottleneck is the leaf's, not one NIC's share. Ranks behind one NIC share its port."""
+        s, n = t.shape
+        node = np.arange(n) // self.gpn
+        group = node // self.leaf_nodes if self.leaf_nodes > 0 else np.zeros_like(node)
+        rail = self.rails(n)
+        _, leaf = np.unique(group * self.nics + (rail if self.rail_optimized else 0),
+                            return_inverse=True)
+        leaves = int(leaf.max()) + 1
+        _, port = np.unique(node * self.nics + rail, return_inverse=True)
+        ports = np.bincount(np.unique(leaf * n + port) // n, minlength=leaves)
+        flat = (np.arange(s)[:, None] * leaves + leaf[None, :]).ravel()
+        sums = np.bincount(flat, weights=t.ravel(), minlength=s * leaves).reshape(s, leaves)
+        return (sums / ports)[:, leaf]
+
     def local(self, n: int, pxn: bool = False) -> np.ndarray:
         """[n, n] True where a message between ranks stays on one leaf (with PXN a cross-rail
         message moves to the destination's rail inside its node first)."""
@@ -175,20 +201,23 @@ class InterNodeA2A:
     def pxn(self) -> bool:
         return self.on.pxn and self.leaves.rail_optimized and self.hop_bw > 0
 
+    @property
+    def ecmp(self) -> float:
+        """The ECMP rate divisor in force (>= 1; 1 when nothing filled it)."""
+        return max(self.on.ecmp or 1.0, 1.0)
+
     def classes(self, n: int) -> list[tuple[np.ndarray | None, float]]:
-        """(pair mask or None for all, rate multiplier): leaf-local messages at the line rate,
-        spine-crossing ones at the spine rate over the ECMP factor."""
-        gain, ecmp = self.leaves.gain, max(self.on.ecmp, 1.0)
+        """(pair mask or None for all, rate multiplier) per bottleneck, nested: first the NIC
+        (every message, at the line rate), then per level the uplinks the messages climbing
+        past it share (its rate over the ECMP factor). A rank's time is the slowest of these
+        bottlenecks, not their sum (module docstring)."""
+        gain, ecmp = self.leaves.gain, self.ecmp
         if gain <= 1 and ecmp <= 1:
             return [(None, 1.0)]
-        local = self.leaves.local(n, self.pxn)
-        if len(self.leaves.tiers) <= 1:
-            return [(local, gain), (~local, 1.0 / ecmp)]
-        # More levels: each message at the rate of the lowest level whose unit holds both ends.
-        out: list[tuple[np.ndarray | None, float]] = [(local, gain)]
-        rest = ~local
-        for same, g in self.leaves.upper(n):
-            out.append((rest & same, g / ecmp))
+        out: list[tuple[np.ndarray | None, float]] = [(None, gain)]
+        rest = ~self.leaves.local(n, self.pxn)
+        for same, g in self.leaves.upper(n) if len(self.leaves.tiers) > 1 else []:
+            out.append((rest, g / ecmp))
             rest = rest & ~same
         return [*out, (rest, 1.0 / ecmp)]
 
@@ -230,29 +259,38 @@ class InterNodeA2A:
         wire = self.moved(inter)
         zero = np.zeros((s, n))
         send, recv, out, into = zero, zero, zero, zero
-        gap = self.qp_miss(n, gpn)
-        piece = self.curve.pieces[0]
-        alpha = (piece.alpha_step if self.on.per_peer else 0.0) + gap
-        for mask, scale in self.classes(n):
+        for k, (mask, scale) in enumerate(self.classes(n)):
             w = wire if mask is None else np.where(mask, wire, 0.0)
-            if self.is_linear:  # closed form: alpha per message plus bytes over the rate
-                here = nz if mask is None else nz & mask
-                rank_rate = self.nic_bw * scale * piece.eta
-                rows, cols = w.sum(2), w.sum(1)
-                send = send + alpha * here.sum(2) + rows / rank_rate
-                recv = recv + alpha * here.sum(1) + cols / rank_rate
-                node_rate = self.node_bw * scale * piece.eta
-                out, into = out + rows / node_rate, into + cols / node_rate
-                continue
-            steps = 1 if self.on.per_peer else 0
-            held = w > 0
-            per_msg = np.where(held, self.curve.seconds(w, self.nic_bw * scale, steps) + gap, 0.0)
-            at_node = np.where(held, self.curve.seconds(w, self.node_bw * scale, 0), 0.0)
-            send, recv = send + per_msg.sum(2), recv + per_msg.sum(1)
-            out, into = out + at_node.sum(2), into + at_node.sum(1)
+            sent, got, o, i = self.class_terms(w, nz if mask is None else nz & mask, scale, n, gpn)
+            if k:  # a spine bottleneck: the leaf's uplinks, shared by its ranks
+                sent, got = self.leaves.leaf_mean(sent), self.leaves.leaf_mean(got)
+            else:  # the node's NICs; its spine share is the leaf's (above)
+                out, into = o, i
+            send, recv = np.maximum(send, sent), np.maximum(recv, got)
         hop = self.pxn_hop(inter) if self.pxn else zero
         busiest = self.finish((send, recv, out, into, hop), gpn)
         return np.where(nz.reshape(s, -1).any(axis=1), self.once + busiest, 0.0)
+
+    def class_terms(
+        self, w: np.ndarray, here: np.ndarray, scale: float, n: int, gpn: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """One bottleneck's per-rank send and receive seconds and node-share out and in
+        seconds (``[S, n]`` each) for the wire bytes ``w`` of its messages ``here``."""
+        gap = self.qp_miss(n, gpn)
+        piece = self.curve.pieces[0]
+        if self.is_linear:  # closed form: alpha per message plus bytes over the rate
+            alpha = (piece.alpha_step if self.on.per_peer else 0.0) + gap
+            rank_rate = self.nic_bw * scale * piece.eta
+            node_rate = self.node_bw * scale * piece.eta
+            rows, cols = w.sum(2), w.sum(1)
+            sent = alpha * here.sum(2) + rows / rank_rate
+            got = alpha * here.sum(1) + cols / rank_rate
+            return sent, got, rows / node_rate, cols / node_rate
+        steps = 1 if self.on.per_peer else 0
+        held = w > 0
+        per_msg = np.where(held, self.curve.seconds(w, self.nic_bw * scale, steps) + gap, 0.0)
+        at_node = np.where(held, self.curve.seconds(w, self.node_bw * scale, 0), 0.0)
+        return per_msg.sum(2), per_msg.sum(1), at_node.sum(2), at_node.sum(1)
 
     def pxn_hop(self, inter: np.ndarray) -> np.ndarray:
         """[S, n] NVLink seconds of PXN's extra hop: a rank's cross-rail bytes out, and what
@@ -291,25 +329,24 @@ class InterNodeA2A:
         if n - min(n, gpn) == 0:
             return np.zeros_like(p)
         node = np.arange(n) // gpn
-        classes = self.classes(n)
-        one = len(classes) == 1
-        # One rate class: a rank's remote peers are the ranks outside its node (no n x n).
-        cross = None if one else node[:, None] != node[None, :]
+        remote = n - np.bincount(node)[node]  # a rank's peers outside its node
+        # Only bottlenecks below the NIC need the n x n pair masks.
+        cross = node[:, None] != node[None, :] if len(classes := self.classes(n)) > 1 else None
         gap = self.qp_miss(n, gpn)
         send = np.zeros((p.size, n))
         out = np.zeros((p.size, n))
-        for mask, scale in classes:
-            if cross is None:
-                count = n - np.bincount(node)[node]
+        for k, (mask, scale) in enumerate(classes):
+            count = remote if mask is None or cross is None else (cross & mask).sum(1)
+            sent = count * self.message(p, self.nic_bw * scale, gap)[:, None]
+            if k:  # a spine bottleneck: the leaf's (stack)
+                sent = self.leaves.leaf_mean(sent)
             else:
-                count = (cross if mask is None else cross & mask).sum(1)
-            send += count * self.message(p, self.nic_bw * scale, gap)[:, None]
-            out += count * self.nodal(p, self.node_bw * scale)[:, None]
+                out = count * self.nodal(p, self.node_bw * scale)[:, None]
+            send = np.maximum(send, sent)
         hop = np.zeros_like(send)
         if self.pxn:
             rail = self.leaves.rails(n)
             nics = self.leaves.nics
-            remote = n - np.bincount(node)[node]
             in_node = np.bincount(node * nics + rail, minlength=(node.max() + 1) * nics)
             same_rail = np.bincount(rail, minlength=nics)[rail] - in_node[node * nics + rail]
             hop = (remote - same_rail) * p[:, None] / self.hop_bw
@@ -347,10 +384,11 @@ class InterNodeA2A:
                     "rerouted_share": float(off_rail.sum() / cross.sum()) if self.pxn else 0.0},
             "incast": "hottest receiver decides" if self.on.incast else "off",
             "spine_share": spine,
-            "ecmp": {"factor": self.on.ecmp,
-                     "source": "fast: the routing model (1: no collisions); detailed: a seeded "
-                               "hash per flow (network.ecmp_seed, ecmp_samples; routing: spray "
-                               "is the ideal)"},
+            "ecmp": {"factor": self.ecmp,
+                     "source": "fast: busiest uplink over its fair share, balls into bins "
+                               "(hardware/ecmp.py; 1: no spine traffic or uplink headroom); "
+                               "detailed: a seeded hash per flow (network.ecmp_seed, "
+                               "ecmp_samples; routing: spray is the ideal)"},
             "seconds": float(self.uniform(n, gpn, p)[0]),
         }
 

@@ -35,7 +35,7 @@ hierarchical all-reduce's inter-node phase moves the node's data at about 7.8 GB
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -43,7 +43,7 @@ import numpy as np
 from libra_des.errors import InputError
 from libra_des.hardware import collective_ops
 from libra_des.hardware.a2a_batch import checked, stack_seconds
-from libra_des.hardware.alltoall import InterNodeA2A, LeafMap, Mechanisms, Protocol
+from libra_des.hardware.alltoall import InterNodeA2A, Mechanisms, Protocol
 from libra_des.hardware.collectives import (
     A2A_NIC_EFFICIENCY,
     FLAT_ALGORITHMS,
@@ -57,6 +57,7 @@ from libra_des.hardware.collectives import (
     node_nic_bw,
     phase_shape,
 )
+from libra_des.hardware.ecmp import spine_view
 from libra_des.hardware.fabric import Fabric
 from libra_des.hardware.hierarchy import Step, decompose, level_ranks
 from libra_des.hardware.nccl_tuner import NO_OVERRIDES, NcclTuner, Overrides, check_override
@@ -74,11 +75,10 @@ def tier_name(tier: int) -> str:
 
 def tier_keys(tiers: dict[str, str], choices: dict[str, Any] | None = None,
               layout: dict[str, Any] | None = None) -> dict[str, object]:
-    """``comm_tiers`` (op -> which curves priced it: measured, borrowed, datasheet; see
-    :mod:`libra_des.hardware.communication`), ``uncalibrated_ops`` (ops that ran on
-    datasheet numbers) and ``comm_choices`` (op -> NCCL's algorithm, protocol and channels
-    for its largest call, :meth:`Communication.choices`) and ``fabric_layout`` (the topology
-    as laid out, :meth:`~libra_des.hardware.topology.Topology.layout`)."""
+    """``comm_tiers`` (op -> measured, borrowed or datasheet: the curves that priced it),
+    ``uncalibrated_ops`` (ops on datasheet numbers), ``comm_choices`` (op -> NCCL's
+    algorithm, protocol, channels for its largest call) and ``fabric_layout``
+    (:meth:`~libra_des.hardware.topology.Topology.layout`)."""
     return {
         "fabric_layout": layout or {},
         "comm_tiers": dict(sorted(tiers.items())),
@@ -352,15 +352,16 @@ class Communication:
                 out[op] = (size, row)
         return {op: row for op, (_, row) in sorted(out.items())}
 
-    def p2p(self, nbytes: float, same_node: bool) -> float:
-        """One message between two GPUs (send_recv curve, one hop)."""
+    def p2p(self, nbytes: float, same_node: bool, pair: tuple[int, int] | None = None) -> float:
+        """One message between two GPUs ``pair`` (send_recv curve, one hop; Fabric.pair_bw)."""
         size = float(nbytes)
         if not math.isfinite(size) or size < 0:
             raise InputError("nbytes", nbytes, "a finite number of bytes >= 0")
         if size == 0:
             return 0.0
         scope = "intra" if same_node else "inter"
-        rate = self.fabric.intra_bw if same_node else self.fabric.inter_bw
+        rate = self.fabric.intra_bw if same_node else (
+            self.fabric.pair_bw(*pair) if pair else self.fabric.inter_bw)
         curve, tier = self.book.lookup("send_recv", "direct", scope, 2, 2 if same_node else 1)
         self.note("send_recv", tier)
         return float(curve.seconds(np.array([size]), rate, 1)[0])
@@ -393,16 +394,20 @@ class Communication:
     def inter_a2a(self, n: int, gpn: int) -> tuple[InterNodeA2A, int]:
         """The cross-node message model (:mod:`libra_des.hardware.alltoall`) for a layout."""
         curve, tier = self.book.lookup("all_to_all", "direct", "inter", n, gpn)
-        leaves = LeafMap.of(self.fabric, gpn)
+        hop = self.fabric.intra_bw if self.fabric.intra_kind == "nvswitch" else 0.0
+        pxn = self.a2a_on.pxn and self.fabric.rail_optimized and hop > 0
+        # Busy ports and the expected ECMP collision factor of this layout (ecmp.py); a
+        # factor set in ``a2a_on`` (tests, studies) replaces the fast routing model's.
+        leaves, factor, scale = spine_view(self.fabric, n, gpn, pxn)
+        on = self.a2a_on if self.a2a_on.ecmp is not None else replace(self.a2a_on, ecmp=factor)
         # Datasheet curves: the first message's software latency once on top of the per-message
         # gap (hop latency), and NCCL's P2P protocol by message size (alltoall.py).
         sheet = curve.origin == "datasheet"
         once = max(self.book.net_p2p - curve.pieces[0].alpha_step, 0.0) if sheet else 0.0
         t = self.tuner.t if sheet and self.tuner is not None else None
         protocol = Protocol(t["p2p_ll_threshold"], t["factors"]["ring_ll"]) if t else None
-        hop = self.fabric.intra_bw if self.fabric.intra_kind == "nvswitch" else 0.0
-        model = InterNodeA2A(curve, self.fabric.inter_bw, self.node_bw(gpn, tier), leaves, once,
-                             protocol, hop, self.a2a_on)
+        rates = (self.fabric.inter_bw * scale, self.node_bw(gpn, tier) * scale)
+        model = InterNodeA2A(curve, *rates, leaves, once, protocol, hop, on)
         return model, tier
 
     def phase(self, op: str, alg: str, n: int, gpn: int, size: np.ndarray) -> Phase:

@@ -36,6 +36,13 @@ class Fabric:
     Empty ``tiers`` means the two-level reading above: one leaf level of ``leaf_nodes`` nodes.
 
     ``collnet``: a network level reduces in the switch (SHARP), so NCCL's CollNet runs.
+
+    Oversubscription *in force*: a switch's uplinks are provisioned for its full fan-out, so
+    a leaf with fewer nodes attached than its ``fan_out`` (a cluster smaller than one leaf
+    group) has more uplink per attached port than its nominal ratio; ``tiers`` and
+    ``oversubscription`` hold the ratio in force (never below 1), as the flow model's links
+    carry it. ``spines``: the uplinks of one leaf (one per switch of level 2; 0 when no
+    level above the leaves is grown), over which ECMP spreads spine-crossing flows.
     """
 
     gpus_per_node: int
@@ -54,6 +61,16 @@ class Fabric:
     rail_optimized: bool = True
     tiers: tuple[tuple[int, float], ...] = ()
     collnet: bool = False
+    spines: int = 0
+    #: The leaf level's down:up ratio with every attached port sending (its nominal ratio x
+    #: attached / provisioned ports; below 1 when the uplinks are sized for more ports than
+    #: are attached) and the nodes attached to one leaf (0: not known, every port).
+    leaf_load: float = 1.0
+    leaf_attached: int = 0
+    #: Nodes of one leaf whose traffic crosses its uplinks at the same time (0: all that are
+    #: attached). Training sets it to the nodes one pipeline stage spans: a stage's entities
+    #: exchange in lockstep, other stages' exchanges are staggered (docs/communication.md).
+    busy_nodes: int = 0
 
     @property
     def num_gpus(self) -> int:
@@ -76,3 +93,27 @@ class Fabric:
                 # the top rate times the oversubscription of the levels it does not cross.
                 return self.inter_bw * math.prod(o for _, o in levels[i:])
         return self.inter_bw
+
+    def pair_bw(self, src: int, dst: int) -> float:
+        """One NIC's rate between GPUs ``src`` and ``dst`` of different nodes, as the
+        topology routes them: line rate when both NICs sit on one leaf (same leaf group,
+        and on a rail-optimised fabric the same rail), else the share of the lowest level
+        whose unit holds both nodes."""
+        (a, i), (b, j) = divmod(src, self.gpus_per_node), divmod(dst, self.gpus_per_node)
+        nics = max(self.nics_per_node, 1)
+        cross_rail = i * nics // self.gpus_per_node != j * nics // self.gpus_per_node
+        return self.spine_bw(a, b, 1 if self.rail_optimized and cross_rail else 0)
+
+    def spine_bw(self, a: int, b: int, lowest: int) -> float:
+        """Rate between nodes ``a`` and ``b`` climbing at least past level ``lowest``."""
+        levels = self.tiers or ((self.leaf_nodes, self.oversubscription),)
+        for i, (span, _) in enumerate(levels):
+            if i >= lowest and (span <= 0 or a // span == b // span):
+                return self.inter_bw * math.prod(o for _, o in levels[i:])
+        return self.inter_bw
+
+    def busy_leaf_load(self) -> float:
+        """The leaf's down:up load with only ``busy_nodes`` of its attached nodes sending."""
+        attached = self.leaf_attached or 1
+        busy = min(self.busy_nodes or attached, attached)
+        return self.leaf_load * busy / attached

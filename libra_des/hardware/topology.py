@@ -420,8 +420,11 @@ class Topology:
     def layout(self) -> dict[str, object]:
         """The fabric as laid out for this cluster (``result.json``'s ``fabric_layout``):
         nodes, and per switch level its units, switches, nodes per unit, links down and up
-        per switch (up: one to every switch of the level above in its unit) and its
-        oversubscription; ``oversubscription``: the product in force across the top."""
+        per switch (up: one to every switch of the level above in its unit), its nominal
+        oversubscription and the one in force (:meth:`oversubscription_in_force`);
+        ``leaves``, ``spines``, ``uplinks_per_leaf`` for the two lowest switch levels;
+        ``oversubscription``: the product in force across the top (``nominal_...``: as the
+        file gives it)."""
         levels = []
         for i, t in enumerate(self.tiers):
             above = self.tiers[i + 1] if i + 1 < len(self.tiers) else None
@@ -432,10 +435,21 @@ class Topology:
                 "uplinks_per_switch": above.width if above is not None else 0,
                 "oversubscription": t.spec.oversubscription,
             })
-        ratio = math.prod(t.spec.oversubscription for t in self.tiers[:-1]) if self.tiers else 1
+        in_force = self.oversubscription_in_force()
+        for row, ratio in zip(levels, in_force, strict=False):
+            row["oversubscription_in_force"] = ratio
+        below_top = in_force[: max(len(self.tiers) - 1, 0)]
+        leaf = levels[0] if levels else None
         return {"nodes": self.nodes, "gpus_per_node": self.gpus_per_node,
-                "nics_per_node": self.template.nics, "levels": levels,
-                "oversubscription": float(ratio)}
+                "nics_per_node": self.template.nics,
+                "leaves": leaf["switches"] if leaf else 0,
+                "spines": levels[1]["switches"] if len(levels) > 1 else 0,
+                "uplinks_per_leaf": leaf["uplinks_per_switch"] if leaf else 0,
+                "levels": levels,
+                "nominal_oversubscription": float(
+                    math.prod(t.spec.oversubscription for t in self.tiers[:-1])
+                    if self.tiers else 1),
+                "oversubscription": float(math.prod(below_top) if below_top else 1)}
 
     def fabric(self) -> Fabric:
         """The numbers the analytical cost models need (see :class:`Fabric`).
@@ -451,7 +465,8 @@ class Topology:
         intra = domain.gpu_link() or domain.host_tree().link
         intra_lat = self.latency(self.route(0, 1)) if self.gpus_per_node > 1 else intra.latency
         spans = network_spans(network)
-        tiers = tuple(zip(spans[:-1], (lv.oversubscription for lv in network[:-1]), strict=True))
+        in_force = self.oversubscription_in_force()
+        tiers = tuple(zip(spans[:-1], in_force[: max(len(network) - 1, 0)], strict=True))
         ratio = math.prod(o for _, o in tiers) if tiers else 1.0
         leaf = network[0] if network else None
         return Fabric(
@@ -471,7 +486,31 @@ class Topology:
             rail_optimized=leaf is None or leaf.type == "rail_leaf",
             tiers=tiers,
             collnet=any(lv.in_network_reduction for lv in network),
+            spines=self.tiers[1].width if len(self.tiers) > 1 else 0,
+            leaf_load=(self.oversubscription_in_force(floor=False) or [1.0])[0],
+            leaf_attached=min(self.nodes, self.tiers[0].span) if self.tiers else 0,
         )
+
+    def oversubscription_in_force(self, floor: bool = True) -> list[float]:
+        """Per switch level, its down:up ratio as this cluster uses it (never below 1): the
+        nominal ratio times the share of its provisioned down ports that have something
+        attached (a leaf of ``fan_out`` 32 with 8 nodes carries 8 nodes' traffic on uplinks
+        sized for 32); levels not grown keep their nominal ratio."""
+        out = []
+        for i, level in enumerate(self.spec.network):
+            if i >= len(self.tiers):
+                out.append(level.oversubscription)
+                continue
+            tier = self.tiers[i]
+            below = self.tiers[i - 1] if i else None
+            used_units = min(self.nodes, tier.span)
+            if below is not None:
+                used_units = -(-used_units // below.span)
+            per_unit = tier.down_ports / max(tier.span // (below.span if below else 1), 1)
+            share = used_units * per_unit / max(tier.down_ports, 1)
+            ratio = level.oversubscription * min(share, 1.0)
+            out.append(max(ratio, 1.0) if floor else ratio)
+        return out
 
     def inter_latency(self) -> float:
         """Latency between neighbouring nodes; with one node, what a second node would see."""

@@ -114,6 +114,7 @@ def summary(r: Mapping[str, Any]) -> list[tuple[str, str]]:
         *ecmp_rows(r),
         ("events", str(r["events"])),
         ("wall (s)", f"{r['wall_s']:.2f}"),
+        *(("warning", str(w)) for w in r.get("warnings", [])),
     ]
 
 

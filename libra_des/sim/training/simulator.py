@@ -24,6 +24,7 @@ import simpy
 from libra_des.config import TrainingScenario as Scenario
 from libra_des.errors import CheckError, InputError
 from libra_des.hardware.costs import CostModel, comm_overrides
+from libra_des.hardware.ecmp import stage_overlap_warning
 from libra_des.hardware.interference import OverlapModel, overlap_model, p2p_channels, port_share
 from libra_des.hardware.profile import load_profile
 from libra_des.hardware.routing import Routing
@@ -102,6 +103,7 @@ class StepRecord:
     #: The step under ECMP samples 1..K-1 (sample 0 is this record); see sim/training/ecmp.py.
     ecmp: tuple[StepRecord, ...] = ()
     ecmp_exact: bool = True  # whether every sample's record is exact (not a light replay)
+    warnings: tuple[str, ...] = ()  # known fast/detailed disagreements for this shape
 
 
 def elaborate_cluster(scenario: Scenario, rng: np.random.Generator) -> Cluster:
@@ -116,7 +118,11 @@ def elaborate_cluster(scenario: Scenario, rng: np.random.Generator) -> Cluster:
     if topo.num_gpus < need:
         raise InputError("topology_params.nodes", topo.nodes, f"enough nodes for {need} GPUs")
     topo = topo.routed(ecmp_routings(scenario)[0])
-    cost = CostModel(load_profile(scenario.profile), topo.fabric(), True, comm_overrides(scenario))
+    # One pipeline stage's entities exchange in lockstep; other stages' exchanges are
+    # staggered, so a leaf's uplinks are shared by the nodes of one stage (Fabric.busy_nodes).
+    stage_nodes = -(-scenario.parallelism.dp * scenario.parallelism.cp // topo.gpus_per_node)
+    fabric = replace(topo.fabric(), busy_nodes=stage_nodes)
+    cost = CostModel(load_profile(scenario.profile), fabric, True, comm_overrides(scenario))
     if scenario.variance.enabled:
         variance = VarianceModel.build(scenario.variance, topo.num_gpus, rng, topo.gpus_per_node)
     else:
@@ -241,7 +247,10 @@ def p2p_times(scenario: Scenario, cluster: Cluster, lin: LinearCosts) -> np.ndar
         for dst in range(par.pp):
             if src != dst:
                 same = (src * stride) // gpn == (dst * stride) // gpn
-                out[src, dst] = float(cluster.cost.p2p(lin.act_bytes, same))
+                # The slowest worker's route sets the hand-off (leaf-local or across the spine).
+                pairs = [(src * stride + w, dst * stride + w) for w in range(stride)]
+                slowest = min(pairs, key=lambda p: cluster.cost.fabric.pair_bw(*p))
+                out[src, dst] = float(cluster.cost.p2p(lin.act_bytes, same, slowest))
     return out
 
 
@@ -406,6 +415,13 @@ def executed_pair_heads(
     return out["F"], out["B"]
 
 
+def fidelity_warnings(scenario: Scenario, cluster: Cluster) -> tuple[str, ...]:
+    """Known disagreements of the chosen fidelity for this layout (hardware/ecmp.py)."""
+    replays = network_models.get(scenario.fidelity).replays_training
+    note = stage_overlap_warning(cluster.cost.fabric, replays)
+    return (note,) if note else ()
+
+
 def network_factory(
     fidelity: Fidelity, cluster: Cluster
 ) -> Callable[[simpy.Environment], NetworkModel]:
@@ -502,7 +518,8 @@ def simulate_training(
             records.append(replace(rec, plan=plans[step], memory=report, tap_autotune=tuned,
                                    comm_tiers=tuple(cluster.cost.tiers().items()),
                                    comm_choices=tuple(cluster.cost.choices().items()),
-                                   fabric_layout=cluster.topology.layout()))
+                                   fabric_layout=cluster.topology.layout(),
+                                   warnings=fidelity_warnings(scenario, cluster)))
             if progress is not None:
                 progress(step)
     finally:
