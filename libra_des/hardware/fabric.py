@@ -11,6 +11,8 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
+
 
 @dataclass(frozen=True)
 class Fabric:
@@ -95,22 +97,30 @@ class Fabric:
         return self.inter_bw
 
     def pair_bw(self, src: int, dst: int) -> float:
-        """One NIC's rate between GPUs ``src`` and ``dst`` of different nodes, as the
-        topology routes them: line rate when both NICs sit on one leaf (same leaf group,
-        and on a rail-optimised fabric the same rail), else the share of the lowest level
-        whose unit holds both nodes."""
-        (a, i), (b, j) = divmod(src, self.gpus_per_node), divmod(dst, self.gpus_per_node)
-        nics = max(self.nics_per_node, 1)
-        cross_rail = i * nics // self.gpus_per_node != j * nics // self.gpus_per_node
-        return self.spine_bw(a, b, 1 if self.rail_optimized and cross_rail else 0)
+        """One NIC's rate between GPUs ``src`` and ``dst`` of different nodes (see
+        :meth:`pair_bws`)."""
+        return float(self.pair_bws(np.array([src]), np.array([dst]))[0])
 
-    def spine_bw(self, a: int, b: int, lowest: int) -> float:
-        """Rate between nodes ``a`` and ``b`` climbing at least past level ``lowest``."""
+    def pair_bws(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        """One NIC's rate between each GPU pair ``src[k]``, ``dst[k]`` of different nodes, as
+        the topology routes them: line rate when both NICs sit on one leaf (same leaf group,
+        and on a rail-optimised fabric the same rail), else the share of the lowest level
+        whose unit holds both nodes (a cross-rail pair climbs past the leaves at least)."""
+        gpn, nics = self.gpus_per_node, max(self.nics_per_node, 1)
+        (a, i), (b, j) = np.divmod(src, gpn), np.divmod(dst, gpn)
+        cross = (i * nics // gpn != j * nics // gpn) if self.rail_optimized else np.zeros(
+            a.shape, bool)
         levels = self.tiers or ((self.leaf_nodes, self.oversubscription),)
-        for i, (span, _) in enumerate(levels):
-            if i >= lowest and (span <= 0 or a // span == b // span):
-                return self.inter_bw * math.prod(o for _, o in levels[i:])
-        return self.inter_bw
+        out = np.full(a.shape, float(self.inter_bw))
+        # From the top level down, so the lowest level whose unit holds both nodes wins.
+        for lvl in range(len(levels) - 1, -1, -1):
+            span = levels[lvl][0]
+            rate = self.inter_bw * math.prod(o for _, o in levels[lvl:])
+            held = np.ones(a.shape, bool) if span <= 0 else a // span == b // span
+            if lvl == 0:
+                held &= ~cross
+            out[held] = rate
+        return out
 
     def busy_leaf_load(self) -> float:
         """The leaf's down:up load with only ``busy_nodes`` of its attached nodes sending."""

@@ -25,6 +25,7 @@ from libra_des.config import TrainingScenario as Scenario
 from libra_des.errors import CheckError, InputError
 from libra_des.hardware.costs import CostModel, comm_overrides
 from libra_des.hardware.ecmp import stage_overlap_warning
+from libra_des.hardware.fabric import Fabric
 from libra_des.hardware.interference import OverlapModel, overlap_model, p2p_channels, port_share
 from libra_des.hardware.profile import load_profile
 from libra_des.hardware.routing import Routing
@@ -248,10 +249,16 @@ def p2p_times(scenario: Scenario, cluster: Cluster, lin: LinearCosts) -> np.ndar
             if src != dst:
                 same = (src * stride) // gpn == (dst * stride) // gpn
                 # The slowest worker's route sets the hand-off (leaf-local or across the spine).
-                pairs = [(src * stride + w, dst * stride + w) for w in range(stride)]
-                slowest = min(pairs, key=lambda p: cluster.cost.fabric.pair_bw(*p))
+                slowest = slowest_pair(cluster.cost.fabric, src * stride, dst * stride, stride)
                 out[src, dst] = float(cluster.cost.p2p(lin.act_bytes, same, slowest))
     return out
+
+
+def slowest_pair(fabric: Fabric, src0: int, dst0: int, width: int) -> tuple[int, int]:
+    """The first of the pairs (src0 + w, dst0 + w), w < width, with the lowest route rate."""
+    w = np.arange(width)
+    k = int(np.argmin(fabric.pair_bws(src0 + w, dst0 + w)))
+    return src0 + k, dst0 + k
 
 
 def simulate_step(
