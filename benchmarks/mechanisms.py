@@ -2,9 +2,9 @@
 
 Rows (``MECHANISMS``) are sets of ``--set`` overrides on top of a base that has every newer
 mechanism off: the paper's median/p99 length laws (``longctx-256k``/``longctx-1m``) and the
-calibrated per-op noise only. Each row switches one mechanism on; ``all`` switches on every
-one this build knows. A row whose knob this build does not have (``interference`` until
-``overlap.interference`` lands) is reported as such, not run. ``--row NAME=K=V,K=V`` adds a
+calibrated per-op noise only, with free overlap (``overlap.interference=off``; the model's
+default is on). Each row switches one mechanism on; ``all`` switches on every one this build
+knows. A row whose knob a build does not have is reported as such, not run. ``--row NAME=K=V,K=V`` adds a
 row, ``--set K=V`` adds overrides to every run (both repeatable).
 
 Per row it measures, on reduced sizes (``--layers``, ``--steps``):
@@ -39,7 +39,7 @@ from libra_des.errors import InputError
 
 SC = ROOT / "scenarios"
 OLD_LAW = {"256k": "workload=longctx-256k", "1m": "workload=longctx-1m"}
-BASE = ["variance.fleet=false", "memory.check=warn"]
+BASE = ["variance.fleet=false", "overlap.interference=off", "memory.check=warn"]
 #: name -> overrides switching the mechanism on (on top of BASE and the old length law).
 MECHANISMS: dict[str, list[str]] = {
     "base": [],
