@@ -4,7 +4,8 @@ Prints, per case, the SimPy events, the median wall seconds over ``--repeats`` r
 same time expressed in bare-SimPy events: ``wall * rate``, where ``rate`` is the event rate of
 a bare SimPy timeout loop timed in the same run (absolute seconds mean little on shared
 machines; the ratio travels between them). Also prints the ratio of the simulator's own event
-rate to the bare loop's.
+rate to the bare loop's, and the median CPU seconds against the CPU of a bare loop of 1 M
+timeouts (``x bare 1M``, median of 3, as ``scale_study.py`` times it).
 
     python benchmarks/moe_speed.py [--repeats 3] [--cases paper-moe-breakdown:libra,...]
 
@@ -19,6 +20,7 @@ import time
 
 import numpy as np
 from scale import bare_simpy_rate  # benchmarks/scale.py (run as a script from benchmarks/)
+from scale_study import bare_loop_cpu
 
 from libra_des.config import ROOT, load_scenario
 from libra_des.sim.moe.simulator import simulate_moe
@@ -26,14 +28,14 @@ from libra_des.sim.moe.simulator import simulate_moe
 DEFAULT_CASES = "paper-moe-breakdown:libra,paper-moe-breakdown:sglang,moe-qwen3-235b"
 
 
-def one_run(case: str) -> tuple[int, float]:
-    """(SimPy events, wall seconds) of one run of a ``scenario[:policy]`` case."""
+def one_run(case: str) -> tuple[int, float, float]:
+    """(SimPy events, wall seconds, CPU seconds) of one run of a ``scenario[:policy]`` case."""
     name, _, policy = case.partition(":")
     overrides = [f"balancer.policy={policy}"] if policy else []
     scenario = load_scenario(ROOT / "scenarios" / f"{name}.yaml", overrides)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     result = simulate_moe(scenario, np.random.default_rng(scenario.seed))
-    return int(result["events"]), time.perf_counter() - t0
+    return int(result["events"]), time.perf_counter() - t0, time.process_time() - c0
 
 
 def main() -> None:
@@ -42,16 +44,20 @@ def main() -> None:
     parser.add_argument("--cases", default=DEFAULT_CASES)
     args = parser.parse_args()
     base = statistics.median(bare_simpy_rate() for _ in range(3))
-    print(f"bare SimPy timeout loop: {base:,.0f} events/s (median of 3)")
-    print(f"{'case':<30}{'events':>9}{'wall s':>9}{'bare-equiv ev':>15}{'rate/bare':>11}")
+    floor = statistics.median(bare_loop_cpu() for _ in range(3))
+    print(f"bare SimPy timeout loop: {base:,.0f} events/s (median of 3); "
+          f"1 M timeouts: {floor:.2f} s CPU (median of 3)")
+    print(f"{'case':<30}{'events':>9}{'wall s':>9}{'bare-equiv ev':>15}{'rate/bare':>11}"
+          f"{'CPU s':>8}{'x bare 1M':>11}")
     total = 0.0
     for case in args.cases.split(","):
         runs = [one_run(case) for _ in range(args.repeats)]
         events = runs[0][0]
         wall = statistics.median(r[1] for r in runs)
+        cpu = statistics.median(r[2] for r in runs)
         total += wall
         print(f"{case:<30}{events:>9}{wall:>9.2f}{wall * base:>15,.0f}"
-              f"{events / wall / base:>11.4f}")
+              f"{events / wall / base:>11.4f}{cpu:>8.2f}{cpu / floor:>11.2f}")
     print(f"{'total (sum of medians)':<30}{'':>9}{total:>9.2f}{total * base:>15,.0f}")
     print("'bare-equiv ev': the wall time as events of the bare loop (lower is faster);")
     print("'rate/bare': the simulator's event rate over the bare loop's (higher is faster).")

@@ -22,9 +22,10 @@ Generator model (assumptions):
   served batch see the same hot experts. Only token sampling uses the caller's generator.
 * The ``mixed`` stream visits the datasets in order: request ``i`` of ``n`` draws its dataset
   from weights centred on dataset ``8 i / n``, so the mix drifts over time.
-* A token's ``top_k`` experts are stored in ascending order of their perturbed scores (what
-  ``argpartition`` returns on numpy 2's AVX-512 builds; :mod:`libra_des.workload.sampling`
-  computes it faster, bit for bit).
+* A token's ``top_k`` experts are stored in ascending order of their perturbed scores (the
+  first expert drawn last). The draws are sequential sampling without replacement, which
+  has Gumbel-top-k's law (:mod:`libra_des.workload.uniform_kernel`); tests/test_routing_law.py
+  checks the law statistically, not one particular random stream.
 """
 
 from __future__ import annotations
@@ -38,14 +39,8 @@ import numpy as np
 
 from libra_des.config import MOE_DATASETS, RoutingSpec
 from libra_des.errors import InputError
-from libra_des.workload.sampling import (
-    Scratch,
-    gumbel_top_k_of,
-    skip_uniform_f32,
-    thin_matmul,
-    top_k_ascending,
-)
-from libra_des.workload.uniform_kernel import ar1_mix, token_latents
+from libra_des.workload.sampling import skip_doubles
+from libra_des.workload.uniform_kernel import ar1_mix, route_tokens, token_latents
 
 #: Latent state dimensions (small: it only needs to carry correlation, not semantics).
 LATENT_DIM = 8
@@ -56,7 +51,7 @@ SIGMA = 2.5
 SHARED = 0.3
 #: Width (in datasets) of the ``mixed`` stream's window over the dataset sequence.
 MIX_WIDTH = 0.8
-#: Tokens scored at once by the generator.
+#: Tokens scored at once by the predictors (a [chunk, experts] block stays in cache).
 CHUNK = 2048
 TRACE_FIELD = "workload.routing.trace"
 
@@ -211,17 +206,6 @@ def ar1_step(state: np.ndarray, rho: float, rng: np.random.Generator) -> np.ndar
     return out
 
 
-def gumbel_noise(rng: np.random.Generator, noise: np.ndarray) -> np.ndarray:
-    """Fill float32 ``noise`` with ``log(-log(u))`` of fresh uniforms (minus Gumbel noise),
-    drawn in bulk from ``rng``."""
-    rng.random(dtype=np.float32, out=noise)
-    with np.errstate(divide="ignore"):  # u = 0 gives a -inf score, never picked
-        np.log(noise, out=noise)
-        np.negative(noise, out=noise)
-        np.log(noise, out=noise)
-    return noise
-
-
 @dataclass(frozen=True)
 class LatentState:
     """Request and token latent states of one layer, stepped in place to the next."""
@@ -274,7 +258,12 @@ def generate_trace(
     datasets: np.ndarray,
     rng: np.random.Generator,
 ) -> RoutingTrace:
-    """Sample the routed experts of one batch (requests of the given lengths and datasets)."""
+    """Sample the routed experts of one batch (requests of the given lengths and datasets).
+
+    Per layer, ``rng`` gives the latent step's normals, then ``[tokens, top_k]`` float64
+    uniforms that ``uniform_kernel.route_tokens`` turns into sequential draws without
+    replacement (Gumbel-top-k's law, see the module doc).
+    """
     latents = TokenLatents.of(router, request_lengths)
     request, tokens = latents.request, latents.request.size
     tok_dataset = np.asarray(datasets, dtype=np.int16)[request]
@@ -282,29 +271,15 @@ def generate_trace(
     layers, _, num_experts = router.gate.shape
     dtype = np.int16 if num_experts <= np.iinfo(np.int16).max else np.int32
     experts = np.empty((tokens, layers, router.top_k), dtype=dtype)
-    # Buffers reused across layers and chunks: fresh arrays of megabytes cost more in page
-    # faults than the arithmetic on them.
-    buffer = np.empty((min(CHUNK, tokens), num_experts), dtype=np.float32)
-    scratch = Scratch.of(*buffer.shape)
+    uniforms = np.empty((tokens, router.top_k))
     for layer in range(layers):
         if layer:
             state.step(latents.rho, rng)
         gate = np.float32(router.sharpness) * router.gate[layer]
-        mixed = latents.mix(state)
         bias = np.ascontiguousarray(router.bias[:, layer])
-        # Token chunks keep the [chunk, experts] scores in cache (about 3x faster).
-        for lo in range(0, tokens, CHUNK):
-            hi = min(lo + CHUNK, tokens)
-            scores, part = buffer[: hi - lo], scratch.noise[: hi - lo]
-            thin_matmul(mixed[lo:hi], gate, scores)
-            noise = gumbel_noise(rng, part)
-            if router.top_k >= num_experts:  # every expert: only their order is drawn
-                scores += bias[tok_dataset[lo:hi]]
-                scores -= noise
-                experts[lo:hi, layer, :] = top_k_ascending(scores, router.top_k)
-                continue
-            gumbel_top_k_of(scores, bias, tok_dataset[lo:hi], noise, router.top_k,
-                            scratch.head(hi - lo), experts[lo:hi, layer, :])
+        rng.random(out=uniforms)
+        route_tokens(latents.mix(state), gate, bias, tok_dataset, uniforms,
+                     experts[:, layer, :])
     return RoutingTrace(experts, request, tok_dataset, num_experts)
 
 
@@ -314,15 +289,15 @@ def skip_trace(
     """Advance ``rng`` exactly as :func:`generate_trace` would, without building the trace.
 
     The latent states are still drawn (a normal draw takes a data-dependent number of
-    words); the uniforms, ``experts / LATENT_DIM`` times more numerous, are jumped over.
+    words); the uniforms are jumped over (``sampling.skip_doubles``).
     """
     latents = TokenLatents.of(router, request_lengths)
     state = latents.initial(rng)
-    layers, _, num_experts = router.gate.shape
+    layers = router.gate.shape[0]
     for layer in range(layers):
         if layer:
             state.step(latents.rho, rng)
-        skip_uniform_f32(rng, latents.request.size * num_experts)
+        skip_doubles(rng, latents.request.size * router.top_k)
 
 
 # ----------------------------------------------------------------------------- files

@@ -1,19 +1,16 @@
-"""Fast exact building blocks of the routing generator: stream skips, top-k, thin products.
+"""Fast exact building blocks of routing and its predictors: stream skips, top-k, thin products.
 
 Each function reproduces, bit for bit, what a plainer numpy call would give (tests/
-test_sampling.py compares them), so using one never changes a seeded trace:
+test_sampling.py compares them):
 
-* :func:`skip_uniform_f32` leaves the generator exactly where drawing ``count`` float32
-  uniforms would. numpy makes each from one 32-bit draw, and PCG64 hands out each 64-bit
-  output as two 32-bit halves (low half first), so it jumps ahead by whole outputs
-  (``advance``, O(log n)) and draws at most two halves itself. Other bit generators draw.
+* :func:`skip_doubles` leaves the generator exactly where drawing ``count`` float64
+  uniforms would.
 * :func:`top_k_ascending` equals the tail of ``np.argpartition(scores, e - k, axis=1)`` as
   numpy 2's AVX-512 builds return it (the k largest in ascending score order), for any row
   whose k+1 largest scores are distinct; rows with ties among them are left to
   ``argpartition`` itself, so its tie-breaking still decides. Other builds order the k
   slots differently; the k experts are the same on every build.
 * :func:`thin_matmul` is ``a @ b`` in row blocks (each element is the same dot product).
-* :func:`gumbel_top_k_of` ranks perturbed scores with ``uniform_kernel``'s one-pass keys.
 """
 
 from __future__ import annotations
@@ -22,45 +19,27 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from libra_des.workload.uniform_kernel import perturbed_keys, sorted_tail
 
+def skip_doubles(rng: np.random.Generator, count: int) -> None:
+    """Advance ``rng`` past ``count`` float64 uniforms without producing them.
 
-def skip_uniform_f32(rng: np.random.Generator, count: int) -> None:
-    """Advance ``rng`` past ``count`` float32 uniforms without producing them."""
+    numpy makes each from one 64-bit output, so a PCG64 jumps ahead by ``count`` outputs
+    (``advance``, O(log n)); a pending 32-bit half (left by a float32 draw) is not touched by
+    float64 draws, so it is put back after the jump. Other bit generators draw.
+    """
     bits = rng.bit_generator
     if not isinstance(bits, np.random.PCG64):
-        block = np.empty(min(count, 1 << 20), dtype=np.float32)
+        block = np.empty(min(count, 1 << 20))
         for lo in range(0, count, block.size):
-            rng.random(dtype=np.float32, out=block[: min(block.size, count - lo)])
+            rng.random(out=block[: min(block.size, count - lo)])
         return
-    if count and bits.state["has_uint32"]:  # the pending half is the next draw
-        rng.random(dtype=np.float32)
-        count -= 1
-    words, odd = divmod(count, 2)
-    if words:  # advancing, even by 0, drops a pending half
-        bits.advance(words)
-    if odd:  # leaves the other half pending, as a real draw would
-        rng.random(dtype=np.float32)
-
-
-def gumbel_top_k_of(
-    scores: np.ndarray, bias: np.ndarray, dataset: np.ndarray, noise: np.ndarray, k: int,
-    scratch: Scratch, out: np.ndarray | None = None,
-) -> np.ndarray:
-    """``scores += bias[dataset]; scores -= noise`` (float32), then :func:`top_k_ascending`
-    (``k`` < columns) into ``out`` (int64 when not given): the sums and the sort keys come
-    from one pass of ``uniform_kernel`` where numpy would make eight over the block, and the
-    top ``k`` from another after numpy's sort."""
-    keys = scratch.words[1]
-    shift = column_bits(scores.shape[1])
-    perturbed_keys(scores, bias, dataset, noise, shift, keys)
-    keys.sort(axis=1)
-    if out is None:
-        out = np.empty((scores.shape[0], k), dtype=np.int64)
-    unsure = sorted_tail(keys, k, shift, out)
-    if unsure.size:
-        out[unsure] = exact_top_k(scores[unsure], k)
-    return out
+    if not count:
+        return
+    before = bits.state
+    bits.advance(count)
+    after = bits.state
+    after["has_uint32"], after["uinteger"] = before["has_uint32"], before["uinteger"]
+    bits.state = after
 
 
 @dataclass(frozen=True)
@@ -70,19 +49,17 @@ class Scratch:
     Fresh megabyte temporaries per block cost more in page faults than the arithmetic.
     """
 
-    noise: np.ndarray  # float32 [rows, cols]
     words: np.ndarray  # int32 [2, rows, cols]
     columns: np.ndarray  # int32 [rows, cols], every row 0 .. cols - 1
 
     @classmethod
     def of(cls, rows: int, cols: int) -> Scratch:
         columns = np.broadcast_to(np.arange(cols, dtype=np.int32), (rows, cols)).copy()
-        return cls(np.empty((rows, cols), dtype=np.float32),
-                   np.empty((2, rows, cols), dtype=np.int32), columns)
+        return cls(np.empty((2, rows, cols), dtype=np.int32), columns)
 
     def head(self, rows: int) -> Scratch:
         """The buffers' first ``rows`` rows."""
-        return Scratch(self.noise[:rows], self.words[:, :rows], self.columns[:rows])
+        return Scratch(self.words[:, :rows], self.columns[:rows])
 
 
 def column_bits(columns: int) -> int:
@@ -131,7 +108,7 @@ def top_k_ascending(
     them, so each score becomes an int32 key: its order-preserving bits with the low
     ``column_bits`` replaced by the column. Keys order like (score, column) unless two scores
     differ only in those low bits; rows where that happens among the k+1 largest (under one
-    in a thousand of the generator's) are redone by :func:`exact_top_k`. ``scores``: float32.
+    in a thousand rows of float scores) are redone by :func:`exact_top_k`. ``scores``: float32.
     """
     rows, e = scores.shape
     if k >= e:

@@ -77,7 +77,7 @@ from libra_des.sim.network import models as network_models
 from libra_des.sim.network.model import NetworkModel
 from libra_des.sim.network.models import NetworkSetup
 from libra_des.workload import routing as routing_module
-from libra_des.workload import sampling, trace_cache
+from libra_des.workload import sampling, trace_cache, uniform_kernel
 from libra_des.workload.routing import RoutingTrace
 
 #: Result fields measured with the host's clock (excluded from determinism checks).
@@ -277,7 +277,8 @@ def shared_traces(
         "model": scenario.model.model_dump(mode="json"),
         "workload": scenario.workload.model_dump(mode="json"),
         "gpus": gpus,
-        "code": trace_cache.source_fingerprint((moe_policy, moe_setup, routing_module, sampling)),
+        "code": trace_cache.source_fingerprint(
+            (moe_policy, moe_setup, routing_module, sampling, uniform_kernel)),
     }
     return trace_cache.cached_traces(directory, rng, parts, make)
 
