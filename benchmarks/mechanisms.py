@@ -4,8 +4,9 @@ Rows (``MECHANISMS``) are sets of ``--set`` overrides on top of a base that has 
 mechanism off: the paper's median/p99 length laws (``longctx-256k``/``longctx-1m``) and the
 calibrated per-op noise only, with free overlap (``overlap.interference=off``; the model's
 default is on). Each row switches one mechanism on; ``all`` switches on every one this build
-knows. A row whose knob a build does not have is reported as such, not run. ``--row NAME=K=V,K=V`` adds a
-row, ``--set K=V`` adds overrides to every run (both repeatable).
+knows. A row whose knob a build does not have is reported as such, not run.
+``--row NAME=K=V,K=V`` adds a row, ``--set K=V`` adds overrides to every run (both
+repeatable).
 
 Per row it measures, on reduced sizes (``--layers``, ``--steps``):
 
