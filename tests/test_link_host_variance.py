@@ -7,24 +7,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_fleet_variance import GPN, build, only
 
 from libra_des.cli import main
 from libra_des.config import VarianceSpec
 from libra_des.errors import InputError
 from libra_des.hardware.link_host_variance import HostGaps, LinkVariance
 from libra_des.hardware.variance import VarianceModel
-
-GPN = 8
-
-
-def only(**knobs: float) -> VarianceSpec:
-    """No older noise at all, so each new source is seen alone."""
-    return VarianceSpec(noise_sigma=0.0, failslow_rate=0.0, **knobs)
-
-
-def build(spec: VarianceSpec, gpus: int, seed: int) -> tuple[VarianceModel, np.random.Generator]:
-    rng = np.random.default_rng(seed)
-    return VarianceModel.build(spec, gpus, rng, gpus_per_node=GPN), rng
 
 
 def test_link_jitter_has_mean_one_its_sigma_and_rack_correlation() -> None:

@@ -128,9 +128,8 @@ def training(results: Results) -> list[Png]:
     for name, t in zip(names, samples, strict=True):
         counts, _ = np.histogram(t, bins=edges)
         ax.stairs(counts / t.size, edges, fill=True, alpha=0.5, label=f"{name} ({t.size} ops)")
-    ax.set_xlabel("forward time of one microbatch on stage 0 (s)")
-    ax.set_ylabel("fraction of forward ops")
-    ax.set_title("Per-microbatch forward times, first pipeline stage")
+    ax.set(xlabel="forward time of one microbatch on stage 0 (s)", ylabel="fraction of forward ops",
+           title="Per-microbatch forward times, first pipeline stage")
     ax.legend(fontsize="small")
     out.append(encode(fig, "Per-microbatch forward times on the first pipeline stage."))
     return out
@@ -146,9 +145,8 @@ def moe(results: Results) -> list[Png]:
     fig, ax = panel()
     for name, r in results.items():
         ax.plot(r["imbalance_ratio"]["per_layer"], label=name)
-    ax.set_xlabel("MoE layer")
-    ax.set_ylabel("imbalance ratio (max / mean GPU load)")
-    ax.set_title("Expert-parallel load imbalance per layer")
+    ax.set(xlabel="MoE layer", ylabel="imbalance ratio (max / mean GPU load)",
+           title="Expert-parallel load imbalance per layer")
     ax.legend(fontsize="small")
     out.append(encode(fig, "Expert-parallel load imbalance per layer (1 = balanced)."))
     return out
@@ -198,9 +196,8 @@ def axis_lines(rows: Sequence[Mapping[str, Any]], axes: Sequence[Sequence[str]],
     else:
         ax.set_xticks(range(len(xs)), xs, rotation=20 if len(xs) > 4 else 0)
     words = DEFINITIONS.get(metric, (metric, ""))[0]
-    ax.set_xlabel(" + ".join(keys))
-    ax.set_ylabel(ylabel)
-    ax.set_title(f"{words} against {' + '.join(keys)}")
+    ax.set(xlabel=" + ".join(keys), ylabel=ylabel,
+           title=f"{words} against {' + '.join(keys)}")
     ax.grid(alpha=0.3)
     if others:
         ax.legend(fontsize="small", title=" / ".join(" + ".join(k) for k in others))
@@ -231,9 +228,8 @@ def heatmap(rows: Sequence[Mapping[str, Any]], axes: Sequence[Sequence[str]], me
                     color="white" if dark else "black")
     ax.set_xticks(range(len(cols)), cols)
     ax.set_yticks(range(len(lines)), lines)
-    ax.set_xlabel(" + ".join(axes[0]))
-    ax.set_ylabel(" + ".join(axes[1]))
-    ax.set_title(f"{words} over {' + '.join(axes[0])} and {' + '.join(axes[1])}")
+    ax.set(xlabel=" + ".join(axes[0]), ylabel=" + ".join(axes[1]),
+           title=f"{words} over {' + '.join(axes[0])} and {' + '.join(axes[1])}")
     return encode(fig, f"{words} [{metric}] over the two swept axes (cells rounded).")
 
 
