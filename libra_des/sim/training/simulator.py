@@ -514,6 +514,8 @@ def simulate_training(
         queue = plans[-1].deferred
     report = training_memory(scenario, cluster, plans)
     records = []
+    # The laid-out fabric and the fidelity's known disagreements are the run's, not a step's.
+    layout, warnings = cluster.topology.layout(), fidelity_warnings(scenario, cluster)
     # The elaborated objects live for the whole run: freezing them keeps the collector's full
     # passes (several at 131k GPUs) from walking them again; undone on the way out.
     gc.freeze()
@@ -525,8 +527,7 @@ def simulate_training(
             records.append(replace(rec, plan=plans[step], memory=report, tap_autotune=tuned,
                                    comm_tiers=tuple(cluster.cost.tiers().items()),
                                    comm_choices=tuple(cluster.cost.choices().items()),
-                                   fabric_layout=cluster.topology.layout(),
-                                   warnings=fidelity_warnings(scenario, cluster)))
+                                   fabric_layout=layout, warnings=warnings))
             if progress is not None:
                 progress(step)
     finally:
