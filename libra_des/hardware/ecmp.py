@@ -37,7 +37,6 @@ from dataclasses import replace
 from functools import lru_cache
 
 import numpy as np
-from scipy.special import gammaln
 
 from libra_des.hardware.alltoall import LeafMap
 from libra_des.hardware.fabric import Fabric
@@ -57,10 +56,11 @@ def max_le(flows: int, bins: int, c: int) -> float:
         return 0.0
     lam = flows / bins
     j = np.arange(c + 1, dtype=np.float64)
-    q = np.exp(j * math.log(lam) - lam - gammaln(j + 1.0))
+    log_fact = np.array([math.lgamma(k + 1.0) for k in range(c + 1)])
+    q = np.exp(j * math.log(lam) - lam - log_fact)
     size = 1 << math.ceil(math.log2(bins * c + 1))
     coeffs = np.fft.irfft(np.fft.rfft(q, size) ** bins, size)
-    total = math.exp(flows * math.log(flows) - flows - float(gammaln(flows + 1.0)))
+    total = math.exp(flows * math.log(flows) - flows - math.lgamma(flows + 1.0))
     return float(min(max(coeffs[flows] / total, 0.0), 1.0))
 
 
