@@ -15,6 +15,7 @@ scenarios alike. The baseline is any checkout of the package, e.g. a worktree of
     python benchmarks/scale_vs_base.py --base ../base [--scenarios scale-16384] [--repeats 3]
     python benchmarks/scale_vs_base.py --base ../base --scenarios scale-16384 \\
         --set parallelism.dp=2048 --repeats 1      # 131,072 GPUs
+    python benchmarks/scale_vs_base.py --base ../base --new-set variance.fleet=true
 
 Results must be identical: the script also compares result.json-style metrics of the two.
 """
@@ -81,6 +82,9 @@ def main() -> None:
     parser.add_argument("--base", required=True, type=Path, help="baseline checkout")
     parser.add_argument("--scenarios", default="scale-16384")
     parser.add_argument("--set", action="append", default=[], help="KEY=VALUE override")
+    parser.add_argument("--new-set", action="append", default=[],
+                        help="KEY=VALUE for this checkout only (knobs the base lacks, "
+                             "e.g. variance.fleet=true: every mechanism on)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--preload", default="networkx,simpy",
                         help="modules imported before the timer in both trees")
@@ -91,8 +95,9 @@ def main() -> None:
     for name in args.scenarios.split(","):
         runs: dict[str, list[dict]] = {"base": [], "new": []}
         for _ in range(args.repeats):
-            for label, tree in (("base", args.base.resolve()), ("new", HERE)):
-                runs[label].append(run_once(tree, name, args.set, args.preload))
+            for label, tree, extra in (("base", args.base.resolve(), []),
+                                       ("new", HERE, args.new_set)):
+                runs[label].append(run_once(tree, name, args.set + extra, args.preload))
         med = {k: {f: statistics.median(r[f] for r in v) for f in fields}
                for k, v in runs.items()}
         for label in ("base", "new"):

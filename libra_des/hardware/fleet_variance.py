@@ -69,5 +69,11 @@ def correlated_normals(
     own = rng.standard_normal((n_ops, len(gpus)))
     shared = rng.standard_normal((n_ops, nodes.size))
     own *= np.sqrt(1.0 - rho)
-    own += np.sqrt(rho) * shared[:, where]
+    shared *= np.sqrt(rho)  # scaled before the gather: the same products, a node's worth
+    k = len(gpus) // max(nodes.size, 1)
+    if nodes.size * k == len(gpus) and np.array_equal(where, np.arange(len(gpus)) // max(k, 1)):
+        # Consecutive GPUs of whole nodes (every shipped layout): broadcast, no gathered copy.
+        own.reshape(n_ops, nodes.size, k)[...] += shared[:, :, None]
+    else:
+        own += shared[:, where]
     return own
