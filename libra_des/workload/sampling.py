@@ -146,8 +146,10 @@ BLAS_SINGLE_THREAD = 1 << 18
 def thin_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
     """``a @ b`` into ``out`` in row blocks small enough for one BLAS thread.
 
-    Each output element is one dot product over ``a``'s short rows, so the blocking does not
-    change a single bit of the result.
+    Each output element is one dot product over ``a``'s short rows: the result is the
+    product taken block by block, whatever the thread count. One large ``a @ b`` can differ
+    from it in the last bit where BLAS splits the product over its threads (seen with
+    OpenBLAS on an AMD EPYC host), so the blocks, not that product, define the draw.
     """
     rows, inner = a.shape
     block = max(1, BLAS_SINGLE_THREAD // max(inner * b.shape[1], 1))
