@@ -27,8 +27,9 @@ Model assumptions (each is a simplification named on purpose):
   GPU with the destination's local index), so the GPUs sharing a rail share its forwarding
   evenly, as fast mode's PXN hop assumes (:meth:`InterNodeA2A.pxn_hop
   <libra_des.hardware.alltoall.InterNodeA2A.pxn_hop>`). The proxy's staging copy and proxy
-  thread cost nothing beyond the links' latencies (our simplification). Collective rings
-  and trees keep the direct route (theirs are rail-aligned, :func:`~libra_des.hardware.
+  thread cost nothing beyond the links' latencies (our simplification). The transfers of
+  ring and direct collectives keep :meth:`Topology.route` (rings are rail-aligned but for
+  the closing hop of an odd number of nodes, :func:`~libra_des.hardware.
   collective_catalogue.rail_rings`).
 - Rail-optimised leaves (``rail_leaf``): NIC ``k`` of every node connects to the leaf of rail
   ``k`` in its leaf group (``fan_out`` nodes per group); a ``leaf`` level puts all NICs of a
