@@ -4,14 +4,16 @@ Two parts, not a test (the quick part is ``tests/test_fast_fabric.py``):
 
 - ``--part fabric``: every shipped topology, a uniform all-to-all filling clusters of
   several node counts and leaf fan-outs, priced by the fast model (alpha-beta without
-  efficiencies, the flow model's own terms) and run as flows; detailed over fast;
+  efficiencies, the flow model's own terms; its default mechanisms, PXN on, or with
+  ``--pxn off`` none) and run as flows on the same routes (PXN proxies where fast mode's
+  PXN is in force); detailed over fast;
 - ``--part scenarios``: the shipped scenarios small enough for the flow network, one step
   each at its own settings (any ``network`` section of the scenario, e.g. its ECMP hash,
   is read as the scenario gives it; ``--set`` adds overrides): step time, attention
   straggler, exposed and hidden exchange, and the two ratios the suite bounds (10%).
 
-    python benchmarks/fidelity.py [--part fabric|scenarios|both] [--scenarios a,b]
-                                  [--set key=value ...]
+    python benchmarks/fidelity.py [--part fabric|scenarios|both] [--pxn on|off]
+                                  [--scenarios a,b] [--set key=value ...]
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from libra_des.hardware.costs import CostModel
 from libra_des.hardware.profile import load_profile
 from libra_des.hardware.topology import load_topology, shipped_topologies
 from libra_des.sim.network.flow_model import Network
+from libra_des.sim.network.models import flow_topology
 
 SMALL = (
     "paper-attention-microbench-256k",
@@ -41,21 +44,24 @@ SHAPES = ((8, None), (8, 4), (16, 8), (32, None))
 PER_GPU = 64 << 20
 
 
-def a2a_pair(name: str, nodes: int, fan_out: int | None) -> tuple[int, float, float]:
+def a2a_pair(
+    name: str, nodes: int, fan_out: int | None, pxn: bool = True
+) -> tuple[int, float, float]:
     params: dict[str, object] = {"nodes": nodes}
     if fan_out is not None:
         params["levels.1.fan_out"] = fan_out
     topo = load_topology(name, params)
     n = topo.num_gpus
     cost = CostModel(load_profile("h200-sxm"), topo.fabric(), efficiency=False)
-    cost.a2a_on = Mechanisms(pxn=False)  # the flow model's routes: no PXN (docs/communication.md)
+    cost.a2a_on = Mechanisms(pxn=pxn)
     fast = cost.collective("all_to_all", PER_GPU * n, n, topo.gpus_per_node).seconds
     env = simpy.Environment()
-    env.run(Network(env, topo).collective("all_to_all", list(range(n)), PER_GPU * n))
+    net = Network(env, flow_topology(topo, cost))  # relayed as fast mode's PXN is
+    env.run(net.collective("all_to_all", list(range(n)), PER_GPU * n))
     return n, fast, env.now
 
 
-def fabric_part() -> None:
+def fabric_part(pxn: bool = True) -> None:
     print(f"{'topology':<26}{'nodes':>6}{'fan_out':>8}{'GPUs':>6}{'fast ms':>10}"
           f"{'flows ms':>10}{'d/f':>7}")
     for name in shipped_topologies():
@@ -64,7 +70,7 @@ def fabric_part() -> None:
                 nodes = 2  # 72 GPUs a node: two racks already hold 144
             if name.startswith("h200-8x") or name == "pcie-8x":
                 fan = None
-            n, fast, det = a2a_pair(name, nodes, fan)
+            n, fast, det = a2a_pair(name, nodes, fan, pxn)
             print(f"{name:<26}{nodes:>6}{fan or '-':>8}{n:>6}{fast * 1e3:>10.2f}"
                   f"{det * 1e3:>10.2f}{det / fast:>7.3f}", flush=True)
 
@@ -96,11 +102,13 @@ def scenario_part(names: list[str], extra: list[str]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--part", choices=("fabric", "scenarios", "both"), default="both")
+    parser.add_argument("--pxn", choices=("on", "off"), default="on",
+                        help="the fabric part's PXN, in both modes (default on)")
     parser.add_argument("--scenarios", default=",".join(SMALL))
     parser.add_argument("--set", action="append", default=[])
     args = parser.parse_args()
     if args.part in ("fabric", "both"):
-        fabric_part()
+        fabric_part(args.pxn == "on")
     if args.part in ("scenarios", "both"):
         scenario_part(args.scenarios.split(","), args.set)
 

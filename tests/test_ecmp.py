@@ -23,10 +23,11 @@ from libra_des.sim.network.flow_model import Network
 from libra_des.sim.training.simulator import simulate_training
 
 QUICK = str(ROOT / "scenarios" / "quickstart.yaml")
-#: The quickstart on 128 GPUs in detailed mode, two pools per stage on 4:1 rail leaves (so
-#: the spine can bind).
+#: The quickstart on 128 GPUs in detailed mode, two pools per stage on 4:1 rail leaves of one
+#: node each (so the spine can bind: PXN keeps a leaf group's messages on its rail leaves).
 SMALL = ("parallelism.dp=4", "parallelism.gbs=32", "balancer.pool_size=2", "fidelity=detailed",
-         "topology_params.levels.1.oversubscription=4", "model.layers=8")
+         "topology_params.levels.1.oversubscription=4", "topology_params.levels.1.fan_out=1",
+         "model.layers=8")
 
 
 def spine_of(topo_routes: list[list[str]]) -> list[str]:
@@ -61,9 +62,13 @@ def test_salts_come_from_the_seed_tree_and_sample_zero_is_stable() -> None:
         src, dst, strict=True)], "the array hash is the scalar one"
 
 
-def test_hashed_bound_counts_the_busiest_uplink_as_the_routes_do() -> None:
-    """The vectorised bound against loads summed over the topology's own routes."""
-    topo = load_topology("h200-roce-railopt", {"nodes": 16, "levels.1.oversubscription": 4})
+@pytest.mark.parametrize("pxn", [False, True])
+def test_hashed_bound_counts_the_busiest_uplink_as_the_routes_do(pxn: bool) -> None:
+    """The vectorised bound against loads summed over the topology's own point-to-point
+    routes (with PXN: out on the proxy's NIC)."""
+    topo = load_topology("h200-roce-railopt", {"nodes": 16, "levels.1.oversubscription": 4,
+                                               "levels.1.fan_out": 8}).relaying(pxn)
+    assert topo.pxn == pxn
     rng = np.random.default_rng(0)
     src, dst = rng.integers(0, 128, 300), rng.integers(0, 128, 300)
     size = rng.uniform(1e6, 1e8, 300)
@@ -72,7 +77,7 @@ def test_hashed_bound_counts_the_busiest_uplink_as_the_routes_do() -> None:
         routed = topo.routed(routing)
         load: dict[tuple[str, str], float] = {}
         for s, d, b in zip(src, dst, size, strict=True):
-            for link in routed.route(int(s), int(d)):
+            for link in routed.p2p_route(int(s), int(d)):
                 if s // 8 != d // 8:
                     load[link] = load.get(link, 0.0) + b
         expect = max(v / routed.link(lk).bandwidth for lk, v in load.items()

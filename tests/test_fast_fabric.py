@@ -20,11 +20,12 @@ from libra_des.hardware.ecmp import (
 from libra_des.hardware.profile import load_profile
 from libra_des.hardware.topology import load_topology, shipped_topologies
 from libra_des.sim.network.flow_model import Network
+from libra_des.sim.network.models import flow_topology
 
 MIB = 1 << 20
-#: The flow model routes cross-rail messages over the spine, as the topology's routes do (no
-#: PXN): fast mode is compared on the same routes (docs/communication.md, known limits).
-SAME_ROUTES = Mechanisms(pxn=False)
+#: Fast mode's all-to-all without PXN: cross-rail messages climb to the spine (the tests that
+#: need spine traffic on one leaf group; the flow model then routes the same way).
+NO_PXN = Mechanisms(pxn=False)
 
 
 def test_collision_factor_matches_enumeration_of_three_balls_in_two_bins() -> None:
@@ -48,14 +49,19 @@ def test_more_flows_per_uplink_collide_less() -> None:
     assert factors == sorted(factors, reverse=True) and factors[-1] > 1.0
 
 
-def fast_and_flows(name: str, params: dict[str, object], per_gpu: float) -> tuple[float, float]:
+def fast_and_flows(
+    name: str, params: dict[str, object], per_gpu: float, on: Mechanisms | None = None
+) -> tuple[float, float]:
+    """A uniform all-to-all filling the cluster: fast mode's seconds with the mechanisms
+    ``on`` (the default ones: PXN on) and the flow model's on the same routes."""
     topo = load_topology(name, params)
     n = topo.num_gpus
     cost = CostModel(load_profile("h200-sxm"), topo.fabric(), efficiency=False)
-    cost.a2a_on = SAME_ROUTES
+    cost.a2a_on = on or Mechanisms()
     fast = cost.collective("all_to_all", per_gpu * n, n, topo.gpus_per_node).seconds
     env = simpy.Environment()
-    env.run(Network(env, topo).collective("all_to_all", list(range(n)), per_gpu * n))
+    net = Network(env, flow_topology(topo, cost))
+    env.run(net.collective("all_to_all", list(range(n)), per_gpu * n))
     return fast, env.now
 
 
@@ -66,15 +72,28 @@ SUITE += [("h200-roce-railopt", {"nodes": 8, "levels.1.fan_out": 4}),
 
 @pytest.mark.parametrize(("name", "params"), SUITE, ids=[f"{n}-{p}" for n, p in SUITE])
 def test_fast_and_detailed_agree_within_ten_percent(name: str, params: dict[str, object]) -> None:
-    """Every shipped topology, a uniform all-to-all filling it (docs/communication.md)."""
+    """Every shipped topology, a uniform all-to-all filling it, PXN on in both modes where
+    the fabric has it (docs/communication.md)."""
     fast, flows = fast_and_flows(name, params, 64 * MIB)
     assert flows / fast == pytest.approx(1.0, abs=0.10)
 
 
+def test_detailed_pxn_keeps_cross_rail_messages_off_the_spine() -> None:
+    """Two leaf groups of 4:1 rail leaves: without PXN in the flow model, 7 of 8 messages
+    of a node pair inside a group climb the oversubscribed spine and detailed is much slower
+    than fast mode's PXN (it breaks if the flow model's PXN is switched off)."""
+    params = {"nodes": 8, "levels.1.fan_out": 4, "levels.1.oversubscription": 4}
+    fast, relayed = fast_and_flows("h200-roce-railopt", params, 64 * MIB)
+    _, direct = fast_and_flows("h200-roce-railopt", params, 64 * MIB, NO_PXN)
+    assert relayed / fast == pytest.approx(1.0, abs=0.10)
+    assert direct > 1.3 * relayed
+
+
 def test_fan_out_changes_the_fast_all_to_all_where_the_fabric_changes() -> None:
-    one_group, _ = fast_and_flows("h200-roce-railopt", {"nodes": 8}, 64 * MIB)
+    # Without PXN cross-rail messages climb to the spine (with it, at 1:1, the NIC binds).
+    one_group, _ = fast_and_flows("h200-roce-railopt", {"nodes": 8}, 64 * MIB, NO_PXN)
     two_groups, _ = fast_and_flows("h200-roce-railopt", {"nodes": 8, "levels.1.fan_out": 4},
-                                   64 * MIB)
+                                   64 * MIB, NO_PXN)
     assert two_groups > 1.1 * one_group
 
 
@@ -115,7 +134,7 @@ def test_quickstart_fast_result_moves_with_the_fan_out() -> None:
 def test_cost_breakdown_names_the_ecmp_factor_and_it_slows_the_spine() -> None:
     topo = load_topology("h200-roce-railopt", {"nodes": 8, "levels.1.fan_out": 4})
     cost = CostModel(load_profile("h200-sxm"), topo.fabric())
-    cost.a2a_on = SAME_ROUTES  # cross-rail messages on the spine too: more flows collide
+    cost.a2a_on = NO_PXN  # cross-rail messages on the spine too: more flows collide
     out = cost.explain("all_to_all", 64 * MIB * 64, 64, 8)
     breakdown = out["breakdown"]
     assert isinstance(breakdown, dict)
@@ -136,7 +155,7 @@ def test_spine_and_leaf_traffic_drain_at_once_not_one_after_the_other() -> None:
     topo = load_topology("h200-roce-railopt-2to1", {"nodes": 32})
     cost = CostModel(load_profile("h200-sxm"), replace(topo.fabric(), spines=1),
                      efficiency=False)
-    cost.a2a_on = SAME_ROUTES
+    cost.a2a_on = NO_PXN
     model, _ = cost.inter_a2a(16, 8)
     per_peer = float(64 * MIB)
     spine_only = 7 * per_peer / 25e9  # 7 cross-rail peers on the other node at 25 GB/s

@@ -227,6 +227,12 @@ class Communication:
         # The all-to-all's mechanisms (alltoall.py), all on; the routing model sets ``ecmp``.
         self.a2a_on = Mechanisms()
 
+    def pxn_in_force(self) -> bool:
+        """Whether NCCL's PXN relays cross-rail messages (alltoall.py): on in ``a2a_on``, on
+        a rail-optimised fabric with NVLink in the node (the flow model asks the same)."""
+        f = self.fabric
+        return self.a2a_on.pxn and f.rail_optimized and f.intra_kind == "nvswitch"
+
     def note(self, op: str, tier: int) -> None:
         self.ledger[op] = max(self.ledger.get(op, 0), tier)
 
@@ -395,7 +401,7 @@ class Communication:
         """The cross-node message model (:mod:`libra_des.hardware.alltoall`) for a layout."""
         curve, tier = self.book.lookup("all_to_all", "direct", "inter", n, gpn)
         hop = self.fabric.intra_bw if self.fabric.intra_kind == "nvswitch" else 0.0
-        pxn = self.a2a_on.pxn and self.fabric.rail_optimized and hop > 0
+        pxn = self.pxn_in_force() and hop > 0
         # Busy ports and the expected ECMP collision factor of this layout (ecmp.py); a
         # factor set in ``a2a_on`` (tests, studies) replaces the fast routing model's.
         leaves, factor, scale = spine_view(self.fabric, n, gpn, pxn)

@@ -128,9 +128,11 @@ def hashed_bounds(
     seconds the busiest link the member crosses needs to carry *every* flow on it
     (``load / capacity``), over the NIC ports (the same for every hash) and the links between
     switch levels (which the hash picks); and whether any flow crosses a level where the hash
-    has a choice. Flows follow the topology's routes (leaf, then up to the lowest level whose
-    unit holds both ends), without building them link by link; degraded links are not
-    counted. Shape ``[routings, members]``."""
+    has a choice. Flows are point-to-point messages on the topology's routes (leaf, then up
+    to the lowest level whose unit holds both ends; where the topology relays through PXN, a
+    cross-rail flow leaves on its proxy's NIC, of the destination's rail), without building
+    them link by link; degraded links and the proxy's NVLink hop are not counted. Shape
+    ``[routings, members]``."""
     gpn, nics = topology.gpus_per_node, topology.template.nics
     member = np.zeros(src.size, dtype=np.int64) if member is None else member
     members = int(member.max()) + 1 if member.size else 1
@@ -142,6 +144,8 @@ def hashed_bounds(
     a, b, src, dst, nbytes, member = (x[far] for x in (a, b, src, dst, nbytes, member))
     leaf = topology.tiers[0]
     nic_a, nic_b = (src % gpn) * nics // gpn, (dst % gpn) * nics // gpn
+    if topology.pxn:  # Topology.p2p_route: out through the proxy on the destination's rail
+        nic_a = nic_b
     ports = np.concatenate([a * nics + nic_a, (b + topology.nodes) * nics + nic_b])
     load = np.bincount(ports, weights=np.concatenate([nbytes, nbytes]))[ports]
     np.maximum.at(out[0], np.concatenate([member, member]), load / leaf.link.bandwidth)

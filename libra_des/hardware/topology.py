@@ -14,7 +14,23 @@ Model assumptions (each is a simplification named on purpose):
 - Edges are full duplex: ``bandwidth`` is bytes/s in *each* direction, so a directed link id
   ``(u, v)`` has its own capacity.
 - GPU ``i`` of a node uses NIC ``i * nics // gpus_per_node`` (NCCL's affinity: the NIC on the
-  GPU's own PCIe switch). No PXN relaying through another GPU: GPUs and NICs never forward.
+  GPU's own PCIe switch); its *rail* is that NIC's index. GPUs and NICs never forward, except
+  for PXN below.
+- PXN (NCCL's ``NCCL_P2P_PXN_LEVEL`` 2, the default; NVIDIA technical blog, "Doubling all2all
+  performance with NCCL 2.12"), only for point-to-point messages (send/recv, all-to-all(v):
+  :meth:`Topology.p2p_route`) on a copy that relays (:meth:`Topology.relaying`): on
+  rail-optimised leaves with NVLink in the node, a message to another node's GPU on another
+  rail first crosses NVLink to its *proxy*, the GPU of the sender's node on the destination's
+  rail, and leaves on the proxy's NIC: GPU -> NVSwitch -> proxy -> PCIe -> proxy's NIC ->
+  leaf of the destination's rail -> ... -> destination's NIC -> destination. The proxy is the
+  rail's GPU at the sender's index within its own rail (wrapping; with one GPU per NIC, the
+  GPU with the destination's local index), so the GPUs sharing a rail share its forwarding
+  evenly, as fast mode's PXN hop assumes (:meth:`InterNodeA2A.pxn_hop
+  <libra_des.hardware.alltoall.InterNodeA2A.pxn_hop>`). The proxy's staging copy and proxy
+  thread cost nothing beyond the links' latencies (our simplification). The transfers of
+  ring and direct collectives keep :meth:`Topology.route` (rings are rail-aligned but for
+  the closing hop of an odd number of nodes, :func:`~libra_des.hardware.
+  collective_catalogue.rail_rings`).
 - Rail-optimised leaves (``rail_leaf``): NIC ``k`` of every node connects to the leaf of rail
   ``k`` in its leaf group (``fan_out`` nodes per group); a ``leaf`` level puts all NICs of a
   node on one leaf. Every switch connects to every switch of the level above in its unit.
@@ -26,7 +42,10 @@ Model assumptions (each is a simplification named on purpose):
   leaf, then up through every level until the lowest one whose unit holds both ends, and down
   again -> leaf -> NIC -> GPU; the switch taken at each level is a seeded hash of
   (src, dst) (ECMP), the same index going up and coming down, or, with per-packet spraying,
-  every switch of the level at once (:mod:`libra_des.hardware.routing`).
+  every switch of the level at once (:mod:`libra_des.hardware.routing`). A PXN route hashes
+  the same (src, dst) pair: every sender's flow is hashed on its own, as fast mode's ECMP
+  factor counts them (NCCL's ``NCCL_NET_SHARED_COMMS`` would let the proxy's flows to one
+  peer share a connection and a hash: not modelled).
 """
 
 from __future__ import annotations
@@ -134,6 +153,18 @@ class NodeTemplate:
     def nic_of(self, local_gpu: int) -> int:
         return local_gpu * self.nics // self.gpus
 
+    @cached_property
+    def rails(self) -> tuple[tuple[int, ...], ...]:
+        """Per NIC, the local GPUs that send on it (its rail's GPUs of this node)."""
+        return tuple(tuple(g for g in range(self.gpus) if self.nic_of(g) == k)
+                     for k in range(self.nics))
+
+    def proxy_of(self, local_gpu: int, nic: int) -> int:
+        """The local GPU relaying ``local_gpu``'s PXN messages to rail ``nic``: the rail's
+        GPU at ``local_gpu``'s index within its own rail, wrapping (module docstring)."""
+        own, there = self.rails[self.nic_of(local_gpu)], self.rails[nic]
+        return there[own.index(local_gpu) % len(there)]
+
     def path(self, src: str, dst: str) -> tuple[str, ...]:
         """Cheapest local path that forwards only through switches and the host bridge."""
         key = (src, dst)
@@ -180,19 +211,42 @@ class Topology:
         self.template = NodeTemplate(spec)
         self.tiers: tuple[Tier, ...] = grow_tiers(spec.network, spec.nodes, self.template.nics)
         self._routes: dict[tuple[int, int], tuple[LinkId, ...]] = {}
+        self._relayed: dict[tuple[int, int], tuple[LinkId, ...]] = {}  # PXN routes
         self._links: dict[LinkId, Link] = {}  # link() answers: every route asks per hop
         self.routing: Routing = DEFAULT_ROUTING
+        #: Whether point-to-point messages relay through PXN proxies (:meth:`relaying`).
+        self.pxn = False
         self.check_connected()
 
     def routed(self, routing: Routing) -> Topology:
-        """The same fabric routing with ``routing`` (a light copy: its own route cache; the
+        """The same fabric routing with ``routing`` (a light copy: its own route caches; the
         spec, tiers, link answers and graph are shared)."""
         if routing == self.routing:
             return self
         other = copy.copy(self)
         other.routing = routing
-        other._routes = {}
+        other._routes, other._relayed = {}, {}
         return other
+
+    def relaying(self, pxn: bool) -> Topology:
+        """The same fabric with point-to-point messages relayed through PXN proxies (or not),
+        where the fabric allows it (:attr:`pxn_capable`); a light copy as :meth:`routed`'s
+        (the direct routes, which PXN leaves alone, are shared)."""
+        pxn = pxn and self.pxn_capable
+        if pxn == self.pxn:
+            return self
+        other = copy.copy(self)
+        other.pxn = pxn
+        other._relayed = {}
+        return other
+
+    @cached_property
+    def pxn_capable(self) -> bool:
+        """Whether PXN can relay here: rail-optimised leaves, more than one rail, and NVLink
+        between a node's GPUs (fast mode's condition, :meth:`~libra_des.hardware.
+        communication.Communication.pxn_in_force`)."""
+        rail = bool(self.tiers) and self.tiers[0].spec.type == "rail_leaf"
+        return rail and self.template.nics > 1 and self.spec.domain.gpu_link() is not None
 
     # ------------------------------------------------------------------ construction
     @cached_property
@@ -262,7 +316,37 @@ class Topology:
             self._routes[key] = tuple(pairwise(hops))
         return self._routes[key]
 
-    def route_nodes(self, src: int, dst: int) -> list[str]:
+    def p2p_route(self, src: int, dst: int) -> tuple[LinkId, ...]:
+        """Directed links of a point-to-point message (send/recv, all-to-all(v)) from GPU
+        ``src`` to GPU ``dst``: through its PXN proxy where :meth:`proxy` names one, else
+        :meth:`route` (module docstring)."""
+        via = self.proxy(src, dst)
+        if via is None:
+            return self.route(src, dst)
+        key = (src, dst)
+        if key not in self._relayed:
+            self._relayed[key] = tuple(pairwise(self.route_nodes(src, dst, via)))
+        return self._relayed[key]
+
+    def proxy(self, src: int, dst: int) -> int | None:
+        """The GPU relaying ``src -> dst`` through PXN, or None where the message goes
+        direct: PXN off here, the same node, or ``src`` already on ``dst``'s rail."""
+        if not self.pxn:
+            return None
+        (a, i), (b, j) = divmod(self.check_gpu(src), self.gpus_per_node), divmod(
+            self.check_gpu(dst), self.gpus_per_node)
+        m = self.template.nic_of(j)
+        if a == b or self.template.nic_of(i) == m:
+            return None
+        return a * self.gpus_per_node + self.template.proxy_of(i, m)
+
+    def nic_of(self, gpu: int) -> int:
+        """The local index of the NIC GPU ``gpu`` sends on (its rail)."""
+        return self.template.nic_of(self.check_gpu(gpu) % self.gpus_per_node)
+
+    def route_nodes(self, src: int, dst: int, via: int | None = None) -> list[str]:
+        """Graph nodes from GPU ``src`` to GPU ``dst``; ``via``: the PXN proxy to relay
+        through (a GPU of ``src``'s node on ``dst``'s rail)."""
         (a, i), (b, j) = divmod(src, self.gpus_per_node), divmod(dst, self.gpus_per_node)
         tmpl = self.template
         if a == b:
@@ -270,7 +354,11 @@ class Topology:
         if tmpl.nics == 0 or not self.tiers:
             raise InputError("topology", self.name, f"NICs for inter-node routes ({src}->{dst})")
         k, m = tmpl.nic_of(i), tmpl.nic_of(j)
-        hops = [f"n{a}/{n}" for n in tmpl.path(f"gpu{i}", f"nic{k}")]
+        local = list(tmpl.path(f"gpu{i}", f"nic{k}"))
+        if via is not None:  # over NVLink to the proxy, out on its NIC: dst's rail
+            p, k = f"gpu{via % self.gpus_per_node}", m
+            local = [*tmpl.path(f"gpu{i}", p), *tmpl.path(p, f"nic{m}")[1:]]
+        hops = [f"n{a}/{n}" for n in local]
         hops += self.switch_path(src, dst, (a, k), (b, m))
         hops += [f"n{b}/{n}" for n in tmpl.path(f"nic{m}", f"gpu{j}")]
         return hops

@@ -10,6 +10,10 @@ Model (assumptions stated once):
   one recomputation, and only one "next completion" timer is live: a newer timer makes older
   ones stale (SimPy cannot cancel a timeout, so a stale one fires and is ignored).
 - A transfer to the same GPU, or of zero bytes, moves nothing through the network.
+- Point-to-point messages (:meth:`Network.transfer`, send_recv, all-to-all(v)) take the
+  topology's point-to-point routes (:meth:`~libra_des.hardware.topology.Topology.p2p_route`:
+  through a PXN proxy where the topology relays); the transfers of ring and direct
+  collectives and copy-engine pulls (:meth:`Network.receive`) take its direct routes.
 
 Solving: a link that every route through it shares with a link no wider is dropped from the
 problem: it can never bind (:class:`LinkTable`). Active flows live in arrays
@@ -138,8 +142,9 @@ class Network:
         self.links = LinkTable(topology, self.variance)
         self.state = FluidState(self.bytes_received)
         self._local_done = 0  # transfers that crossed no link (same GPU, or zero bytes)
-        self._paths: dict[tuple[int, int], tuple[np.ndarray, float]] = {}
-        self._path_ids: dict[tuple[int, int], int] = {}
+        # Keyed (src, dst, relay): relay for a point-to-point message's route (PXN).
+        self._paths: dict[tuple[int, int, bool], tuple[np.ndarray, float]] = {}
+        self._path_ids: dict[tuple[int, int, bool], int] = {}
         self._routes: list[np.ndarray] = []
         self._pairs: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
         self._groups: dict[tuple[int, ...], list[int]] = {}
@@ -155,10 +160,15 @@ class Network:
 
     # ------------------------------------------------------------------ transfers
     def transfer(self, src: int, dst: int, nbytes: float) -> simpy.Event:
-        """Send ``nbytes`` from GPU ``src`` to GPU ``dst``; the event fires on arrival."""
+        """Send ``nbytes`` from GPU ``src`` to GPU ``dst`` (a point-to-point message); the
+        event fires on arrival."""
+        return self._send(src, dst, nbytes, True)
+
+    def _send(self, src: int, dst: int, nbytes: float, relay: bool) -> simpy.Event:
+        """:meth:`transfer` on the point-to-point route (``relay``) or the direct one."""
         if not 0 <= nbytes < np.inf:  # inf would count as sent and "arrive" at once
             raise InputError("nbytes", nbytes, ">= 0, finite")
-        links, latency = self.path(src, dst)
+        links, latency = self.path(src, dst, relay)
         done = self.env.event()
         self.bytes_sent[src] += nbytes
         if links.size == 0 or nbytes == 0:
@@ -167,8 +177,8 @@ class Network:
         group = self.state.group(1)
         self._waiting[group] = done
         flows = (
-            np.array([self._path_ids[src, dst]]), np.array([float(nbytes)]), np.array([dst]),
-            np.array([group]),
+            np.array([self._path_ids[src, dst, relay]]), np.array([float(nbytes)]),
+            np.array([dst]), np.array([group]),
         )
         if latency > 0:
             self.env.timeout(latency).callbacks.append(lambda _e: self._arrive(flows))
@@ -176,14 +186,19 @@ class Network:
             self._arrive(flows)
         return done
 
-    def path(self, src: int, dst: int) -> tuple[np.ndarray, float]:
-        """Link numbers and total latency of the route (cached)."""
-        key = (src, dst)
+    def path(self, src: int, dst: int, relay: bool = False) -> tuple[np.ndarray, float]:
+        """Link numbers and total latency of the direct route or (``relay``) the
+        point-to-point one (cached; one path number where the two are the same)."""
+        key = (src, dst, relay)
+        if key not in self._paths and relay and self.topology.proxy(src, dst) is None:
+            self._paths[key] = self.path(src, dst)
+            self._path_ids[key] = self._path_ids[src, dst, False]
         if key not in self._paths:
-            route = self.topology.route(src, dst)
+            topo = self.topology
+            route = topo.p2p_route(src, dst) if relay else topo.route(src, dst)
             numbers = [self.links.number(lid) for lid in route]
             self.links.add_route(numbers)
-            self._paths[key] = (np.array(numbers, dtype=np.int64), self.topology.latency(route))
+            self._paths[key] = (np.array(numbers, dtype=np.int64), topo.latency(route))
             self._path_ids[key] = len(self._routes)
             self._routes.append(self._paths[key][0])
         return self._paths[key]
@@ -320,8 +335,8 @@ class Network:
             for i, src in enumerate(ranks):
                 for j, dst in enumerate(ranks):
                     if i != j:
-                        latency[i, j] = self.path(src, dst)[1]
-                        paths[i, j] = self._path_ids[src, dst]
+                        latency[i, j] = self.path(src, dst, True)[1]
+                        paths[i, j] = self._path_ids[src, dst, True]
             self._pairs[key] = (paths, latency)
         return self._pairs[key]
 
@@ -419,7 +434,7 @@ class Network:
             # The one DAG all_to_all has (direct pairs), run as one coflow.
             return self._all_to_all(ranks, send_matrix(len(ranks), nbytes, send_bytes))
         steps = self.steps(op, ranks, nbytes, send_bytes, chunks, algorithm)
-        return self.run_steps(*steps)
+        return self.run_steps(*steps, relay=op == "send_recv")
 
     def _check_group(self, gpus: Sequence[int]) -> list[int]:
         """``gpus`` as checked GPU ids (remembered: a step calls the same groups often)."""
@@ -451,9 +466,11 @@ class Network:
         return self.run_steps([(src, dst, float(b)) for src, b in sources], [[] for _ in sources])
 
     def run_steps(
-        self, transfers: list[tuple[int, int, float]], deps: list[list[int]]
+        self, transfers: list[tuple[int, int, float]], deps: list[list[int]],
+        relay: bool = False,
     ) -> simpy.Event:
-        """Start each transfer once the transfers it depends on are done; one event for all."""
+        """Start each transfer once the transfers it depends on are done; one event for all
+        (``relay``: on point-to-point routes, else direct ones)."""
         done = self.env.event()
         waiting = [len(d) for d in deps]
         dependents: list[list[int]] = [[] for _ in transfers]
@@ -464,7 +481,7 @@ class Network:
 
         def start(i: int) -> None:
             src, dst, size = transfers[i]
-            self.transfer(src, dst, size).callbacks.append(finished(i))
+            self._send(src, dst, size, relay).callbacks.append(finished(i))
 
         def finished(i: int) -> Callable[[simpy.Event], None]:
             def callback(_event: simpy.Event) -> None:

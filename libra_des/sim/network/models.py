@@ -84,7 +84,14 @@ def flows(env: simpy.Environment, setup: NetworkSetup) -> NetworkModel:
     """Flows on the topology's routes, max-min fair, degraded links from the variance."""
     from libra_des.sim.network.flow_model import Network
 
-    return Network(env, setup.topology, setup.variance)
+    return Network(env, flow_topology(setup.topology, setup.cost), setup.variance)
+
+
+def flow_topology(topology: Topology, cost: CostModel) -> Topology:
+    """``topology`` as the flow model routes on it: point-to-point messages relayed through
+    PXN proxies where the cost model's all-to-all has PXN in force (``a2a_on``), so both
+    fidelities move the same messages over the same rails."""
+    return topology.relaying(cost.pxn_in_force())
 
 
 def detailed_training_wall(gpus: int) -> float:

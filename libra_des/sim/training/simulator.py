@@ -41,7 +41,7 @@ from libra_des.plan.step import (
 from libra_des.plan.tap_autotune import Ranking, resolve_knobs
 from libra_des.sim.network import models as network_models
 from libra_des.sim.network.model import NetworkModel
-from libra_des.sim.network.models import Fidelity, NetworkSetup
+from libra_des.sim.network.models import Fidelity, NetworkSetup, flow_topology
 from libra_des.sim.training.detailed import DetailedPipelineSim, flow_times
 from libra_des.sim.training.ecmp import Recorder, recording, replaying
 from libra_des.sim.training.memory import (
@@ -305,8 +305,8 @@ def simulate_step(
         factory = network_factory(fidelity, cluster)
         if len(set(routings)) > 1:  # spray: one route set, whatever K
             width = par.dp * par.cp  # GPUs per stage (Layout's placement)
-            factory = recording(factory, cluster.topology, routings, lambda g: g // width,
-                                recorders)
+            routed = flow_topology(cluster.topology, cluster.cost)  # the network's routes
+            factory = recording(factory, routed, routings, lambda g: g // width, recorders)
         sim = detailed(factory)
     else:
         width = layout.pool * par.cp
