@@ -71,12 +71,12 @@ def numba_target() -> ModuleType:
     """numba imported and its CPU target's typing and lowering registries built, once per
     process, with the collector paused and what exists then frozen (``gc.freeze``).
 
-    numba builds the registries on a process's first kernel dispatch (about 0.35 s; its BLAS
-    check imports scipy.linalg there): some 150,000 long-lived objects that the collector
-    would otherwise walk while they are built and in every full collection after.
-    Measured on ``scale-16384`` (one step, fresh process): 0.14 s of collections, 76 ms of
-    it one full collection inside that first dispatch. Frozen objects are never collected:
-    modules and registries live as long as the process anyway."""
+    numba builds the registries on a process's first kernel dispatch (its BLAS check imports
+    scipy.linalg there): some 150,000 long-lived objects that the collector would otherwise
+    walk while they are built and in every full collection after (measured: most of a
+    ``scale-16384`` step's collection time, benchmarks/README.md, "The closing round").
+    Frozen objects are never collected: modules and registries live as long as the process
+    anyway."""
     enabled = gc.isenabled()
     gc.disable()
     try:

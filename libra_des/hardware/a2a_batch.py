@@ -22,10 +22,10 @@ from libra_des.errors import InputError
 if TYPE_CHECKING:
     from libra_des.hardware.communication import Communication
 
-#: Matrices priced together. Measured (``scale-16384``'s 64-rank stacks, one core): 64 a
-#: block prices 256 matrices in about 15 ms, 256 a block in about 34 ms; the block's
-#: temporaries (64 x 64 x 64 float64 is 2 MiB) then stay in cache and in the allocator's
-#: heap instead of fresh 8 MiB mappings.
+#: Matrices priced together: 64 x 64 x 64 float64 temporaries (2 MiB) stay in cache and in
+#: the allocator's heap, where 256 a block made fresh 8 MiB mappings every call (measured on
+#: ``scale-16384``'s stacks: 64 a block is the fastest; benchmarks/README.md, "The closing
+#: round").
 BLOCK = 64
 
 

@@ -66,9 +66,9 @@ class Layout:
 
 #: Pipeline entities costed together: bounds the [E, n, L, W] temporaries, which set the
 #: step's memory peak at scale (all 256 entities of 131k GPUs at once need about 250 MiB of
-#: them). Entities are independent, so the result does not depend on it. Measured
-#: (``scale-16384``'s 8 devices, median of 9): 8 a block 0.27 s, 64 a block 0.51 s: small
-#: blocks keep the temporaries in cache and in the allocator's heap.
+#: them). Entities are independent, so the result does not depend on it. Small blocks keep
+#: the temporaries in cache and in the allocator's heap (measured on ``scale-16384``: 8 a
+#: block about half the time of 64; benchmarks/README.md, "The closing round").
 ENTITY_BLOCK = 8
 
 
