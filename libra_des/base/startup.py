@@ -114,10 +114,8 @@ def reuse_heap() -> bool:
 
     A simulation's numpy temporaries of a few MiB are otherwise fresh mappings each time
     (glibc maps anything above a threshold that only rises as such mappings are freed, so the
-    cost depends on what ran before), and the kernel zeroes every page of a fresh mapping:
-    on the development VM about 0.5 ms a MiB. Measured on the 131,072-GPU step
-    (benchmarks/README.md): 1.1 M page faults and 3.6 s of system CPU without, 58 k and
-    0.9-1.7 s with. Results do not depend on where memory comes from.
+    cost depends on what ran before), and the kernel zeroes every page of a fresh mapping
+    (figures in benchmarks/README.md). Results do not depend on where memory comes from.
     """
     try:
         mallopt = ctypes.CDLL(None).mallopt

@@ -6,10 +6,10 @@ Generator's bit generator, so :func:`shifted_normals` draws the same numbers as
 ``rng.standard_normal(out.shape)`` in C order and leaves the stream where numpy would; the
 scaling is one multiply and one subtract per element, written without fast-math (no fused
 multiply-add), as numpy's in-place ``z *= sigma; z -= shift`` computes it
-(tests/test_noise_kernel.py checks both bit for bit). Measured on the 2-core development
-machine: about 3 ns an element against numpy's 9-12 ns for the draw alone. The ``exp`` stays
-in numpy (:meth:`~libra_des.hardware.variance.LogNormalNoise.sample`): the C library's
-would not round every element as numpy's vector loop does. :func:`episode_states` is
+(tests/test_noise_kernel.py checks both bit for bit), in one pass instead of numpy's
+draw and two in-place passes (figures in benchmarks/README.md). The ``exp`` stays in numpy
+(:meth:`~libra_des.hardware.variance.LogNormalNoise.sample`): the C library's would not
+round every element as numpy's vector loop does. :func:`episode_states` is
 :meth:`~libra_des.hardware.variance.EpisodeSchedule.generate`'s chain with each uniform drawn
 where it is used (``rng.random()`` is numpy's double, in the same order as its ``[steps,
 GPUs]`` array), so that array (67 MB at 131k GPUs) is never made.
