@@ -85,11 +85,13 @@ class LogNormalNoise:
         return float(np.expm1(self.sigma**2))
 
     def sample(self, rng: np.random.Generator, shape: int | tuple[int, ...]) -> np.ndarray:
-        z = rng.standard_normal(shape)
+        from libra_des.hardware.noise_kernel import shifted_normals  # numba: on first use
+
+        z = np.empty(shape)
         # In place, the same operations in the same order as exp(sigma z - sigma^2/2): at
         # 131k GPUs a step's factors are 75 MiB per array, and temporaries set the peak.
-        z *= self.sigma
-        z -= 0.5 * self.sigma**2
+        # The draws and the scaling in one compiled pass (the same numbers as numpy's).
+        shifted_normals(rng, z.reshape(-1), self.sigma, 0.5 * self.sigma**2)
         return np.exp(z, out=z)
 
 
@@ -177,16 +179,17 @@ class EpisodeSchedule:
         return self._last[1][offset]
 
     def generate(self, block: int) -> np.ndarray:
+        from libra_des.hardware.noise_kernel import episode_states  # numba: on first use
+
         rng = np.random.default_rng([self.seed, block])
-        uniform = rng.random((self.BLOCK, self.num_gpus))
-        if block == 0:
-            state = uniform[0] < self.episodes.stationary
-        else:
-            state = self.episodes.advance(self._ends[block - 1], uniform[0])
-        states = np.empty((self.BLOCK, self.num_gpus), dtype=bool)
-        states[0] = state
-        for t in range(1, self.BLOCK):
-            states[t] = self.episodes.advance(states[t - 1], uniform[t])
+        # The uniforms of rng.random((BLOCK, GPUs)), each drawn where the chain uses it:
+        # state 0 from the stationary law (block 0) or one step on from the last block's end,
+        # then FailSlowEpisodes.advance per step.
+        before = (np.zeros(self.num_gpus, dtype=bool) if block == 0
+                  else self._ends[block - 1])
+        states = episode_states(rng, self.BLOCK, before, block == 0,
+                                self.episodes.stationary, 1.0 / self.episodes.steps,
+                                self.episodes.rate)
         if len(self._ends) == block:
             self._ends.append(states[-1].copy())
         return states

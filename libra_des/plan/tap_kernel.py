@@ -26,46 +26,47 @@ numba = numba_module()
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def keys(dw: int, lw: int, headroom: float, any_cand: bool) -> tuple:
-    """(primary, secondary) sort key of a worker with Δcomm ``dw`` and load ``lw``: the
-    reference's np.where(cand, d, max) and load when some worker is a candidate, else load
-    and Δcomm."""
-    if any_cand:
-        return (dw if lw <= headroom else np.iinfo(np.int64).max), lw
-    return lw, dw
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def comm(d: np.ndarray, w: int, kv_bpt: int, q: int, home: int) -> int:
-    """Δcomm of worker ``w`` from its missing KV tokens ``d[w]``: their bytes, plus V_Q + V_O
-    (``q``) unless ``w`` is the tile's Q-home (the reference's ``d * kv_bpt + q``, then
-    ``d[home] -= q``: the same int64 values, wrap-around included)."""
-    return d[w] * kv_bpt + (0 if w == home else q)
+def better(a1: int, a2: int, aw: int, b1: int, b2: int, bw: int) -> bool:
+    """(a1, a2, aw) < (b1, b2, bw) lexicographically."""
+    return a1 < b1 or (a1 == b1 and (a2 < b2 or (a2 == b2 and aw < bw)))
 
 
 @numba.njit(cache=True, nogil=True)
-def choose(d: np.ndarray, load: np.ndarray, headroom: float, kv_bpt: int, q: int,
-           home: int) -> int:
-    """argmin (Δcomm, load, id) over workers with load <= headroom, else (load, Δcomm, id),
-    Δcomm from missing tokens as :func:`comm` gives it.
+def choose(base: int, sub: np.ndarray, mark: np.ndarray, touched: np.ndarray, count: int,
+           load: np.ndarray, headroom: float, kv_bpt: int, q: int, home: int) -> int:
+    """argmin (Δcomm, load, id) over workers with load <= headroom, else (load, Δcomm, id).
 
     The reference takes the minimum primary key, then, among equals, the lowest (secondary,
     id), reading non-candidates as int64 max; that is the lexicographic minimum of
-    (primary, secondary, id), found here in one pass after the candidate test (keys never
-    reach int64 max: Δcomm and loads are byte and pair counts far below it).
+    (primary, secondary, id) over the candidates when there is one (keys never reach int64
+    max: Δcomm and loads are byte and pair counts far below it), else over all workers.
+    A worker's missing tokens are ``base - sub[w]``, and ``sub`` is nonzero only for the
+    ``count`` workers in ``touched`` (marked in ``mark``; the tile's Q-home is always one):
+    every other worker has the same Δcomm, ``base * kv_bpt + q``, so only the one of them
+    with the least (load, id) can win, and it is found by two branch-free passes over the
+    loads instead of keying every worker.
     """
-    workers = d.shape[0]
-    any_cand = False
+    big = np.iinfo(np.int64).max
+    workers = load.shape[0]
+    low, rest = big, big
     for w in range(workers):
-        if load[w] <= headroom:
-            any_cand = True
+        low = min(low, load[w])
+        rest = min(rest, big if mark[w] else load[w])
+    other = workers
+    for w in range(workers):
+        other = min(other, w if (load[w] == rest and not mark[w]) else workers)
+    any_cand = low <= headroom
+    arg, first, second = -1, 0, 0
+    for i in range(count + 1):
+        w = touched[i] if i < count else other
+        if w == workers:
             break
-    first, second = keys(comm(d, 0, kv_bpt, q, home), load[0], headroom, any_cand)
-    arg = 0
-    for w in range(1, workers):
-        k1, k2 = keys(comm(d, w, kv_bpt, q, home), load[w], headroom, any_cand)
-        if k1 < first or (k1 == first and k2 < second):
-            first, second, arg = k1, k2, w
+        dw = (base - sub[w]) * kv_bpt + (0 if w == home else q)
+        k1, k2 = (dw, load[w]) if any_cand else (load[w], dw)
+        if any_cand and load[w] > headroom:
+            continue
+        if arg < 0 or better(k1, k2, w, first, second, arg):
+            arg, first, second = w, k1, k2
     return arg
 
 
@@ -77,6 +78,19 @@ def held(j: int, w: int, hold_ptr: np.ndarray, hold_worker: np.ndarray,
         if hold_worker[e] == w:
             return hold_tokens[e]
     return 0
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def fetched(g: int, w: int, head: np.ndarray, nxt: np.ndarray, who: np.ndarray) -> bool:
+    """Whether worker ``w`` fetched group ``g`` already: a walk of g's list of fetchers (a
+    group is read by about one tile: a short list, where a dense [G, W] table of flags
+    costs a fresh allocation per pool and a cache line per look-up)."""
+    e = head[g]
+    while e >= 0:
+        if who[e] == w:
+            return True
+        e = nxt[e]
+    return False
 
 
 @numba.njit(cache=True, nogil=True)
@@ -100,20 +114,21 @@ def greedy(
 
     missing[g, w] is 0 once w fetched g, else ``glen[g]`` less what w holds of g's sample
     (``hold_*``: the holdings of sample j in rows ``hold_ptr[j]:hold_ptr[j+1]``, one per
-    worker). So Δcomm starts from Σ glen over K(t) for every worker and subtracts only for
-    the holders and the fetchers of each group (kept in per-group linked lists), which gives
-    the reference's integers exactly while touching a few workers per group instead of all.
+    worker). So Δcomm is Σ glen over K(t) for every worker less what the holders and the
+    fetchers of each group (kept in per-group linked lists) save, which gives the
+    reference's integers exactly while touching a few workers per tile instead of all.
     """
     n = flops.shape[0]
-    groups = glen.shape[0]
     load = np.zeros(workers, dtype=np.int64)
     chosen = np.zeros(n, dtype=np.int64)
     delta = np.zeros(n, dtype=np.int64)
-    d = np.zeros(workers, dtype=np.int64)
-    fetched = np.zeros((groups, workers), dtype=np.bool_)
-    head = np.full(groups, -1, dtype=np.int64)  # newest fetcher entry of each group
+    sub = np.zeros(workers, dtype=np.int64)  # tokens a touched worker saves of K(t)
+    mark = np.zeros(workers, dtype=np.bool_)
+    touched = np.empty(workers, dtype=np.int64)
+    head = np.full(glen.shape[0], -1, dtype=np.int64)  # newest fetcher entry of each group
     nxt = np.empty(gids.shape[0], dtype=np.int64)  # at most one entry per (tile, group)
     who = np.empty(gids.shape[0], dtype=np.int64)
+    sample = gids // h_count  # once per entry: a division costs more than the rest of a visit
     entries = 0
     for i in range(order.shape[0]):
         t = order[i]
@@ -123,36 +138,44 @@ def greedy(
             resident = True
             for k in range(lo, hi):
                 g = gids[k]
-                if not fetched[g, home] and held(g // h_count, home, hold_ptr, hold_worker,
-                                                 hold_tokens) != glen[g]:
+                if not fetched(g, home, head, nxt, who) and held(
+                        sample[k], home, hold_ptr, hold_worker, hold_tokens) != glen[g]:
                     resident = False
                     break
             if resident:
                 load[home] += f
                 chosen[t] = home
                 continue
-        base = 0
-        for k in range(lo, hi):
-            base += glen[gids[k]]
-        d[:] = base
+        base, count = 0, 0
         for k in range(lo, hi):
             g = gids[k]
-            j = g // h_count
-            for e in range(hold_ptr[j], hold_ptr[j + 1]):
+            base += glen[g]
+            # The holders that did not fetch g save what they hold, its fetchers all of it;
+            # each worker is listed in `touched` on its first saving (written out here: a
+            # kernel call per saving, with its arrays, costs several times the saving).
+            for e in range(hold_ptr[sample[k]], hold_ptr[sample[k] + 1]):
                 w = hold_worker[e]
-                if not fetched[g, w]:
-                    d[w] -= hold_tokens[e]
+                if not fetched(g, w, head, nxt, who):
+                    if not mark[w]:
+                        mark[w], touched[count], count = True, w, count + 1
+                    sub[w] += hold_tokens[e]
             e = head[g]
             while e >= 0:
-                d[who[e]] -= glen[g]
+                w = who[e]
+                if not mark[w]:
+                    mark[w], touched[count], count = True, w, count + 1
+                sub[w] += glen[g]
                 e = nxt[e]
+        if not mark[home]:
+            mark[home], touched[count], count = True, home, count + 1
         q = qo[t]
-        r = choose(d, load, capacity - f, kv_bpt, q, home)
-        delta[t] = comm(d, r, kv_bpt, q, home)
+        r = choose(base, sub, mark, touched, count, load, capacity - f, kv_bpt, q, home)
+        delta[t] = (base - sub[r]) * kv_bpt + (0 if r == home else q)
+        for m in range(count):
+            sub[touched[m]], mark[touched[m]] = 0, False
         for k in range(lo, hi):
             g = gids[k]
-            if not fetched[g, r]:
-                fetched[g, r] = True
+            if not fetched(g, r, head, nxt, who):
                 who[entries], nxt[entries], head[g] = r, head[g], entries
                 entries += 1
         load[r] += f
@@ -192,16 +215,19 @@ def kv_fetches(
             g = group_ids[k]
             dest[fill[g]] = r
             fill[g] += 1
+    samples = groups // h_count  # groups are j*H + h
+    sample_of = np.empty(samples * h_count, dtype=np.int64)  # j of g, with no division
     size = 0
-    for g in range(groups):  # upper bound of the rows: pairs x pieces of their sample
-        j = g // h_count
-        size += (count[g + 1] - count[g]) * (hold_ptr[j + 1] - hold_ptr[j])
+    for j in range(samples):  # upper bound of the rows: pairs x pieces of their sample
+        sample_of[j * h_count:(j + 1) * h_count] = j
+        size += ((count[(j + 1) * h_count] - count[j * h_count])
+                 * (hold_ptr[j + 1] - hold_ptr[j]))
     out_g = np.empty(size, dtype=np.int64)
     out_s = np.empty(size, dtype=np.int64)
     out_d = np.empty(size, dtype=np.int64)
     out_k = np.empty(size, dtype=np.int64)
     rows = 0
-    for g in range(groups):
+    for g in range(samples * h_count):
         lo, hi = count[g], count[g + 1]
         if lo == hi:
             continue
@@ -213,7 +239,7 @@ def kv_fetches(
                 dest[m + 1] = dest[m]
                 m -= 1
             dest[m + 1] = v
-        j = g // h_count
+        j = sample_of[g]
         for i in range(lo, hi):
             dst = dest[i]
             if i > lo and dst == dest[i - 1]:

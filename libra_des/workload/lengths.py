@@ -188,9 +188,32 @@ def empirical_sampler(dist: LengthDist) -> Sampler:
     return lambda n, rng: pool[rng.integers(0, pool.size, size=n)]
 
 
+#: Samples drawn and finished per block by :func:`by_blocks` (measured: 10 M samples of
+#: scale-16384's law at 131k GPUs, 2-core development machine: 0.82 s in one piece, 0.18 s
+#: in blocks of 8,192 .. 131,072, flat across that range; the smallest keeps a block's
+#: 64 KiB temporaries below glibc's default threshold for fresh mappings).
+SAMPLE_BLOCK = 1 << 13
+
+
+def by_blocks(n: int, rng: np.random.Generator, quantile: Callable[[np.ndarray], np.ndarray],
+              dist: LengthDist) -> np.ndarray:
+    """``finish(quantile(rng.random(n)), dist)``, ``SAMPLE_BLOCK`` samples at a time.
+
+    The same numbers: the uniforms are drawn in stream order (consecutive ``random`` calls
+    continue one another) and every step is elementwise. Whole-array temporaries of millions
+    of samples are fresh mappings whose page faults cost more than the arithmetic; a block's
+    stay in cache.
+    """
+    out = np.empty(n, dtype=np.int64)
+    for start in range(0, n, SAMPLE_BLOCK):
+        end = min(start + SAMPLE_BLOCK, n)
+        out[start:end] = finish(quantile(rng.random(end - start)), dist)
+    return out
+
+
 def lognormal_pareto_sampler(dist: LengthDist) -> Sampler:
     law = spliced_law(dist)
-    return lambda n, rng: finish(law.quantile(rng.random(n)), dist)
+    return lambda n, rng: by_blocks(n, rng, law.quantile, dist)
 
 
 def mixture_sampler(dist: LengthDist) -> Sampler:
@@ -332,7 +355,7 @@ def needs_components(dist: LengthDist, where: str) -> None:
 
 def quantile_sampler(dist: LengthDist) -> Sampler:
     law = QuantileLaw.of(dist.knots)
-    return lambda n, rng: finish(law.quantile(rng.random(n)), dist)
+    return lambda n, rng: by_blocks(n, rng, law.quantile, dist)
 
 
 def quantile_moment(dist: LengthDist, k: int) -> float:

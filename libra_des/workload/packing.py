@@ -84,15 +84,21 @@ def segment_sum(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
 
 
 def cut_pieces(
-    lengths: np.ndarray, packed_length: int, first_id: int = 0
+    lengths: np.ndarray, packed_length: int, first_id: int = 0, owned: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Cut samples longer than L into L-sized pieces plus remainder -> (pieces, sample ids)."""
+    """Cut samples longer than L into L-sized pieces plus remainder -> (pieces, sample ids).
+
+    The pieces never alias the caller's array, unless ``owned`` says the caller hands it over
+    (an int64 array it made and no longer uses): with nothing to cut, that array itself is
+    the pieces (a stream's window of millions of samples, where a copy is a fresh mapping).
+    """
     lengths = np.asarray(lengths, dtype=np.int64)
     if lengths.size and lengths.min() <= 0:
         raise InputError("lengths", int(lengths.min()), "positive sample lengths")
     if 0 < lengths.size <= MAX_PIECES and lengths.max() <= packed_length:
         # Nothing to cut (the usual case): the same pieces, without the repeat machinery.
-        return lengths.copy(), np.arange(first_id, first_id + lengths.size, dtype=np.int64)
+        ids = np.arange(first_id, first_id + lengths.size, dtype=np.int64)
+        return (lengths if owned else lengths.copy()), ids
     reps = -(-lengths // packed_length)
     if int(reps.sum()) > MAX_PIECES:
         # An uncapped heavy tail can draw absurd lengths; refuse rather than exhaust memory.
@@ -170,11 +176,13 @@ class CorpusStream:
         mean = self.drawn_tokens / self.next_id if self.next_id else None
         n = 256 if mean is None else max(64, math.ceil(1.1 * tokens_wanted / mean))
         raw = self.sampler(n, self.rng)
-        pieces, ids = cut_pieces(raw, self.packed_length, self.next_id)
-        self.next_id += n
         self.drawn_tokens += int(raw.sum())
-        self.pending = np.concatenate([self.pending, pieces])
-        self.pending_ids = np.concatenate([self.pending_ids, ids])
+        pieces, ids = cut_pieces(raw, self.packed_length, self.next_id, owned=True)
+        self.next_id += n
+        if self.pending.size:
+            pieces, ids = np.concatenate([self.pending, pieces]), np.concatenate(
+                [self.pending_ids, ids])
+        self.pending, self.pending_ids = pieces, ids  # the fresh arrays are ours (no copy)
 
     def next_window(self, d: int) -> PackedBatch:
         """Exactly ``d`` packed sequences; leftover samples wait for the next window."""
