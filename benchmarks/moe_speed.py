@@ -4,8 +4,9 @@ Prints, per case, the SimPy events, the median wall seconds over ``--repeats`` r
 same time expressed in bare-SimPy events: ``wall * rate``, where ``rate`` is the event rate of
 a bare SimPy timeout loop timed in the same run (absolute seconds mean little on shared
 machines; the ratio travels between them). Also prints the ratio of the simulator's own event
-rate to the bare loop's, and the median CPU seconds (its helper processes included) against the CPU of a bare loop of 1 M
-timeouts (``x bare 1M``, median of 3, as ``scale_study.py`` times it).
+rate to the bare loop's, and the median CPU seconds (its helper processes included)
+against the CPU of a bare loop of 1 M timeouts (``x bare 1M``, median of 3, as
+``scale_study.py`` times it).
 
     python benchmarks/moe_speed.py [--repeats 3] [--cases paper-moe-breakdown:libra,...]
 
