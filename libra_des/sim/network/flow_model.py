@@ -70,6 +70,13 @@ class LinkTable:
     and equal route sets the higher-numbered link is dropped). A GPU's PCIe hops in front of
     its NIC are implied by the NIC port, for example. A new route can undo an implication,
     so the set is refreshed whenever routes were added.
+
+    Refreshing is incremental: a link's status depends on its own common set, the
+    capacities (fixed once numbered) and, for each ``m`` in that set, whether ``l`` is in
+    ``m``'s (a mutual pair). Common sets only shrink, and only on new routes, so only the
+    links on routes added since the last refresh and the links holding one of those in
+    their common set (a reverse index, pruned as it is read) can change status. The full
+    recomputation is kept as the tests' reference (``tests/reference/linktable.py``).
     """
 
     def __init__(self, topology: Topology, variance: VarianceModel) -> None:
@@ -78,7 +85,13 @@ class LinkTable:
         self.index: dict[LinkId, int] = {}
         self._capacity: list[float] = []
         self._common: list[set[int] | None] = []  # other links on every route through l
+        # Links whose common set held l when it was first set (a superset of those that
+        # still do: sets only shrink).
+        self._holders: list[set[int]] = []
+        self._fresh: set[int] = set()  # links on routes added since the last refresh
         self.binding = np.ones(0, dtype=bool)
+        #: Links numbered before the last refresh whose binding it changed.
+        self.flipped = np.zeros(0, dtype=np.int64)
         self.capacity = np.zeros(0)
         self.stale = False
 
@@ -91,6 +104,7 @@ class LinkTable:
             self.index[link_id] = len(self._capacity)
             self._capacity.append(bandwidth / factor)
             self._common.append(None)
+            self._holders.append(set())
         return self.index[link_id]
 
     def add_route(self, links: list[int]) -> None:
@@ -98,27 +112,42 @@ class LinkTable:
         for link in links:
             common = self._common[link]
             if common is None:
-                self._common[link] = on_route - {link}
+                common = self._common[link] = on_route - {link}
+                for other in common:
+                    self._holders[other].add(link)
             else:
                 common &= on_route
+        self._fresh |= on_route
         self.stale = True
 
     def refresh(self) -> bool:
-        """Recompute :attr:`binding` (and :attr:`capacity`); True if it changed."""
+        """Recompute :attr:`binding` (and :attr:`capacity`, :attr:`flipped`) for the links
+        whose status new routes can have changed; True if it changed (links added or a
+        status flipped)."""
         self.stale = False
         self.capacity = np.array(self._capacity)
-        pairs = [(a, b) for a, common in enumerate(self._common) for b in common or ()]
+        old = self.binding
         binding = np.ones(len(self._capacity), dtype=bool)
-        if pairs:
-            lo, hi = np.array(pairs).T
-            mutual = np.array([a in (self._common[b] or ()) for a, b in pairs])
-            cap = self.capacity
-            tie = cap[hi] == cap[lo]
-            implied = (cap[hi] < cap[lo]) | (tie & (~mutual | (hi < lo)))
-            binding[lo[implied]] = False
-        changed = binding.size != self.binding.size or bool((binding != self.binding).any())
+        binding[: old.size] = old
+        candidates = set(self._fresh)
+        for link in self._fresh:
+            holders = {a for a in self._holders[link] if link in (self._common[a] or ())}
+            self._holders[link] = holders
+            candidates |= holders
+        self._fresh = set()
+        for link in candidates:
+            binding[link] = self._binds(link)
+        self.flipped = np.flatnonzero(binding[: old.size] != old)
         self.binding = binding
-        return changed
+        return binding.size != old.size or bool(self.flipped.size)
+
+    def _binds(self, a: int) -> bool:
+        """Whether no link on every route through ``a`` implies it (class docstring)."""
+        cap, common = self._capacity, self._common
+        for b in common[a] or ():
+            if cap[b] < cap[a] or (cap[b] == cap[a] and (b < a or a not in (common[b] or ()))):
+                return False
+        return True
 
 
 class Network:
@@ -362,7 +391,7 @@ class Network:
         if self.links.stale:
             changed = self.links.refresh()
             state.set_links(self.links.capacity)
-            state.set_paths(self._routes, self.links.binding, changed)
+            state.set_paths(self._routes, self.links.binding, changed, self.links.flipped)
             floor = 0.0 if changed else floor
             self._relink(changed)
         if self._arrived:
