@@ -16,6 +16,7 @@ from tests.reference.linktable import full_binding
 @dataclass
 class _Link:
     bandwidth: float
+    latency: float = 0.0
 
 
 class _Topology:

@@ -93,18 +93,22 @@ class LinkTable:
         #: Links numbered before the last refresh whose binding it changed.
         self.flipped = np.zeros(0, dtype=np.int64)
         self.capacity = np.zeros(0)
+        self.latency: list[float] = []  # one-way seconds per link
         self.stale = False
 
     def number(self, link_id: LinkId) -> int:
-        if link_id not in self.index:
-            bandwidth = self.topology.link(link_id).bandwidth
-            # A sprayed bundle splits evenly, so its slowest member sets its pace.
-            members = self.topology.bundle_members(link_id)
-            factor = max(self.variance.link_factor(m) for m in members)
-            self.index[link_id] = len(self._capacity)
-            self._capacity.append(bandwidth / factor)
-            self._common.append(None)
-            self._holders.append(set())
+        found = self.index.get(link_id)
+        if found is not None:
+            return found
+        link = self.topology.link(link_id)
+        # A sprayed bundle splits evenly, so its slowest member sets its pace.
+        members = self.topology.bundle_members(link_id)
+        factor = max(self.variance.link_factor(m) for m in members)
+        self.index[link_id] = len(self._capacity)
+        self._capacity.append(link.bandwidth / factor)
+        self.latency.append(link.latency)
+        self._common.append(None)
+        self._holders.append(set())
         return self.index[link_id]
 
     def add_route(self, links: list[int]) -> None:
@@ -219,17 +223,27 @@ class Network:
         """Link numbers and total latency of the direct route or (``relay``) the
         point-to-point one (cached; one path number where the two are the same)."""
         key = (src, dst, relay)
-        if key not in self._paths and relay and self.topology.proxy(src, dst) is None:
+        found = self._paths.get(key)
+        if found is None:
+            found = self._new_path(key)
+        return found
+
+    def _new_path(self, key: tuple[int, int, bool]) -> tuple[np.ndarray, float]:
+        """:meth:`path` not cached yet: route, link numbers (in route order: numbering
+        order breaks ties in :class:`LinkTable`) and latency, summed link by link."""
+        src, dst, relay = key
+        topo = self.topology
+        if relay and topo.proxy(src, dst) is None:
             self._paths[key] = self.path(src, dst)
             self._path_ids[key] = self._path_ids[src, dst, False]
-        if key not in self._paths:
-            topo = self.topology
-            route = topo.p2p_route(src, dst) if relay else topo.route(src, dst)
-            numbers = [self.links.number(lid) for lid in route]
-            self.links.add_route(numbers)
-            self._paths[key] = (np.array(numbers, dtype=np.int64), topo.latency(route))
-            self._path_ids[key] = len(self._routes)
-            self._routes.append(self._paths[key][0])
+            return self._paths[key]
+        route = topo.p2p_route(src, dst) if relay else topo.route(src, dst)
+        number, delay = self.links.number, self.links.latency
+        numbers = [number(lid) for lid in route]
+        self.links.add_route(numbers)
+        self._paths[key] = (np.array(numbers, dtype=np.int64), sum(delay[n] for n in numbers))
+        self._path_ids[key] = len(self._routes)
+        self._routes.append(self._paths[key][0])
         return self._paths[key]
 
     @property
@@ -359,14 +373,21 @@ class Network:
         """Path numbers and latencies between every pair of ``ranks`` (cached per group)."""
         key = tuple(ranks)
         if key not in self._pairs:
+            found, ids = self._paths, self._path_ids
+            paths, latency = [], []
+            for src in ranks:
+                for dst in ranks:
+                    if src == dst:
+                        paths.append(0)
+                        latency.append(0.0)
+                        continue
+                    pair = (src, dst, True)
+                    latency.append((found.get(pair) or self._new_path(pair))[1])
+                    paths.append(ids[pair])
             n = len(ranks)
-            paths, latency = np.zeros((n, n), dtype=np.int64), np.zeros((n, n))
-            for i, src in enumerate(ranks):
-                for j, dst in enumerate(ranks):
-                    if i != j:
-                        latency[i, j] = self.path(src, dst, True)[1]
-                        paths[i, j] = self._path_ids[src, dst, True]
-            self._pairs[key] = (paths, latency)
+            self._pairs[key] = (
+                np.array(paths, dtype=np.int64).reshape(n, n), np.array(latency).reshape(n, n),
+            )
         return self._pairs[key]
 
     # ------------------------------------------------------------------ rate bookkeeping
