@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from itertools import pairwise
+from typing import cast
 
 import numpy as np
 import simpy
@@ -233,13 +234,20 @@ class Network:
         order breaks ties in :class:`LinkTable`) and latency, summed link by link."""
         src, dst, relay = key
         topo = self.topology
-        if relay and topo.proxy(src, dst) is None:
+        via = topo.proxy(src, dst) if relay else None
+        if relay and via is None:
             self._paths[key] = self.path(src, dst)
             self._path_ids[key] = self._path_ids[src, dst, False]
             return self._paths[key]
-        route = topo.p2p_route(src, dst) if relay else topo.route(src, dst)
-        number, delay = self.links.number, self.links.latency
-        numbers = [number(lid) for lid in route]
+        # Topology.p2p_route's relayed route, without asking for the proxy again (and
+        # without its cache: the path is cached here).
+        route = topo.route(src, dst) if via is None else pairwise(topo.route_nodes(src, dst, via))
+        known, links = self.links.index.get, list(route)
+        seen = [known(lid) for lid in links]
+        # A link seen first: number them all, in route order.
+        numbers = cast(list[int], seen) if None not in seen else [
+            self.links.number(lid) for lid in links]
+        delay = self.links.latency
         self.links.add_route(numbers)
         self._paths[key] = (np.array(numbers, dtype=np.int64), sum(delay[n] for n in numbers))
         self._path_ids[key] = len(self._routes)
