@@ -213,6 +213,7 @@ class Topology:
         self._routes: dict[tuple[int, int], tuple[LinkId, ...]] = {}
         self._relayed: dict[tuple[int, int], tuple[LinkId, ...]] = {}  # PXN routes
         self._links: dict[LinkId, Link] = {}  # link() answers: every route asks per hop
+        self._hops: dict[tuple[int, str, str], tuple[str, ...]] = {}  # node_hops answers
         self.routing: Routing = DEFAULT_ROUTING
         #: Whether point-to-point messages relay through PXN proxies (:meth:`relaying`).
         self.pxn = False
@@ -350,17 +351,26 @@ class Topology:
         (a, i), (b, j) = divmod(src, self.gpus_per_node), divmod(dst, self.gpus_per_node)
         tmpl = self.template
         if a == b:
-            return [f"n{a}/{n}" for n in tmpl.path(f"gpu{i}", f"gpu{j}")] if i != j else []
+            return list(self.node_hops(a, f"gpu{i}", f"gpu{j}")) if i != j else []
         if tmpl.nics == 0 or not self.tiers:
             raise InputError("topology", self.name, f"NICs for inter-node routes ({src}->{dst})")
         k, m = tmpl.nic_of(i), tmpl.nic_of(j)
-        local = list(tmpl.path(f"gpu{i}", f"nic{k}"))
-        if via is not None:  # over NVLink to the proxy, out on its NIC: dst's rail
+        if via is None:
+            local = self.node_hops(a, f"gpu{i}", f"nic{k}")
+        else:  # over NVLink to the proxy, out on its NIC: dst's rail
             p, k = f"gpu{via % self.gpus_per_node}", m
-            local = [*tmpl.path(f"gpu{i}", p), *tmpl.path(p, f"nic{m}")[1:]]
-        hops = [f"n{a}/{n}" for n in local]
-        hops += self.switch_path(src, dst, (a, k), (b, m))
-        hops += [f"n{b}/{n}" for n in tmpl.path(f"nic{m}", f"gpu{j}")]
+            local = self.node_hops(a, f"gpu{i}", p) + self.node_hops(a, p, f"nic{m}")[1:]
+        return [*local, *self.switch_path(src, dst, (a, k), (b, m)),
+                *self.node_hops(b, f"nic{m}", f"gpu{j}")]
+
+    def node_hops(self, node: int, src: str, dst: str) -> tuple[str, ...]:
+        """Graph nodes of the template's path ``src -> dst`` inside node ``node`` (cached:
+        every route through a node repeats one of few local paths, and names built once
+        hash once in the link look-ups)."""
+        key = (node, src, dst)
+        hops = self._hops.get(key)
+        if hops is None:
+            hops = self._hops[key] = tuple(f"n{node}/{n}" for n in self.template.path(src, dst))
         return hops
 
     def switch_path(

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from itertools import pairwise
+from typing import cast
 
 import numpy as np
 import simpy
@@ -70,6 +71,13 @@ class LinkTable:
     and equal route sets the higher-numbered link is dropped). A GPU's PCIe hops in front of
     its NIC are implied by the NIC port, for example. A new route can undo an implication,
     so the set is refreshed whenever routes were added.
+
+    Refreshing is incremental: a link's status depends on its own common set, the
+    capacities (fixed once numbered) and, for each ``m`` in that set, whether ``l`` is in
+    ``m``'s (a mutual pair). Common sets only shrink, and only on new routes, so only the
+    links on routes added since the last refresh and the links holding one of those in
+    their common set (a reverse index, pruned as it is read) can change status. The full
+    recomputation is kept as the tests' reference (``tests/reference/linktable.py``).
     """
 
     def __init__(self, topology: Topology, variance: VarianceModel) -> None:
@@ -78,19 +86,30 @@ class LinkTable:
         self.index: dict[LinkId, int] = {}
         self._capacity: list[float] = []
         self._common: list[set[int] | None] = []  # other links on every route through l
+        # Links whose common set held l when it was first set (a superset of those that
+        # still do: sets only shrink).
+        self._holders: list[set[int]] = []
+        self._fresh: set[int] = set()  # links on routes added since the last refresh
         self.binding = np.ones(0, dtype=bool)
+        #: Links numbered before the last refresh whose binding it changed.
+        self.flipped = np.zeros(0, dtype=np.int64)
         self.capacity = np.zeros(0)
+        self.latency: list[float] = []  # one-way seconds per link
         self.stale = False
 
     def number(self, link_id: LinkId) -> int:
-        if link_id not in self.index:
-            bandwidth = self.topology.link(link_id).bandwidth
-            # A sprayed bundle splits evenly, so its slowest member sets its pace.
-            members = self.topology.bundle_members(link_id)
-            factor = max(self.variance.link_factor(m) for m in members)
-            self.index[link_id] = len(self._capacity)
-            self._capacity.append(bandwidth / factor)
-            self._common.append(None)
+        found = self.index.get(link_id)
+        if found is not None:
+            return found
+        link = self.topology.link(link_id)
+        # A sprayed bundle splits evenly, so its slowest member sets its pace.
+        members = self.topology.bundle_members(link_id)
+        factor = max(self.variance.link_factor(m) for m in members)
+        self.index[link_id] = len(self._capacity)
+        self._capacity.append(link.bandwidth / factor)
+        self.latency.append(link.latency)
+        self._common.append(None)
+        self._holders.append(set())
         return self.index[link_id]
 
     def add_route(self, links: list[int]) -> None:
@@ -98,27 +117,42 @@ class LinkTable:
         for link in links:
             common = self._common[link]
             if common is None:
-                self._common[link] = on_route - {link}
+                common = self._common[link] = on_route - {link}
+                for other in common:
+                    self._holders[other].add(link)
             else:
                 common &= on_route
+        self._fresh |= on_route
         self.stale = True
 
     def refresh(self) -> bool:
-        """Recompute :attr:`binding` (and :attr:`capacity`); True if it changed."""
+        """Recompute :attr:`binding` (and :attr:`capacity`, :attr:`flipped`) for the links
+        whose status new routes can have changed; True if it changed (links added or a
+        status flipped)."""
         self.stale = False
         self.capacity = np.array(self._capacity)
-        pairs = [(a, b) for a, common in enumerate(self._common) for b in common or ()]
+        old = self.binding
         binding = np.ones(len(self._capacity), dtype=bool)
-        if pairs:
-            lo, hi = np.array(pairs).T
-            mutual = np.array([a in (self._common[b] or ()) for a, b in pairs])
-            cap = self.capacity
-            tie = cap[hi] == cap[lo]
-            implied = (cap[hi] < cap[lo]) | (tie & (~mutual | (hi < lo)))
-            binding[lo[implied]] = False
-        changed = binding.size != self.binding.size or bool((binding != self.binding).any())
+        binding[: old.size] = old
+        candidates = set(self._fresh)
+        for link in self._fresh:
+            holders = {a for a in self._holders[link] if link in (self._common[a] or ())}
+            self._holders[link] = holders
+            candidates |= holders
+        self._fresh = set()
+        for link in candidates:
+            binding[link] = self._binds(link)
+        self.flipped = np.flatnonzero(binding[: old.size] != old)
         self.binding = binding
-        return changed
+        return binding.size != old.size or bool(self.flipped.size)
+
+    def _binds(self, a: int) -> bool:
+        """Whether no link on every route through ``a`` implies it (class docstring)."""
+        cap, common = self._capacity, self._common
+        for b in common[a] or ():
+            if cap[b] < cap[a] or (cap[b] == cap[a] and (b < a or a not in (common[b] or ()))):
+                return False
+        return True
 
 
 class Network:
@@ -190,17 +224,34 @@ class Network:
         """Link numbers and total latency of the direct route or (``relay``) the
         point-to-point one (cached; one path number where the two are the same)."""
         key = (src, dst, relay)
-        if key not in self._paths and relay and self.topology.proxy(src, dst) is None:
+        found = self._paths.get(key)
+        if found is None:
+            found = self._new_path(key)
+        return found
+
+    def _new_path(self, key: tuple[int, int, bool]) -> tuple[np.ndarray, float]:
+        """:meth:`path` not cached yet: route, link numbers (in route order: numbering
+        order breaks ties in :class:`LinkTable`) and latency, summed link by link."""
+        src, dst, relay = key
+        topo = self.topology
+        via = topo.proxy(src, dst) if relay else None
+        if relay and via is None:
             self._paths[key] = self.path(src, dst)
             self._path_ids[key] = self._path_ids[src, dst, False]
-        if key not in self._paths:
-            topo = self.topology
-            route = topo.p2p_route(src, dst) if relay else topo.route(src, dst)
-            numbers = [self.links.number(lid) for lid in route]
-            self.links.add_route(numbers)
-            self._paths[key] = (np.array(numbers, dtype=np.int64), topo.latency(route))
-            self._path_ids[key] = len(self._routes)
-            self._routes.append(self._paths[key][0])
+            return self._paths[key]
+        # Topology.p2p_route's relayed route, without asking for the proxy again (and
+        # without its cache: the path is cached here).
+        route = topo.route(src, dst) if via is None else pairwise(topo.route_nodes(src, dst, via))
+        known, links = self.links.index.get, list(route)
+        seen = [known(lid) for lid in links]
+        # A link seen first: number them all, in route order.
+        numbers = cast(list[int], seen) if None not in seen else [
+            self.links.number(lid) for lid in links]
+        delay = self.links.latency
+        self.links.add_route(numbers)
+        self._paths[key] = (np.array(numbers, dtype=np.int64), sum(delay[n] for n in numbers))
+        self._path_ids[key] = len(self._routes)
+        self._routes.append(self._paths[key][0])
         return self._paths[key]
 
     @property
@@ -330,14 +381,21 @@ class Network:
         """Path numbers and latencies between every pair of ``ranks`` (cached per group)."""
         key = tuple(ranks)
         if key not in self._pairs:
+            found, ids = self._paths, self._path_ids
+            paths, latency = [], []
+            for src in ranks:
+                for dst in ranks:
+                    if src == dst:
+                        paths.append(0)
+                        latency.append(0.0)
+                        continue
+                    pair = (src, dst, True)
+                    latency.append((found.get(pair) or self._new_path(pair))[1])
+                    paths.append(ids[pair])
             n = len(ranks)
-            paths, latency = np.zeros((n, n), dtype=np.int64), np.zeros((n, n))
-            for i, src in enumerate(ranks):
-                for j, dst in enumerate(ranks):
-                    if i != j:
-                        latency[i, j] = self.path(src, dst, True)[1]
-                        paths[i, j] = self._path_ids[src, dst, True]
-            self._pairs[key] = (paths, latency)
+            self._pairs[key] = (
+                np.array(paths, dtype=np.int64).reshape(n, n), np.array(latency).reshape(n, n),
+            )
         return self._pairs[key]
 
     # ------------------------------------------------------------------ rate bookkeeping
@@ -362,7 +420,7 @@ class Network:
         if self.links.stale:
             changed = self.links.refresh()
             state.set_links(self.links.capacity)
-            state.set_paths(self._routes, self.links.binding, changed)
+            state.set_paths(self._routes, self.links.binding, changed, self.links.flipped)
             floor = 0.0 if changed else floor
             self._relink(changed)
         if self._arrived:

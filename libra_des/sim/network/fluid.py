@@ -133,10 +133,15 @@ class FluidState:
         """Links the last run left short of headroom for their replays."""
         return self.hot[: self.ctr[self.kernel.NHOT]]
 
-    def set_paths(self, routes: list[np.ndarray], binding: np.ndarray, every: bool) -> None:
-        """Binding links of the paths not seen yet (of ``every`` path if ``binding`` changed;
-        the active flows are then moved onto their new binding links)."""
-        first = 0 if every else self.pn.size
+    def set_paths(
+        self, routes: list[np.ndarray], binding: np.ndarray, every: bool,
+        flipped: np.ndarray | None = None,
+    ) -> None:
+        """Binding links of the paths not seen yet and (``every``: ``binding`` changed) of
+        the paths crossing a link in ``flipped``, the links whose binding changed (None: of
+        every path); the active flows are then moved onto their new binding links. A path
+        whose links all kept their status keeps its packed row, so this equals re-packing
+        every path."""
         known = self.routes.shape[0]
         width = max([self.plinks.shape[1], *(r.size for r in routes[known:])])
         self.routes = _grow(self.routes, len(routes), width, -1)
@@ -145,14 +150,19 @@ class FluidState:
         self.plinks = _grow(self.plinks, len(routes), width, -1)
         self.pn = _grow(self.pn, len(routes))
         self._widen(width)
+        rows = np.arange(known, len(routes))  # the new paths
+        if every and flipped is None:
+            rows = np.arange(len(routes))
+        elif every and flipped is not None and flipped.size:
+            rows = np.concatenate([self._crossing(flipped, binding.size, known), rows])
         # Each path's binding links, in route order, packed to the left of its row.
-        hops = self.routes[first:]
+        hops = self.routes[rows]
         binds = (hops >= 0) & binding[np.maximum(hops, 0)]
         order = np.argsort(~binds, axis=1, kind="stable")
         packed = np.take_along_axis(hops, order, axis=1)
         packed[~np.take_along_axis(binds, order, axis=1)] = -1
-        self.plinks[first:] = packed
-        self.pn[first:] = binds.sum(axis=1)
+        self.plinks[rows] = packed
+        self.pn[rows] = binds.sum(axis=1)
         if every:
             live = self.active[: self.active_flows]
             self._fit_links(self.fpath[live], 0)
@@ -160,6 +170,12 @@ class FluidState:
                 self.fpath, self.plinks, self.pn, self.flink, self.fpos, self.nlink,
                 self.lflow, self.deg, self.active, self.touched, self.lmark, self.ctr,
             )
+
+    def _crossing(self, links: np.ndarray, nlinks: int, paths: int) -> np.ndarray:
+        """The paths among the first ``paths`` that cross one of ``links``."""
+        mark = np.zeros(nlinks + 1, dtype=bool)  # the last entry: padding (-1)
+        mark[links] = True
+        return np.flatnonzero(mark[self.routes[:paths]].any(axis=1))
 
     def _widen(self, width: int) -> None:
         if width > self.flink.shape[1]:

@@ -1,0 +1,74 @@
+"""The incremental link table and path packing against full recomputation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from libra_des.hardware.variance import VarianceModel
+from libra_des.sim.network.flow_model import LinkTable
+from libra_des.sim.network.fluid import FluidState
+from tests.reference.linktable import full_binding
+
+
+@dataclass
+class _Link:
+    bandwidth: float
+    latency: float = 0.0
+
+
+class _Topology:
+    """Just what :class:`LinkTable` asks of a topology: link ``(k, k)``'s bandwidth."""
+
+    def __init__(self, bandwidths: list[float]) -> None:
+        self.bandwidths = bandwidths
+
+    def link(self, link_id: tuple[int, int]) -> _Link:
+        return _Link(self.bandwidths[link_id[0]])
+
+    def bundle_members(self, link_id: tuple[int, int]) -> list[tuple[int, int]]:
+        return [link_id]
+
+
+def _routes(rng: np.random.Generator, links: int) -> list[list[int]]:
+    """A batch of routes: random link sequences, and repeats of one pair both ways (mutual
+    pairs, equal route sets)."""
+    batch = []
+    for _ in range(int(rng.integers(1, 6))):
+        if rng.random() < 0.3:
+            a, b = (int(x) for x in rng.choice(links, 2, replace=False))
+            batch.append([a, b] if rng.random() < 0.5 else [b, a])
+        else:
+            size = int(rng.integers(1, 7))
+            batch.append([int(x) for x in rng.choice(links, size, replace=False)])
+    return batch
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_incremental_binding_equals_full_recomputation(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    links = int(rng.integers(4, 40))
+    # Few distinct capacities: many ties, where numbering and mutual pairs decide.
+    bandwidths = [float(x) for x in rng.choice([1.0, 2.0, 2.0, 3.0], links)]
+    table = LinkTable(_Topology(bandwidths), VarianceModel.none())  # type: ignore[arg-type]
+    partial, whole = FluidState(np.zeros(1)), FluidState(np.zeros(1))
+    routes: list[np.ndarray] = []
+    for _ in range(30):
+        for route in _routes(rng, links):
+            numbers = [table.number((k, k)) for k in route]
+            table.add_route(numbers)
+            routes.append(np.array(numbers, dtype=np.int64))
+        old = table.binding.copy()
+        changed = table.refresh()
+        want = full_binding(table._common, table.capacity)
+        assert table.binding.tolist() == want.tolist()
+        assert table.flipped.tolist() == np.flatnonzero(want[: old.size] != old).tolist()
+        assert changed == (want.size != old.size or bool((want[: old.size] != old).any()))
+        partial.set_links(table.capacity)
+        whole.set_links(table.capacity)
+        partial.set_paths(routes, table.binding, changed, table.flipped)
+        whole.set_paths(routes, table.binding, changed)
+        assert partial.plinks.tolist() == whole.plinks.tolist()
+        assert partial.pn.tolist() == whole.pn.tolist()
