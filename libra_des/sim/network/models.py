@@ -96,13 +96,12 @@ def flow_topology(topology: Topology, cost: CostModel) -> Topology:
 
 def detailed_training_wall(gpus: int) -> float:
     """Detailed over fast fidelity's time for one step. Measured with
-    ``benchmarks/scale_study.py`` (scale-4096's layout, one step, replayed all-to-alls whose
-    reservations end link by link; the ratios are in benchmarks/README.md, "Round 4" of the
-    detailed-mode notes): the ratio grows about as the GPUs (replays and their hand-overs
-    grow with the pools, fast mode much less), hence GPUs / 40, rounded up from the
-    measurements, and at least 8 (our assumption for small runs, whose fixed costs
-    dominate)."""
-    return max(8.0, gpus / 40)
+    ``benchmarks/scale_study.py`` (scale-4096's layout, one step; the ratios at 1,024, 4,096
+    and 16,384 GPUs are in benchmarks/README.md, "The closing round"): the ratio grows a
+    little faster than the GPUs (replays and their hand-overs grow with the pools, fast mode
+    much less), and GPUs / 60 stays above every measured ratio, with at least 8 (our
+    assumption for small runs, whose fixed costs dominate)."""
+    return max(8.0, gpus / 60)
 
 
 def detailed_moe_wall(ep: int) -> float:
