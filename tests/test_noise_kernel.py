@@ -28,6 +28,12 @@ def test_shifted_normals_scales_each_draw_without_fused_rounding() -> None:
     assert np.array_equal(out, z * 0.7 - 0.245)
 
 
+def advance(episodes: FailSlowEpisodes, slowed: np.ndarray, uniform: np.ndarray) -> np.ndarray:
+    """One step of the two-state chain, one uniform per GPU: a slowed GPU recovers with
+    probability 1 / steps, a healthy one starts an episode with probability rate."""
+    return np.where(slowed, uniform >= 1.0 / episodes.steps, uniform < episodes.rate)
+
+
 def numpy_block(schedule: EpisodeSchedule, block: int) -> np.ndarray:
     """The chain's block as numpy arrays: every uniform drawn first, one step per row."""
     rng = np.random.default_rng([schedule.seed, block])
@@ -35,9 +41,9 @@ def numpy_block(schedule: EpisodeSchedule, block: int) -> np.ndarray:
     episodes = schedule.episodes
     states = np.empty(uniform.shape, dtype=bool)
     states[0] = (uniform[0] < episodes.stationary if block == 0
-                 else episodes.advance(numpy_block(schedule, block - 1)[-1], uniform[0]))
+                 else advance(episodes, numpy_block(schedule, block - 1)[-1], uniform[0]))
     for t in range(1, schedule.BLOCK):
-        states[t] = episodes.advance(states[t - 1], uniform[t])
+        states[t] = advance(episodes, states[t - 1], uniform[t])
     return states
 
 

@@ -39,7 +39,8 @@ def episode_states(rng: np.random.Generator, steps: int, before: np.ndarray, fir
     """``[steps, GPUs]`` episode states, one uniform per element in C order: row 0 is
     ``u < stationary`` when ``first``, else one step on from ``before``; each step keeps a
     slowed GPU slowed while ``u >= leave`` and starts a healthy one's episode when
-    ``u < enter`` (``FailSlowEpisodes.advance``)."""
+    ``u < enter`` (the two-state chain of :class:`~libra_des.hardware.variance.
+    FailSlowEpisodes`)."""
     gpus = before.shape[0]
     states = np.empty((steps, gpus), dtype=np.bool_)
     for t in range(steps):

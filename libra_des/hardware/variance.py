@@ -148,10 +148,6 @@ class FailSlowEpisodes:
     def sample(self, rng: np.random.Generator, shape: int | tuple[int, ...]) -> np.ndarray:
         return self.marginal.sample(rng, shape)
 
-    def advance(self, slowed: np.ndarray, uniform: np.ndarray) -> np.ndarray:
-        """One step of the chain, given one uniform draw per GPU."""
-        return np.where(slowed, uniform >= 1.0 / self.steps, uniform < self.rate)
-
 
 class EpisodeSchedule:
     """Which GPUs are in a fail-slow episode at each step, as a pure function of (seed, step).
@@ -184,7 +180,8 @@ class EpisodeSchedule:
         rng = np.random.default_rng([self.seed, block])
         # The uniforms of rng.random((BLOCK, GPUs)), each drawn where the chain uses it:
         # state 0 from the stationary law (block 0) or one step on from the last block's end,
-        # then FailSlowEpisodes.advance per step.
+        # then one step per row (a slowed GPU recovers with probability 1 / steps, a healthy
+        # one starts an episode with probability rate).
         before = (np.zeros(self.num_gpus, dtype=bool) if block == 0
                   else self._ends[block - 1])
         states = episode_states(rng, self.BLOCK, before, block == 0,
