@@ -41,7 +41,6 @@ def test_across_leaf_groups_the_proxy_route_climbs_on_the_destinations_rail() ->
     route = hops(relayed, 1, 8 * 5 + 6)  # group 0 -> group 1, rail 1 -> rail 6
     assert "n0/gpu6" in route and "leaf0.6" in route and "leaf1.6" in route
     assert sum(v.startswith("spine") for v in route) == 1
-    assert relayed.p2p_route(1, 8 * 5 + 6) is relayed.p2p_route(1, 8 * 5 + 6), "cached"
 
 
 @pytest.mark.parametrize(("src", "dst"), [(2, 8 * 3 + 2), (2, 5), (9, 9)])

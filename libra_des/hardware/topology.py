@@ -211,7 +211,6 @@ class Topology:
         self.template = NodeTemplate(spec)
         self.tiers: tuple[Tier, ...] = grow_tiers(spec.network, spec.nodes, self.template.nics)
         self._routes: dict[tuple[int, int], tuple[LinkId, ...]] = {}
-        self._relayed: dict[tuple[int, int], tuple[LinkId, ...]] = {}  # PXN routes
         self._links: dict[LinkId, Link] = {}  # link() answers: every route asks per hop
         self._hops: dict[tuple[int, str, str], tuple[str, ...]] = {}  # node_hops answers
         self.routing: Routing = DEFAULT_ROUTING
@@ -220,13 +219,13 @@ class Topology:
         self.check_connected()
 
     def routed(self, routing: Routing) -> Topology:
-        """The same fabric routing with ``routing`` (a light copy: its own route caches; the
+        """The same fabric routing with ``routing`` (a light copy: its own route cache; the
         spec, tiers, link answers and graph are shared)."""
         if routing == self.routing:
             return self
         other = copy.copy(self)
         other.routing = routing
-        other._routes, other._relayed = {}, {}
+        other._routes = {}
         return other
 
     def relaying(self, pxn: bool) -> Topology:
@@ -238,7 +237,6 @@ class Topology:
             return self
         other = copy.copy(self)
         other.pxn = pxn
-        other._relayed = {}
         return other
 
     @cached_property
@@ -320,14 +318,15 @@ class Topology:
     def p2p_route(self, src: int, dst: int) -> tuple[LinkId, ...]:
         """Directed links of a point-to-point message (send/recv, all-to-all(v)) from GPU
         ``src`` to GPU ``dst``: through its PXN proxy where :meth:`proxy` names one, else
-        :meth:`route` (module docstring)."""
+        :meth:`route` (module docstring). Relayed routes are not cached here: the flow
+        network keeps each path it numbers."""
         via = self.proxy(src, dst)
-        if via is None:
-            return self.route(src, dst)
-        key = (src, dst)
-        if key not in self._relayed:
-            self._relayed[key] = tuple(pairwise(self.route_nodes(src, dst, via)))
-        return self._relayed[key]
+        return self.route(src, dst) if via is None else self.relayed_route(src, dst, via)
+
+    def relayed_route(self, src: int, dst: int, via: int) -> tuple[LinkId, ...]:
+        """Directed links from GPU ``src`` to GPU ``dst`` relayed through the PXN proxy
+        ``via`` (:meth:`proxy`)."""
+        return tuple(pairwise(self.route_nodes(src, dst, via)))
 
     def proxy(self, src: int, dst: int) -> int | None:
         """The GPU relaying ``src -> dst`` through PXN, or None where the message goes
@@ -340,10 +339,6 @@ class Topology:
         if a == b or self.template.nic_of(i) == m:
             return None
         return a * self.gpus_per_node + self.template.proxy_of(i, m)
-
-    def nic_of(self, gpu: int) -> int:
-        """The local index of the NIC GPU ``gpu`` sends on (its rail)."""
-        return self.template.nic_of(self.check_gpu(gpu) % self.gpus_per_node)
 
     def route_nodes(self, src: int, dst: int, via: int | None = None) -> list[str]:
         """Graph nodes from GPU ``src`` to GPU ``dst``; ``via``: the PXN proxy to relay

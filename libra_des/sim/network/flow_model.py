@@ -239,10 +239,9 @@ class Network:
             self._paths[key] = self.path(src, dst)
             self._path_ids[key] = self._path_ids[src, dst, False]
             return self._paths[key]
-        # Topology.p2p_route's relayed route, without asking for the proxy again (and
-        # without its cache: the path is cached here).
-        route = topo.route(src, dst) if via is None else pairwise(topo.route_nodes(src, dst, via))
-        known, links = self.links.index.get, list(route)
+        # Topology.p2p_route, with the proxy already known.
+        links = list(topo.route(src, dst) if via is None else topo.relayed_route(src, dst, via))
+        known = self.links.index.get
         seen = [known(lid) for lid in links]
         # A link seen first: number them all, in route order.
         numbers = cast(list[int], seen) if None not in seen else [
