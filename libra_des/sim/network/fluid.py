@@ -134,14 +134,12 @@ class FluidState:
         return self.hot[: self.ctr[self.kernel.NHOT]]
 
     def set_paths(
-        self, routes: list[np.ndarray], binding: np.ndarray, every: bool,
-        flipped: np.ndarray | None = None,
+        self, routes: list[np.ndarray], binding: np.ndarray, every: bool, flipped: np.ndarray
     ) -> None:
         """Binding links of the paths not seen yet and (``every``: ``binding`` changed) of
-        the paths crossing a link in ``flipped``, the links whose binding changed (None: of
-        every path); the active flows are then moved onto their new binding links. A path
-        whose links all kept their status keeps its packed row, so this equals re-packing
-        every path."""
+        the paths crossing a link in ``flipped``, the links whose binding changed; the active
+        flows are then moved onto their new binding links. A path whose links all kept their
+        status keeps its packed row, so this equals re-packing every path."""
         known = self.routes.shape[0]
         width = max([self.plinks.shape[1], *(r.size for r in routes[known:])])
         self.routes = _grow(self.routes, len(routes), width, -1)
@@ -151,9 +149,7 @@ class FluidState:
         self.pn = _grow(self.pn, len(routes))
         self._widen(width)
         rows = np.arange(known, len(routes))  # the new paths
-        if every and flipped is None:
-            rows = np.arange(len(routes))
-        elif every and flipped is not None and flipped.size:
+        if every and flipped.size:
             rows = np.concatenate([self._crossing(flipped, binding.size, known), rows])
         # Each path's binding links, in route order, packed to the left of its row.
         hops = self.routes[rows]
