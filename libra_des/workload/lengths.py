@@ -188,10 +188,10 @@ def empirical_sampler(dist: LengthDist) -> Sampler:
     return lambda n, rng: pool[rng.integers(0, pool.size, size=n)]
 
 
-#: Samples drawn and finished per block by :func:`by_blocks` (measured: 10 M samples of
-#: scale-16384's law at 131k GPUs, 2-core development machine: 0.82 s in one piece, 0.18 s
-#: in blocks of 8,192 .. 131,072, flat across that range; the smallest keeps a block's
-#: 64 KiB temporaries below glibc's default threshold for fresh mappings).
+#: Samples drawn and finished per block by :func:`by_blocks` (measured on the 131k-GPU
+#: step's 10 M samples: about 4x faster than one piece, flat from 8,192 to 131,072 a block;
+#: benchmarks/README.md, "The closing round"). The smallest keeps a block's 64 KiB
+#: temporaries below glibc's default threshold for fresh mappings.
 SAMPLE_BLOCK = 1 << 13
 
 
