@@ -86,8 +86,9 @@ def numba_target() -> ModuleType:
     process, with the collector paused and what exists then frozen (``gc.freeze``).
 
     numba builds the registries on a process's first kernel dispatch (its BLAS check imports
-    scipy.linalg there): some 150,000 long-lived objects that the collector would otherwise
-    walk while they are built and in every full collection after (measured: most of a
+    scipy.linalg there): with numba's import, about 80,000 long-lived objects the collector
+    tracks (``gc.get_objects``), which it would otherwise walk while they are built and in
+    every full collection after (measured: most of a
     ``scale-16384`` step's collection time, benchmarks/README.md, "The closing round").
     Frozen objects are never collected: modules and registries live as long as the process
     anyway."""
