@@ -127,7 +127,7 @@ def test_result_records_versions_and_run_json_the_wall_clock(
     result = json.loads((tmp_path / "result.json").read_text())
     versions = result["versions"]
     assert set(versions) == {"libra-des", "python", "numpy", "scipy", "simpy", "numba",
-                             "networkx", "pydantic"}
+                             "llvmlite", "networkx", "pydantic"}
     assert versions["numpy"] == metadata.version("numpy")
     assert versions["python"] == ".".join(map(str, sys.version_info[:3]))
     assert "wall_s" not in result

@@ -103,7 +103,8 @@ def code_fingerprint() -> str:
 
 #: Distributions whose versions define a result (the model's arithmetic and its inputs'
 #: parsing), recorded in every ``result.json`` as ``versions``.
-VERSIONED = ("libra-des", "numpy", "scipy", "simpy", "numba", "networkx", "pydantic")
+VERSIONED = ("libra-des", "numpy", "scipy", "simpy", "numba", "llvmlite", "networkx",
+             "pydantic")
 
 
 @cache

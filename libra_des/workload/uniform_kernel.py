@@ -9,20 +9,33 @@ uniforms come from the run's seeded numpy Generator. :func:`ar1_mix` and
 
 Assumptions: ``exp`` is a float32 polynomial (Cody-Waite reduction, Cephes' ``expf``
 coefficients, within about 2 ulp), so the draw probabilities match the softmax to about
-1e-7 relative; it is written without fast-math, so every element is computed the same way
-whatever the vector width, and a seed gives the same experts on every x86 build. Experts are
-grouped into ``BLOCKS`` strided blocks (expert ``c`` in block ``c % BLOCKS``) so a draw scans
-block sums, then one block. tests/test_uniform_kernel.py tests the law statistically.
-Compiled functions are cached on disk (``cache=True``, see ``startup.numba_module``).
+1e-7 relative. Experts are grouped into ``BLOCKS`` strided blocks (expert ``c`` in block
+``c % BLOCKS``) so a draw scans block sums, then one block. tests/test_routing_law.py tests
+the law statistically; tests/test_uniform_kernel.py compares the draws bit for bit with
+tests/reference/routing_draws.py, the same arithmetic one token at a time.
+
+Why some steps are LLVM vector code (the ``@intrinsic`` functions below): a token's draws are
+a chain of dependent steps (scan, pick, subtract), so the kernel's speed is that chain's
+latency, and numba's loops over 16 prefixes came out as 16 scalar compares in a row. Each
+intrinsic is 16 lanes of the same IEEE operations the scalar loop would do (compares, one
+subtraction or sum per element in the loop's order, no fast-math, no fused multiply-add), so
+every element is computed the same way whatever the vector width, and a seed gives the same
+experts on every x86 build. Compiled functions are cached on disk (``cache=True``, see
+``startup.numba_module``); the intrinsics live in this file because numba's cache notices
+changes to a kernel's own file only.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from llvmlite import ir
 
 from libra_des.base.startup import numba_module
 
 numba = numba_module()
+types, cgutils = numba.types, numba.core.cgutils
 
 #: Strided expert blocks of a draw's two-level scan (16 float32 fill one AVX-512 vector).
 BLOCKS = 16
@@ -36,7 +49,7 @@ EXP_COEFFS = (np.float32(1.9875691500e-4), np.float32(1.3981999507e-3),
               np.float32(1.6666665459e-1), np.float32(5.0000001201e-1))
 
 
-@numba.njit(cache=True, nogil=True)
+@numba.njit(cache=True, nogil=True, inline="always")
 def exp_shifted(logit: np.ndarray, top: np.float32, count: int, weight: np.ndarray,
                 scale: np.ndarray) -> None:
     """``weight[c] = exp(logit[c] - top)`` for ``c < count`` (float32; 0 below ``EXP_FLOOR``);
@@ -55,50 +68,179 @@ def exp_shifted(logit: np.ndarray, top: np.float32, count: int, weight: np.ndarr
         weight[c] = weight[c] * factor[c] if logit[c] - top >= EXP_FLOOR else np.float32(0.0)
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def lane_max(logit: np.ndarray, scratch: np.ndarray) -> np.float32:
+    """The largest of ``logit`` (float32, no NaN), through the bits as integers ordered like the
+    floats (an integer maximum vectorises; a float one without fast-math does not).
+    ``scratch``: float32, at least one element."""
+    bits = logit.view(np.int32)
+    top = np.int32(-2147483648)
+    for c in range(bits.size):
+        i = bits[c]
+        top = max(top, i ^ ((i >> np.int32(31)) & np.int32(0x7FFFFFFF)))
+    scratch.view(np.int32)[0] = top ^ ((top >> np.int32(31)) & np.int32(0x7FFFFFFF))
+    return scratch[0]
+
+
+#: Per-token scratch of the kernel: the exponent bits (int32, one per expert), a float32 lane
+#: and the block sums (float64, ``BLOCKS``).
+Scratch = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+def c_array(ty: Any, dtype: Any) -> bool:
+    """Whether numba type ``ty`` is a C-contiguous array of ``dtype`` (what the intrinsics
+    read as flat memory)."""
+    return isinstance(ty, types.Array) and ty.layout == "C" and ty.dtype == dtype
+
+
+def vector_at(context: Any, builder: Any, arr_ty: Any, arr: Any, start: Any, lanes: int) -> Any:
+    """A pointer to ``lanes`` elements of array ``arr`` from flat index ``start`` (intp)."""
+    data = context.make_array(arr_ty)(context, builder, arr).data
+    element = data.type.pointee
+    return builder.bitcast(builder.gep(data, [start]), ir.VectorType(element, lanes).as_pointer())
+
+
+def splat(builder: Any, x: Any, lanes: int) -> Any:
+    """``x`` in every lane of a vector."""
+    vec = ir.VectorType(x.type, lanes)
+    one = builder.insert_element(ir.Constant(vec, ir.Undefined), x, ir.Constant(ir.IntType(32), 0))
+    zeros = ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes)
+    return builder.shuffle_vector(one, ir.Constant(vec, ir.Undefined), zeros)
+
+
+def as_intp(context: Any, builder: Any, value: Any, ty: Any) -> Any:
+    """An integer argument as numba's index type."""
+    return context.cast(builder, value, ty, types.intp)
+
+
+@numba.extending.intrinsic
+def count_at_or_below(typingctx: Any, values: Any, start: Any, x: Any) -> Any:
+    """How many of the float64 ``values[start : start + BLOCKS]`` are ``<= x``."""
+    if not (c_array(values, types.float64) and isinstance(start, types.Integer)
+            and x == types.float64):
+        return None
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        at = as_intp(context, builder, args[1], sig.args[1])
+        vec = builder.load(vector_at(context, builder, sig.args[0], args[0], at, BLOCKS), align=8)
+        below = builder.fcmp_ordered("<=", vec, splat(builder, args[2], BLOCKS))
+        mask = builder.bitcast(below, ir.IntType(BLOCKS))
+        popcount = builder.module.declare_intrinsic("llvm.ctpop", [ir.IntType(BLOCKS)])
+        return builder.zext(builder.call(popcount, [mask]), context.get_value_type(types.intp))
+
+    return types.intp(values, start, x), codegen
+
+
+@numba.extending.intrinsic
+def subtract_from(typingctx: Any, values: Any, start: Any, first: Any, w: Any) -> Any:
+    """``values[start + i] -= w`` for ``first <= i < BLOCKS`` (float64; the lanes before
+    ``first`` subtract 0.0, which leaves them as they are)."""
+    if not (c_array(values, types.float64) and isinstance(start, types.Integer)
+            and isinstance(first, types.Integer) and w == types.float64):
+        return None
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        at = as_intp(context, builder, args[1], sig.args[1])
+        ptr = vector_at(context, builder, sig.args[0], args[0], at, BLOCKS)
+        intp = context.get_value_type(types.intp)
+        lane = ir.Constant(ir.VectorType(intp, BLOCKS), list(range(BLOCKS)))
+        first = as_intp(context, builder, args[2], sig.args[2])
+        hit = builder.icmp_signed(">=", lane, splat(builder, first, BLOCKS))
+        zero = ir.Constant(ir.VectorType(ir.DoubleType(), BLOCKS), [0.0] * BLOCKS)
+        take = builder.select(hit, splat(builder, args[3], BLOCKS), zero)
+        builder.store(builder.fsub(builder.load(ptr, align=8), take), ptr, align=8)
+        return context.get_dummy_value()
+
+    return types.void(values, start, first, w), codegen
+
+
+@numba.extending.intrinsic
+def block_totals(typingctx: Any, weight: Any, rows: Any, out: Any) -> Any:
+    """``out[b]`` = the float64 sum of block ``b``'s float32 weights ``weight[r * BLOCKS + b]``,
+    ``r < rows``, added in row order from 0.0 (``out``: float64, ``BLOCKS`` long)."""
+    if not (c_array(weight, types.float32) and isinstance(rows, types.Integer)
+            and c_array(out, types.float64)):
+        return None
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        wide = ir.VectorType(ir.DoubleType(), BLOCKS)
+        acc = cgutils.alloca_once_value(builder, ir.Constant(wide, [0.0] * BLOCKS))
+        with cgutils.for_range(builder, as_intp(context, builder, args[1], sig.args[1])) as row:
+            at = builder.mul(row.index, ir.Constant(row.index.type, BLOCKS))
+            ptr = vector_at(context, builder, sig.args[0], args[0], at, BLOCKS)
+            w = builder.fpext(builder.load(ptr, align=4), wide)
+            builder.store(builder.fadd(builder.load(acc), w), acc)
+        zero = ir.Constant(context.get_value_type(types.intp), 0)
+        dst = vector_at(context, builder, sig.args[2], args[2], zero, BLOCKS)
+        builder.store(builder.load(acc), dst, align=8)
+        return context.get_dummy_value()
+
+    return types.void(weight, rows, out), codegen
+
+
+@numba.extending.intrinsic
+def token_logits(typingctx: Any, latent: Any, t: Any, gate: Any, bias: Any, row: Any,
+                 logit: Any) -> Any:
+    """``logit = bias[row] + latent[t, 0] * gate[0] + latent[t, 1] * gate[1] + ..`` in float32,
+    each term a product then a sum, in order (``gate`` [dim, width] and ``bias`` [rows, width]
+    padded to ``width``, a multiple of ``BLOCKS``; the running sums stay in registers)."""
+    arrays = (latent, gate, bias, logit)
+    if not (all(c_array(a, types.float32) for a in arrays) and latent.ndim == gate.ndim == 2
+            and isinstance(t, types.Integer) and isinstance(row, types.Integer)):
+        return None
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        lat = context.make_array(sig.args[0])(context, builder, args[0])
+        dim = cgutils.unpack_tuple(builder, lat.shape, 2)[1]
+        gate_arr = context.make_array(sig.args[2])(context, builder, args[2])
+        width = cgutils.unpack_tuple(builder, gate_arr.shape, 2)[1]
+        lanes = ir.Constant(width.type, BLOCKS)
+        t_at = builder.mul(as_intp(context, builder, args[1], sig.args[1]), dim)
+        row_at = builder.mul(as_intp(context, builder, args[4], sig.args[4]), width)
+        with cgutils.for_range(builder, builder.udiv(width, lanes)) as chunk:
+            c0 = builder.mul(chunk.index, lanes)
+            at = builder.add(row_at, c0)
+            start = vector_at(context, builder, sig.args[3], args[3], at, BLOCKS)
+            acc = cgutils.alloca_once_value(builder, builder.load(start, align=4))
+            with cgutils.for_range(builder, dim) as d:
+                x = builder.load(builder.gep(lat.data, [builder.add(t_at, d.index)]))
+                at = builder.add(builder.mul(d.index, width), c0)
+                g = builder.load(vector_at(context, builder, sig.args[2], args[2], at, BLOCKS),
+                                 align=4)
+                term = builder.fmul(splat(builder, x, BLOCKS), g)
+                builder.store(builder.fadd(builder.load(acc), term), acc)
+            dst = vector_at(context, builder, sig.args[5], args[5], c0, BLOCKS)
+            builder.store(builder.load(acc), dst, align=4)
+        return context.get_dummy_value()
+
+    return types.void(latent, t, gate, bias, row, logit), codegen
+
+
 @numba.njit(cache=True, nogil=True)
-def block_prefix(weight: np.ndarray, prefix: np.ndarray) -> None:
-    """``prefix[b]`` = the float64 sum of blocks ``0 .. b``'s weights (block ``b``: experts
-    ``b, b + BLOCKS, ..``); ``prefix[-1]`` is the total."""
-    prefix[:] = 0.0
-    for row in range(weight.size // BLOCKS):
-        for b in range(BLOCKS):
-            prefix[b] += weight[row * BLOCKS + b]
+def padded(gate: np.ndarray, bias: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``gate`` with zero columns and ``bias`` with -inf columns up to a whole number of
+    blocks: the padding's logits are -inf, never drawn."""
+    e = gate.shape[1]
+    width = (e + BLOCKS - 1) // BLOCKS * BLOCKS
+    gate_p = np.zeros((gate.shape[0], width), dtype=np.float32)
+    gate_p[:, :e] = gate
+    bias_p = np.full((bias.shape[0], width), np.float32(-np.inf), dtype=np.float32)
+    bias_p[:, :e] = bias
+    return gate_p, bias_p
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def weigh(logit: np.ndarray, e: int, weight: np.ndarray, scratch: Scratch,
+          prefix: np.ndarray) -> None:
+    """A token's weights ``exp(logit - max)`` and their cumulative block sums ``prefix``."""
+    scale, lanes, sums = scratch
+    exp_shifted(logit, lane_max(logit, lanes), e, weight, scale)
+    block_totals(weight, weight.size // BLOCKS, sums)
+    run = sums[0]
+    prefix[0] = run
     for b in range(1, BLOCKS):
-        prefix[b] += prefix[b - 1]
-
-
-@numba.njit(cache=True, nogil=True)
-def lane_max(logit: np.ndarray, lanes: np.ndarray) -> np.float32:
-    """The largest of the padded ``logit`` (``BLOCKS`` lanes at a time, so it vectorises)."""
-    lanes[:] = logit[:BLOCKS]
-    for row in range(1, logit.size // BLOCKS):
-        for b in range(BLOCKS):
-            lanes[b] = max(lanes[b], logit[row * BLOCKS + b])
-    top = lanes[0]
-    for b in range(1, BLOCKS):
-        top = max(top, lanes[b])
-    return top
-
-
-@numba.njit(cache=True, nogil=True)
-def draw_one(weight: np.ndarray, prefix: np.ndarray, u: float) -> int:
-    """The expert that uniform ``u`` picks with probability ``weight / prefix[-1]``: the block
-    is the count of block prefixes at or below the target, the expert the count of partial
-    sums of that block at or below the rest (counts, not early exits: no mispredicted
-    branches). -1 when rounding walks past the end (the caller re-sums and draws again)."""
-    target = u * prefix[BLOCKS - 1]
-    b = 0
-    for i in range(BLOCKS):
-        b += prefix[i] <= target
-    if b >= BLOCKS:
-        return -1
-    rest = target - prefix[b - 1] if b else target
-    rows = weight.size // BLOCKS
-    within, j = 0.0, 0
-    for r in range(rows):
-        within += weight[r * BLOCKS + b]
-        j += within <= rest
-    return b + j * BLOCKS if j < rows else -1
+        run = sums[b] + run
+        prefix[b] = run
 
 
 @numba.njit(cache=True, nogil=True)
@@ -108,40 +250,50 @@ def route_tokens(latent: np.ndarray, gate: np.ndarray, bias: np.ndarray, dataset
     replacement from ``softmax(bias[dataset[t]] + latent[t] @ gate)`` with the float64
     ``uniforms[t]``; the first draw (the largest Gumbel-perturbed score) goes in the last slot,
     so slots ascend by perturbed score. float32 ``latent`` [tokens, dim], ``gate`` [dim, e],
-    ``bias`` [datasets, e]."""
-    tokens, dim = latent.shape
+    ``bias`` [datasets, e], all C-contiguous."""
     e, k = gate.shape[1], out.shape[1]
-    width = (e + BLOCKS - 1) // BLOCKS * BLOCKS
+    gate_p, bias_p = padded(gate, bias)
+    width = gate_p.shape[1]
     gone = np.float32(-np.inf)
-    logit = np.full(width, gone, dtype=np.float32)  # padding: never drawn
+    logit = np.empty(width, dtype=np.float32)
     weight = np.zeros(width, dtype=np.float32)
-    scale = np.empty(width, dtype=np.int32)
     prefix = np.zeros(BLOCKS, dtype=np.float64)
-    lanes = np.empty(BLOCKS, dtype=np.float32)
-    for t in range(tokens):
-        row_bias = bias[dataset[t]]
-        for c in range(e):
-            logit[c] = row_bias[c]
-        for d in range(dim):
-            x = latent[t, d]
-            for c in range(e):
-                logit[c] += x * gate[d, c]
-        exp_shifted(logit, lane_max(logit, lanes), e, weight, scale)
-        block_prefix(weight, prefix)
+    scratch = (np.empty(width, dtype=np.int32), np.empty(BLOCKS, dtype=np.float32),
+               np.zeros(BLOCKS, dtype=np.float64))
+    rows = width // BLOCKS
+    for t in range(latent.shape[0]):
+        token_logits(latent, t, gate_p, bias_p, dataset[t], logit)
+        weigh(logit, e, weight, scratch, prefix)
         for j in range(k):
-            c = draw_one(weight, prefix, uniforms[t, j]) if prefix[BLOCKS - 1] > 0.0 else -1
-            if c < 0:  # rounding, or the rest underflowed against the first max: rescale
-                exp_shifted(logit, lane_max(logit, lanes), e, weight, scale)
-                block_prefix(weight, prefix)
-                c = draw_one(weight, prefix, uniforms[t, j])
+            # The pick, written out here rather than called: a jitted call taking arrays
+            # would count references atomically on every draw. A second try follows a
+            # rescale (rounding, or the rest underflowed against the first maximum).
+            c = -1
+            for attempt in range(2):
+                if attempt:
+                    weigh(logit, e, weight, scratch, prefix)
+                total = prefix[BLOCKS - 1]
+                if total > 0.0:
+                    # The block: the count of block prefixes at or below the target; the
+                    # expert: the count of that block's partial sums at or below the rest
+                    # (counts, not early exits: no mispredicted branches).
+                    target = uniforms[t, j] * total
+                    b = count_at_or_below(prefix, 0, target)
+                    if b < BLOCKS:
+                        rest = target - prefix[b - 1] if b else target
+                        within, r = 0.0, 0
+                        for i in range(rows):
+                            within += weight[i * BLOCKS + b]
+                            r += within <= rest
+                        c = b + r * BLOCKS if r < rows else -1
+                if c >= 0:
+                    break
             if c < 0:  # the target sits in the last ulp: the last expert with weight
                 c = last_positive(weight)
             out[t, k - 1 - j] = c
             # Subtracted, not re-summed: a residue left by rounding only sends a draw to
             # the rescale above.
-            w = weight[c]
-            for i in range(c % BLOCKS, BLOCKS):
-                prefix[i] -= w
+            subtract_from(prefix, 0, c % BLOCKS, np.float64(weight[c]))
             weight[c] = 0.0
             logit[c] = gone
 
