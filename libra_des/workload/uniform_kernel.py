@@ -113,45 +113,48 @@ def as_intp(context: Any, builder: Any, value: Any, ty: Any) -> Any:
     return context.cast(builder, value, ty, types.intp)
 
 
+def index(context: Any, i: int) -> Any:
+    """The constant index ``i`` (numba's index type)."""
+    return ir.Constant(context.get_value_type(types.intp), i)
+
+
 @numba.extending.intrinsic
-def count_at_or_below(typingctx: Any, values: Any, start: Any, x: Any) -> Any:
-    """How many of the float64 ``values[start : start + BLOCKS]`` are ``<= x``."""
-    if not (c_array(values, types.float64) and isinstance(start, types.Integer)
-            and x == types.float64):
+def count_at_or_below(typingctx: Any, values: Any, x: Any) -> Any:
+    """How many of the float64 ``values[:BLOCKS]`` are ``<= x``."""
+    if not (c_array(values, types.float64) and x == types.float64):
         return None
 
     def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
-        at = as_intp(context, builder, args[1], sig.args[1])
-        vec = builder.load(vector_at(context, builder, sig.args[0], args[0], at, BLOCKS), align=8)
-        below = builder.fcmp_ordered("<=", vec, splat(builder, args[2], BLOCKS))
+        ptr = vector_at(context, builder, sig.args[0], args[0], index(context, 0), BLOCKS)
+        below = builder.fcmp_ordered("<=", builder.load(ptr, align=8),
+                                     splat(builder, args[1], BLOCKS))
         mask = builder.bitcast(below, ir.IntType(BLOCKS))
         popcount = builder.module.declare_intrinsic("llvm.ctpop", [ir.IntType(BLOCKS)])
         return builder.zext(builder.call(popcount, [mask]), context.get_value_type(types.intp))
 
-    return types.intp(values, start, x), codegen
+    return types.intp(values, x), codegen
 
 
 @numba.extending.intrinsic
-def subtract_from(typingctx: Any, values: Any, start: Any, first: Any, w: Any) -> Any:
-    """``values[start + i] -= w`` for ``first <= i < BLOCKS`` (float64; the lanes before
-    ``first`` subtract 0.0, which leaves them as they are)."""
-    if not (c_array(values, types.float64) and isinstance(start, types.Integer)
-            and isinstance(first, types.Integer) and w == types.float64):
+def subtract_from(typingctx: Any, values: Any, first: Any, w: Any) -> Any:
+    """``values[i] -= w`` for ``first <= i < BLOCKS`` (float64; the lanes before ``first``
+    subtract 0.0, which leaves them as they are)."""
+    if not (c_array(values, types.float64) and isinstance(first, types.Integer)
+            and w == types.float64):
         return None
 
     def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
-        at = as_intp(context, builder, args[1], sig.args[1])
-        ptr = vector_at(context, builder, sig.args[0], args[0], at, BLOCKS)
+        ptr = vector_at(context, builder, sig.args[0], args[0], index(context, 0), BLOCKS)
         intp = context.get_value_type(types.intp)
         lane = ir.Constant(ir.VectorType(intp, BLOCKS), list(range(BLOCKS)))
-        first = as_intp(context, builder, args[2], sig.args[2])
+        first = as_intp(context, builder, args[1], sig.args[1])
         hit = builder.icmp_signed(">=", lane, splat(builder, first, BLOCKS))
         zero = ir.Constant(ir.VectorType(ir.DoubleType(), BLOCKS), [0.0] * BLOCKS)
-        take = builder.select(hit, splat(builder, args[3], BLOCKS), zero)
+        take = builder.select(hit, splat(builder, args[2], BLOCKS), zero)
         builder.store(builder.fsub(builder.load(ptr, align=8), take), ptr, align=8)
         return context.get_dummy_value()
 
-    return types.void(values, start, first, w), codegen
+    return types.void(values, first, w), codegen
 
 
 @numba.extending.intrinsic
@@ -170,8 +173,7 @@ def block_totals(typingctx: Any, weight: Any, rows: Any, out: Any) -> Any:
             ptr = vector_at(context, builder, sig.args[0], args[0], at, BLOCKS)
             w = builder.fpext(builder.load(ptr, align=4), wide)
             builder.store(builder.fadd(builder.load(acc), w), acc)
-        zero = ir.Constant(context.get_value_type(types.intp), 0)
-        dst = vector_at(context, builder, sig.args[2], args[2], zero, BLOCKS)
+        dst = vector_at(context, builder, sig.args[2], args[2], index(context, 0), BLOCKS)
         builder.store(builder.load(acc), dst, align=8)
         return context.get_dummy_value()
 
@@ -185,7 +187,8 @@ def token_logits(typingctx: Any, latent: Any, t: Any, gate: Any, bias: Any, row:
     each term a product then a sum, in order (``gate`` [dim, width] and ``bias`` [rows, width]
     padded to ``width``, a multiple of ``BLOCKS``; the running sums stay in registers)."""
     arrays = (latent, gate, bias, logit)
-    if not (all(c_array(a, types.float32) for a in arrays) and latent.ndim == gate.ndim == 2
+    if not (all(c_array(a, types.float32) for a in arrays)
+            and latent.ndim == gate.ndim == bias.ndim == 2 and logit.ndim == 1
             and isinstance(t, types.Integer) and isinstance(row, types.Integer)):
         return None
 
@@ -278,7 +281,7 @@ def route_tokens(latent: np.ndarray, gate: np.ndarray, bias: np.ndarray, dataset
                     # expert: the count of that block's partial sums at or below the rest
                     # (counts, not early exits: no mispredicted branches).
                     target = uniforms[t, j] * total
-                    b = count_at_or_below(prefix, 0, target)
+                    b = count_at_or_below(prefix, target)
                     if b < BLOCKS:
                         rest = target - prefix[b - 1] if b else target
                         within, r = 0.0, 0
@@ -293,7 +296,7 @@ def route_tokens(latent: np.ndarray, gate: np.ndarray, bias: np.ndarray, dataset
             out[t, k - 1 - j] = c
             # Subtracted, not re-summed: a residue left by rounding only sends a draw to
             # the rescale above.
-            subtract_from(prefix, 0, c % BLOCKS, np.float64(weight[c]))
+            subtract_from(prefix, c % BLOCKS, np.float64(weight[c]))
             weight[c] = 0.0
             logit[c] = gone
 

@@ -38,8 +38,8 @@ def logits(latent: np.ndarray, gate: np.ndarray, bias_row: np.ndarray) -> np.nda
 def weights(logit: np.ndarray) -> np.ndarray:
     """``exp(logit - max)`` in float32 by Cody-Waite reduction and the polynomial (0 below
     ``EXP_FLOOR``)."""
-    with np.errstate(invalid="ignore"):
-        x = np.maximum(logit - logit.max(), EXP_FLOOR)
+    shifted = logit - logit.max()
+    x = np.maximum(shifted, EXP_FLOOR)
     n = np.floor(x * LOG2E + np.float32(0.5))
     r = (x - n * LN2_HI) - n * LN2_LO
     p = EXP_COEFFS[0]
@@ -47,7 +47,7 @@ def weights(logit: np.ndarray) -> np.ndarray:
         p = p * r + coeff
     w = (p * r) * r + r + np.float32(1.0)
     scale = ((n.astype(np.int32) + np.int32(127)) << np.int32(23)).view(np.float32)
-    return np.where(logit - logit.max() >= EXP_FLOOR, w * scale, np.float32(0.0))
+    return np.where(shifted >= EXP_FLOOR, w * scale, np.float32(0.0))
 
 
 def block_prefix(weight: np.ndarray) -> list[float]:
