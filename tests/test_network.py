@@ -449,3 +449,25 @@ def test_all_to_all_coflow_and_transfers_match_a_plain_fluid_simulation() -> Non
                                                     + sum(s[3] for s in singles))
     assert net.recomputations > 100, "flows end at their own instants"
     assert env.events < net.recomputations, "ends between SimPy events need no event"
+
+
+def test_flows_within_the_done_tolerance_end_in_the_same_chained_update() -> None:
+    """Inside an all-to-all's chained ends, a flow with fewer than DONE_TOLERANCE of its
+    bytes left when another ends is retired with it (one rate update, not two), as a
+    drain of every flow would find it; a flow a little further off ends on its own."""
+    topo = load_topology(node_spec())
+    n = 3
+
+    def updates(extra: float) -> tuple[float, int]:
+        matrix = np.zeros((n, n))
+        matrix[0, 1], matrix[0, 2] = 64 * MB, 64 * MB * (1 + extra)  # one NIC's two flows
+        matrix[1, 2] = 8 * MB  # ends first: the two above end in chained updates
+        env = simpy.Environment()
+        net = Network(env, load_topology(node_spec()), replay=False)
+        env.run(net.collective("all_to_all", [0, 4, 5], send_bytes=matrix))
+        return env.now, net.recomputations
+
+    (near, near_updates), (far, far_updates) = updates(1e-10), updates(1e-7)
+    assert topo.num_gpus == 8
+    assert far_updates == near_updates + 1
+    assert near == pytest.approx(far, rel=1e-6)

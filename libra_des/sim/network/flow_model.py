@@ -36,7 +36,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from itertools import pairwise
-from typing import cast
 
 import numpy as np
 import simpy
@@ -57,6 +56,7 @@ from libra_des.hardware.topology import LinkId, Topology
 from libra_des.hardware.variance import VarianceModel
 from libra_des.sim.network.fluid import FluidState
 from libra_des.sim.network.replay import Profile, Replay, ReplayBook, per_gpu
+from libra_des.sim.network.routes import RouteNumbers
 
 #: Flows to start together: path numbers, bytes, receiving GPUs, coflows.
 Flows = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
@@ -130,7 +130,9 @@ class LinkTable:
         whose status new routes can have changed; True if it changed (links added or a
         status flipped)."""
         self.stale = False
-        self.capacity = np.array(self._capacity)
+        # Numbered links keep their capacity: only the new ones are converted.
+        self.capacity = np.concatenate(
+            [self.capacity, np.array(self._capacity[self.capacity.size :], dtype=float)])
         old = self.binding
         binding = np.ones(len(self._capacity), dtype=bool)
         binding[: old.size] = old
@@ -174,6 +176,7 @@ class Network:
         #: (progressive filling every time); kept for the benchmarks' tables.
         self.fallbacks = 0
         self.links = LinkTable(topology, self.variance)
+        self._numbers = RouteNumbers(topology, self.links.number)
         self.state = FluidState(self.bytes_received)
         self._local_done = 0  # transfers that crossed no link (same GPU, or zero bytes)
         # Keyed (src, dst, relay): relay for a point-to-point message's route (PXN).
@@ -239,13 +242,8 @@ class Network:
             self._paths[key] = self.path(src, dst)
             self._path_ids[key] = self._path_ids[src, dst, False]
             return self._paths[key]
-        # Topology.p2p_route, with the proxy already known.
-        links = list(topo.route(src, dst) if via is None else topo.relayed_route(src, dst, via))
-        known = self.links.index.get
-        seen = [known(lid) for lid in links]
-        # A link seen first: number them all, in route order.
-        numbers = cast(list[int], seen) if None not in seen else [
-            self.links.number(lid) for lid in links]
+        # Topology.p2p_route's links, with the proxy already known.
+        numbers = self._numbers.of(src, dst, via)
         delay = self.links.latency
         self.links.add_route(numbers)
         self._paths[key] = (np.array(numbers, dtype=np.int64), sum(delay[n] for n in numbers))

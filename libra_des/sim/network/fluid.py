@@ -24,6 +24,10 @@ DONE_TOLERANCE = 1e-9
 MARGIN = 1e-6
 
 
+#: Arrays that grow by rows get 1/GROWTH of their new size as headroom (our assumption).
+GROWTH = 4
+
+
 def _grow(array: np.ndarray, rows: int, cols: int | None = None, fill: float = 0) -> np.ndarray:
     """``array`` padded with ``fill`` to ``rows`` rows (and ``cols`` columns if 2-D)."""
     shape = (rows,) if array.ndim == 1 else (rows, cols if cols is not None else array.shape[1])
@@ -59,6 +63,7 @@ class FluidState:
         self.plinks = np.full((0, width), -1, dtype=np.int64)
         self.routes = np.full((0, width), -1, dtype=np.int64)  # every path's links, padded
         self.pn = np.zeros(0, dtype=np.int64)
+        self.paths = 0  # paths known (rows of ``routes``, ``plinks`` and ``pn`` in use)
         self.gleft = np.zeros(64, dtype=np.int64)
         self.groups = 0
         # Solo runs (:meth:`solo`) record each link's peak load; the shared network does not.
@@ -68,7 +73,8 @@ class FluidState:
         # run found short of headroom.
         self.reserved, self.hot = np.zeros(0), np.zeros(0, dtype=np.int64)
         self.watching = False
-        self.ctr = np.zeros(7, dtype=np.int64)
+        self.ctr = np.zeros(fluid_kernel.COUNTERS, dtype=np.int64)
+        self._scratch(slots)
         self.ctr[fluid_kernel.NFREE] = slots
 
     def solo(self, cap: np.ndarray, plinks: np.ndarray, pn: np.ndarray, flows: int) -> FluidState:
@@ -79,6 +85,7 @@ class FluidState:
         other = FluidState(np.zeros_like(self.received), flows)
         other.set_links(cap)
         other.plinks, other.pn = plinks, pn  # read-only in the kernels
+        other.paths = pn.size
         other._widen(plinks.shape[1])
         other.reached = np.zeros(cap.size, dtype=np.int64)
         other.peak = np.zeros(cap.size)
@@ -109,10 +116,14 @@ class FluidState:
     def set_links(self, capacity: np.ndarray) -> None:
         """Link capacities (bytes/s), numbered as the link table numbers them."""
         n = capacity.size
-        if n > self.cap.size:
-            self.lflow = _grow(self.lflow, n)
+        if n > self.deg.size:
+            # A quarter of headroom: the network numbers links a few at a time, each copy of
+            # the per-link arrays costs their whole size (``lflow`` is links x flows, the
+            # largest array at scale), and more headroom would cost memory.
+            rows = n + n // GROWTH
+            self.lflow = _grow(self.lflow, rows)
             self.deg, self.lmark, self.touched, self.scratch, self.count, self.left = (
-                _grow(a, n)
+                _grow(a, rows)
                 for a in (self.deg, self.lmark, self.touched, self.scratch, self.count, self.left)
             )
         self.cap = np.array(capacity, dtype=float)
@@ -140,13 +151,17 @@ class FluidState:
         the paths crossing a link in ``flipped``, the links whose binding changed; the active
         flows are then moved onto their new binding links. A path whose links all kept their
         status keeps its packed row, so this equals re-packing every path."""
-        known = self.routes.shape[0]
+        known = self.paths
         width = max([self.plinks.shape[1], *(r.size for r in routes[known:])])
-        self.routes = _grow(self.routes, len(routes), width, -1)
+        if len(routes) > self.pn.size or width > self.plinks.shape[1]:
+            # Headroom, as for the links: paths come a few hundred at a time.
+            size = len(routes) + len(routes) // GROWTH
+            self.routes = _grow(self.routes, size, width, -1)
+            self.plinks = _grow(self.plinks, size, width, -1)
+            self.pn = _grow(self.pn, size)
         for p in range(known, len(routes)):
             self.routes[p, : routes[p].size] = routes[p]
-        self.plinks = _grow(self.plinks, len(routes), width, -1)
-        self.pn = _grow(self.pn, len(routes))
+        self.paths = len(routes)
         self._widen(width)
         rows = np.arange(known, len(routes))  # the new paths
         if every and flipped.size:
@@ -169,9 +184,9 @@ class FluidState:
 
     def _crossing(self, links: np.ndarray, nlinks: int, paths: int) -> np.ndarray:
         """The paths among the first ``paths`` that cross one of ``links``."""
-        mark = np.zeros(nlinks + 1, dtype=bool)  # the last entry: padding (-1)
+        mark = np.zeros(nlinks, dtype=np.bool_)
         mark[links] = True
-        return np.flatnonzero(mark[self.routes[:paths]].any(axis=1))
+        return np.asarray(self.kernel.crossing(self.routes, paths, mark))
 
     def _widen(self, width: int) -> None:
         if width > self.flink.shape[1]:
@@ -181,15 +196,18 @@ class FluidState:
     def _fit_links(self, paths: np.ndarray, base: int) -> None:
         """Make room in the links' flow lists for flows on ``paths`` (``base``: 0 to count
         from empty lists, else from the current ones)."""
-        if base and int(self.deg.max(initial=0)) + paths.size <= self.lflow.shape[1]:
-            return  # room even if every new flow crossed the fullest link
-        links = self.plinks[paths].ravel()
-        load = np.bincount(links[links >= 0], minlength=self.deg.size)
-        if base:
-            load = load + self.deg
-        need = int(load.max(initial=0))
+        # Only the links the new flows cross: the whole table is far larger at scale.
+        need = self.kernel.room_needed(self.plinks, paths, self.deg, base, self.count)
         if need > self.lflow.shape[1]:
             self.lflow = _grow(self.lflow, self.lflow.shape[0], 2 * need)
+
+    def _scratch(self, slots: int) -> None:
+        """Per-flow arrays one kernel run uses and leaves (its lazy drain's times, its
+        heaps of flow ends, the flows a solve changed): nothing to keep when they grow."""
+        self.since, self.moved = np.zeros(slots), np.zeros(slots, dtype=np.int64)
+        self.hkey = np.zeros((2, slots))
+        self.hslot = np.zeros((2, slots), dtype=np.int64)
+        self.hpos = np.zeros((2, slots), dtype=np.int64)
 
     def _fit_flows(self, extra: int) -> None:
         if extra <= self.ctr[self.kernel.NFREE]:
@@ -201,6 +219,7 @@ class FluidState:
             setattr(self, name, _grow(getattr(self, name), new))
         if self.fin.size:
             self.fin = _grow(self.fin, new, fill=np.inf)
+        self._scratch(new)
         nfree = int(self.ctr[self.kernel.NFREE])
         free = np.zeros(new, dtype=np.int64)
         free[:nfree] = self.free[:nfree]
@@ -247,5 +266,6 @@ class FluidState:
             self.free, self.cap, self.lflow, self.deg, self.lmark, self.touched, self.gleft,
             self.received, self.ctr, self.done, self.completed, self.scratch, self.left,
             self.count, self.reached, self.peak, self.reserved, self.hot, self.fin,
+            self.since, self.hkey, self.hslot, self.hpos, self.moved,
         )
         return t, wait, np.sort(self.completed[:n])

@@ -1,0 +1,111 @@
+"""Link numbers of the flow network's routes, put together from shared segments.
+
+A route between nodes is four segments (:meth:`~libra_des.hardware.topology.Topology.
+route_nodes`): inside the source node from the GPU (or its PXN proxy) to the NIC and on to
+its leaf; up the switch levels from that leaf to the lowest switch joining both nodes; down
+from it to the destination's leaf; and into the destination node. Every segment recurs in
+many routes: a node's few local paths in every route leaving or entering it, a leaf's climb
+to the switches the hash picks in every route from its unit that takes them. So each
+segment's link numbers are worked out once, from the topology's names, and routes are the
+concatenation of their segments' numbers.
+
+Numbering order is kept: a segment seen first numbers its links in route order, and a
+segment seen before holds only numbered links, so every link gets the number a link-by-link
+walk of the same routes in the same order gives it (that order breaks ties in
+:class:`~libra_des.sim.network.flow_model.LinkTable`; the tests compare the two).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from itertools import pairwise
+
+from libra_des.hardware.levels import leaf_name
+from libra_des.hardware.topology import LinkId, Topology
+
+#: A switch path half's key: a leaf's (unit, rail), then per level climbed the unit and the
+#: switch index taken (see :meth:`RouteNumbers._switch_keys`).
+SwitchKey = tuple[int, ...]
+
+
+class RouteNumbers:
+    """Link numbers of a topology's routes (``number``: a link's number, numbering it on
+    first sight), with each segment's numbers memoised."""
+
+    def __init__(self, topology: Topology, number: Callable[[LinkId], int]) -> None:
+        self.topology = topology
+        self.number = number
+        self._up: dict[tuple[int, int, int, int], list[int]] = {}
+        self._switches: dict[SwitchKey, list[int]] = {}
+        self._down: dict[tuple[int, int, int], list[int]] = {}
+
+    def of(self, src: int, dst: int, via: int | None) -> list[int]:
+        """Link numbers from GPU ``src`` to GPU ``dst`` (through the PXN proxy ``via``, a
+        GPU of ``src``'s node, if given), in route order."""
+        topo = self.topology
+        tmpl, gpn = topo.template, topo.gpus_per_node
+        (a, i), (b, j) = divmod(src, gpn), divmod(dst, gpn)
+        if a == b or tmpl.nics == 0 or not topo.tiers:
+            return self._numbered(list(pairwise(topo.route_nodes(src, dst, via))))
+        m = tmpl.nic_of(j)
+        k, proxy = (tmpl.nic_of(i), -1) if via is None else (m, via % gpn)
+        up = self._up.get((a, i, k, proxy))
+        if up is None:
+            up = self._up[a, i, k, proxy] = self._up_links(a, i, k, proxy)
+        rise, fall = self._switch_keys(src, dst, a, k, b, m)
+        climb, descent = self._switches.get(rise), self._switches.get(fall)
+        if climb is None or descent is None:
+            # The switch path is its climb from a's leaf and its descent to b's: each half
+            # recurs far more often than the two together.
+            names = topo.switch_path(src, dst, (a, k), (b, m))
+            top = (len(rise) - 2) // 2  # levels climbed
+            climb = self._switches[rise] = self._numbered(list(pairwise(names[: top + 1])))
+            descent = self._switches[fall] = self._numbered(list(pairwise(names[top:])))
+        down = self._down.get((b, m, j))
+        if down is None:
+            leaf = leaf_name(topo.tiers[0], b, m)
+            hops = (leaf, *topo.node_hops(b, f"nic{m}", f"gpu{j}"))
+            down = self._down[b, m, j] = self._numbered(list(pairwise(hops)))
+        return up + climb + descent + down
+
+    def _up_links(self, a: int, i: int, k: int, proxy: int) -> list[int]:
+        """Node ``a``'s links from local GPU ``i`` (through local GPU ``proxy``, unless -1)
+        to NIC ``k`` and its leaf (:meth:`Topology.route_nodes`'s first segment)."""
+        topo = self.topology
+        nic, gpu = f"nic{k}", f"gpu{i}"
+        if proxy < 0:
+            local = topo.node_hops(a, gpu, nic)
+        else:
+            p = f"gpu{proxy}"
+            local = topo.node_hops(a, gpu, p) + topo.node_hops(a, p, nic)[1:]
+        return self._numbered(list(pairwise((*local, leaf_name(topo.tiers[0], a, k)))))
+
+    def _switch_keys(
+        self, src: int, dst: int, a: int, k: int, b: int, m: int
+    ) -> tuple[SwitchKey, SwitchKey]:
+        """What names :meth:`Topology.switch_path`'s climb and descent: each side's leaf
+        (unit, rail) and, per level climbed (up to the first whose unit holds both nodes),
+        its unit there and the switch the routing picks (the same index up and down). The
+        descent's key is marked apart from a climb's by a leading -1."""
+        topo = self.topology
+        leaf = topo.tiers[0]
+        rail = leaf.spec.type == "rail_leaf"
+        rise = [leaf.unit_of(a), k if rail else 0]
+        fall = [-1, leaf.unit_of(b), m if rail else 0]
+        if rise == fall[1:]:
+            return tuple(rise), tuple(fall)
+        spray = topo.routing.mode == "spray"
+        for tier in topo.tiers[1:]:
+            if tier.width == 0:
+                break
+            ua, ub = tier.unit_of(a), tier.unit_of(b)
+            pick = 0 if spray else topo.routing.pick(src, dst, tier.width)
+            rise += (ua, pick)
+            fall += (ub, pick)
+            if ua == ub:
+                break
+        return tuple(rise), tuple(fall)
+
+    def _numbered(self, links: list[LinkId]) -> list[int]:
+        number = self.number
+        return [number(link) for link in links]
