@@ -59,7 +59,7 @@ class FluidState:
         self.deg, self.lmark, self.touched, self.scratch, self.count = (
             np.zeros(0, dtype=np.int64) for _ in range(5)
         )
-        self.left = np.zeros(0)
+        self.left, self.fair = np.zeros(0), np.zeros(0)
         self.plinks = np.full((0, width), -1, dtype=np.int64)
         self.routes = np.full((0, width), -1, dtype=np.int64)  # every path's links, padded
         self.pn = np.zeros(0, dtype=np.int64)
@@ -122,10 +122,11 @@ class FluidState:
             # largest array at scale), and more headroom would cost memory.
             rows = n + n // GROWTH
             self.lflow = _grow(self.lflow, rows)
-            self.deg, self.lmark, self.touched, self.scratch, self.count, self.left = (
-                _grow(a, rows)
-                for a in (self.deg, self.lmark, self.touched, self.scratch, self.count, self.left)
+            self.deg, self.lmark, self.touched, self.scratch, self.count = (
+                _grow(a, rows) for a in (self.deg, self.lmark, self.touched, self.scratch,
+                                         self.count)
             )
+            self.left, self.fair = _grow(self.left, rows), _grow(self.fair, rows)
         self.cap = np.array(capacity, dtype=float)
         if self.watching:
             self.watch_reserved()
@@ -266,6 +267,6 @@ class FluidState:
             self.free, self.cap, self.lflow, self.deg, self.lmark, self.touched, self.gleft,
             self.received, self.ctr, self.done, self.completed, self.scratch, self.left,
             self.count, self.reached, self.peak, self.reserved, self.hot, self.fin,
-            self.since, self.hkey, self.hslot, self.hpos, self.moved,
+            self.since, self.hkey, self.hslot, self.hpos, self.moved, self.fair,
         )
         return t, wait, np.sort(self.completed[:n])

@@ -140,14 +140,15 @@ def _solve(
     flink: np.ndarray, nlink: np.ndarray, lflow: np.ndarray, deg: np.ndarray,
     cap: np.ndarray, touched: np.ndarray, lmark: np.ndarray, fmark: np.ndarray,
     ctr: np.ndarray, queue: np.ndarray, left: np.ndarray, count: np.ndarray,
-    reached: np.ndarray, moved: np.ndarray,
+    reached: np.ndarray, moved: np.ndarray, fair: np.ndarray,
 ) -> int:
     """Max-min rates at time ``at`` of the flows at least as fast as ``floor`` (up to
     TIE_TOLERANCE) connected to the touched links through such flows (see module
     docstring); ``queue``, ``left`` and ``count`` are scratch space of one entry per link. A
     flow whose rate changes is drained to ``at`` first and listed in ``moved``
     (``ctr[NMOVED]`` of them). When ``reached`` has room (one entry per link), the links the
-    solve reached are copied there; returns how many."""
+    solve reached are copied there; returns how many. ``fair`` (per link) holds each open
+    link's fair share ``left / count`` while the levels are filled."""
     ctr[NMOVED] = 0
     ctr[EPOCH] += 1
     epoch = ctr[EPOCH]
@@ -180,6 +181,7 @@ def _solve(
                         queue[nq] = m
                         nq += 1
         left[link], count[link] = max(room, 0.0), fast
+        fair[link] = left[link] / fast if fast > 0 else np.inf
     if reached.size >= nq:
         reached[:nq] = queue[:nq]
     # Progressive filling by levels: each round the lowest fair share saturates its links
@@ -194,7 +196,7 @@ def _solve(
             n += 1
     level = np.inf
     for q in range(n):
-        level = min(level, left[open_links[q]] / count[open_links[q]])
+        level = min(level, fair[open_links[q]])
     while n > 0:
         # ``level`` is the lowest share or, after a round that froze flows, a lower bound on
         # it (the shares seen before later freezes in the round); a round below every share
@@ -206,7 +208,7 @@ def _solve(
             link = open_links[q]
             if count[link] == 0:
                 continue
-            share = left[link] / count[link]
+            share = fair[link]  # left / count, kept up to date as flows freeze
             if share > limit:
                 open_links[kept] = link
                 kept += 1
@@ -228,6 +230,8 @@ def _solve(
                     if m != link:
                         left[m] = max(left[m] - share, 0.0)
                         count[m] -= 1
+                        if count[m] > 0:
+                            fair[m] = left[m] / count[m]
             count[link] = 0
         n = kept
     ctr[EPOCH] += 1
@@ -386,7 +390,7 @@ def run(
     done: np.ndarray, completed: np.ndarray, scratch: np.ndarray, left: np.ndarray,
     count: np.ndarray, reached: np.ndarray, peak: np.ndarray, reserved: np.ndarray,
     hot: np.ndarray, fin: np.ndarray, since: np.ndarray, hkey: np.ndarray,
-    hslot: np.ndarray, hpos: np.ndarray, moved: np.ndarray,
+    hslot: np.ndarray, hpos: np.ndarray, moved: np.ndarray, fair: np.ndarray,
 ) -> tuple[float, float, int]:
     """Updates from ``now`` on (see module docstring); ``floor`` 0 if flows were added.
     ``peak`` (empty, or one entry per link) records each link's highest load, for
@@ -440,7 +444,7 @@ def run(
             ctr[RECOMPUTATIONS] += 1
             nq = _solve(
                 t, floor, rem, since, rate, flink, nlink, lflow, deg, cap, touched, lmark,
-                fmark, ctr, scratch, left, count, reached, moved,
+                fmark, ctr, scratch, left, count, reached, moved, fair,
             )
             if peak.size > 0:
                 _raise_peaks(reached, nq, rate, lflow, deg, peak)
