@@ -523,3 +523,15 @@ def pn_of(plinks: np.ndarray, p: int) -> int:
     while n < plinks.shape[1] and plinks[p, n] >= 0:
         n += 1
     return n
+
+
+@numba.njit(cache=True, nogil=True)
+def last_ends(plinks: np.ndarray, paths: np.ndarray, fin: np.ndarray, links: int) -> np.ndarray:
+    """Per link, the latest ``fin`` of the flows (flow ``i`` on path ``paths[i]``) whose
+    binding links include it (0 where none)."""
+    last = np.zeros(links)
+    for i in range(paths.size):
+        for j in range(pn_of(plinks, paths[i])):
+            link = plinks[paths[i], j]
+            last[link] = max(last[link], fin[i])
+    return last

@@ -177,24 +177,18 @@ def profile_of(
     assert completed, "a coflow alone always completes"
     sizes, dsts = (np.concatenate([flows[k] for _, flows in batches]) for k in (1, 2))
     profile = Profile(makespan, frame.links, solo.peak.copy(),
-                      leaves_of(frame, solo.fin[: frame.flows]), frame, sent,
+                      leaves_of(solo, frame, solo.fin[: frame.flows]), frame, sent,
                       per_gpu(dsts, sizes))
     return profile, solo.recomputations
 
 
-def leaves_of(frame: Frame, fin: np.ndarray) -> np.ndarray:
+def leaves_of(solo: FluidState, frame: Frame, fin: np.ndarray) -> np.ndarray:
     """When the coflow leaves each of its links: the end of the last of its flows there
     (``fin``: each flow's end, in frame order; a fresh solo state gives flow ``i`` slot
-    ``i``). After that instant its solo allocation puts nothing on the link."""
+    ``i``; ``solo``: that state, for its kernels). After that instant its solo allocation
+    puts nothing on the link."""
     paths = np.concatenate([flows[0] for _, flows in frame.batches])
-    rows = frame.plinks[paths]
-    hit = rows >= 0
-    ends = np.broadcast_to(fin[:, None], rows.shape)[hit]
-    links = rows[hit]
-    order = np.lexsort((ends, links))  # per link, its latest end last
-    last = np.zeros(frame.links.size)
-    last[links[order]] = ends[order]
-    return last
+    return np.asarray(solo.kernel.last_ends(frame.plinks, paths, fin, frame.links.size))
 
 
 def per_gpu(gpus: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
