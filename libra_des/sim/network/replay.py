@@ -26,7 +26,10 @@ they have left, and the check is made again; only links still short count. A res
 held past its end is conservative, never wrong.
 
 Solo runs work on the coflow's own links and paths, renumbered in the same order
-(:class:`Frame`): their arrays and arithmetic do not depend on the size of the network.
+(:class:`Frame`): their arrays and arithmetic do not depend on the size of the network. So
+coflows of other groups of GPUs whose frames are equal (the same matrix over links alike in
+capacity and in how the paths cross them: the pools of a large cluster) share one solo run:
+a run reads nothing but its frame, so the results are the same bit for bit.
 
 If a check fails, the replays on the links short of headroom are
 *handed over* at that instant: their solo runs are repeated up to it, and their unfinished
@@ -87,6 +90,17 @@ class Frame:
     @property
     def flows(self) -> int:
         return sum(flows[0].size for _, flows in self.batches)
+
+    @property
+    def key(self) -> bytes:
+        """Everything a solo run of this frame reads, as bytes: the local links' capacities,
+        the paths' binding links, and per batch its delay and its flows' local paths and
+        sizes, in order. Two frames with one key run alone identically, bit for bit (the
+        receiving GPUs only count bytes received)."""
+        parts = [np.asarray(self.plinks.shape, dtype=np.int64), self.cap, self.plinks, self.pn]
+        for delay, (paths, sizes, _, _) in self.batches:
+            parts += [np.asarray([delay, paths.size], dtype=float), paths, sizes]
+        return b"".join(np.ascontiguousarray(part).tobytes() for part in parts)
 
 
 @dataclass(frozen=True)
@@ -167,19 +181,33 @@ def run_alone(
     return solo, updated, False
 
 
+#: What a solo run gives a profile: makespan, peak load and leaving time per local link.
+Solo = tuple[float, np.ndarray, np.ndarray]
+
+
 def profile_of(
-    template: FluidState, batches: Batches, sent: tuple[np.ndarray, np.ndarray]
+    template: FluidState, batches: Batches, sent: tuple[np.ndarray, np.ndarray],
+    solos: dict[bytes, Solo] | None = None,
 ) -> tuple[Profile, int]:
     """Run the coflow alone to its end (``sent``: the bytes each GPU sends, see
-    :func:`per_gpu`): what a replay needs, and the solves it took."""
+    :func:`per_gpu`): what a replay needs, and the solves it took. ``solos`` holds solo
+    runs by :attr:`Frame.key`: a frame seen before (another group of GPUs with the same
+    local links, paths and flows) takes its results without running (0 solves)."""
     frame = Frame.of(template, batches)
-    solo, makespan, completed = run_alone(template, frame, np.inf)
-    assert completed, "a coflow alone always completes"
+    key = frame.key
+    found = solos.get(key) if solos is not None else None
+    solves = 0
+    if found is None:
+        solo, makespan, completed = run_alone(template, frame, np.inf)
+        assert completed, "a coflow alone always completes"
+        found = (makespan, solo.peak.copy(), leaves_of(solo, frame, solo.fin[: frame.flows]))
+        solves = solo.recomputations
+        if solos is not None:
+            solos[key] = found
     sizes, dsts = (np.concatenate([flows[k] for _, flows in batches]) for k in (1, 2))
-    profile = Profile(makespan, frame.links, solo.peak.copy(),
-                      leaves_of(solo, frame, solo.fin[: frame.flows]), frame, sent,
-                      per_gpu(dsts, sizes))
-    return profile, solo.recomputations
+    makespan, peaks, leaves = found
+    profile = Profile(makespan, frame.links, peaks, leaves, frame, sent, per_gpu(dsts, sizes))
+    return profile, solves
 
 
 def leaves_of(solo: FluidState, frame: Frame, fin: np.ndarray) -> np.ndarray:
@@ -211,6 +239,10 @@ class ReplayBook:
         # leftover of adding and subtracting peaks).
         self.replays_on = np.zeros(0, dtype=np.int64)
         self.replayed = self.handed = self.solo_runs = self.solo_solves = 0
+        # Solo runs by frame (:attr:`Frame.key`): groups of GPUs whose coflows look alike
+        # locally share one; ``solo_shared`` counts the profiles that took one.
+        self.solos: dict[bytes, Solo] = {}
+        self.solo_shared = 0
 
     def find(self, ranks: tuple[int, ...], matrix: np.ndarray) -> Profile | None:
         """The profile of this all-to-all, if one was made."""
@@ -224,8 +256,9 @@ class ReplayBook:
         sent: tuple[np.ndarray, np.ndarray],
     ) -> Profile:
         """Run the all-to-all alone and keep its profile."""
-        profile, solves = profile_of(self.state, batches, sent)
-        self.solo_runs += 1
+        profile, solves = profile_of(self.state, batches, sent, self.solos)
+        self.solo_runs += int(solves > 0)
+        self.solo_shared += int(solves == 0)
         self.solo_solves += solves
         self.profiles.setdefault((ranks, float(matrix.sum())), []).append(
             (np.array(matrix, dtype=float), profile)
