@@ -97,12 +97,11 @@ def flow_topology(topology: Topology, cost: CostModel) -> Topology:
 def detailed_training_wall(gpus: int) -> float:
     """Detailed over fast fidelity's time for one step. Measured with
     ``benchmarks/scale_study.py`` (scale-4096's layout, one step, medians of 3; table in
-    benchmarks/README.md, "Detailed mode at scale"): 8.9x at 1,024 GPUs, 44x at 4,096 and
-    212x at 16,384. The ratio grows a little faster than the GPUs (replays and their
-    hand-overs grow with the pools, fast mode much less); GPUs / 70 stays above every
-    measured ratio (10% above the largest), with at least 10 (our assumption for small runs,
-    whose fixed costs dominate)."""
-    return max(10.0, gpus / 70)
+    benchmarks/README.md, "Detailed mode at scale"): 7.8x at 1,024 GPUs, 34x at 4,096 and
+    96x at 16,384 (single runs in slower hours up to 157x). The ratio grows a little slower
+    than the GPUs; GPUs / 100 stays above every measured ratio, with at least 10 (our
+    assumption for small runs, whose fixed costs dominate)."""
+    return max(10.0, gpus / 100)
 
 
 def detailed_moe_wall(ep: int) -> float:
