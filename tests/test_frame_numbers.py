@@ -23,10 +23,10 @@ def test_frame_numbers_equal_numpys(seed: int) -> None:
     rng = np.random.default_rng(seed)
     paths, width, links = int(rng.integers(1, 60)), int(rng.integers(1, 6)), 200
     plinks = np.full((paths, width), -1, dtype=np.int64)
+    pn = rng.integers(0, width + 1, paths)
     for p in range(paths):  # binding links packed to the left, as FluidState keeps them
-        k = int(rng.integers(0, width + 1))
-        plinks[p, :k] = rng.choice(links, k, replace=False)
+        plinks[p, : pn[p]] = rng.choice(links, pn[p], replace=False)
     every = rng.integers(0, paths, int(rng.integers(1, 300)))
-    got = fluid_kernel.frame_numbers(every, plinks)
+    got = fluid_kernel.frame_numbers(every, plinks, pn)
     for a, b in zip(got, numpy_numbers(every, plinks), strict=True):
         assert np.array_equal(a, b)

@@ -85,7 +85,6 @@ class FluidState:
         other = FluidState(np.zeros_like(self.received), flows)
         other.set_links(cap)
         other.plinks, other.pn = plinks, pn  # read-only in the kernels
-        other.paths = pn.size
         other._widen(plinks.shape[1])
         other.reached = np.zeros(cap.size, dtype=np.int64)
         other.peak = np.zeros(cap.size)
@@ -198,7 +197,8 @@ class FluidState:
         """Make room in the links' flow lists for flows on ``paths`` (``base``: 0 to count
         from empty lists, else from the current ones)."""
         # Only the links the new flows cross: the whole table is far larger at scale.
-        need = self.kernel.room_needed(self.plinks, paths, self.deg, base, self.count)
+        need = self.kernel.room_needed(self.plinks, self.pn, paths, self.deg, base,
+                                       self.count)
         if need > self.lflow.shape[1]:
             self.lflow = _grow(self.lflow, self.lflow.shape[0], 2 * need)
 

@@ -145,11 +145,11 @@ def _solve(
     """Max-min rates at time ``at`` of the flows at least as fast as ``floor`` (up to
     TIE_TOLERANCE) connected to the touched links through such flows (see module
     docstring); ``queue``, ``left`` and ``count`` are scratch space of one entry per link. A
-    flow whose rate changes is drained to ``at`` first and listed in ``moved``
-    (``ctr[NMOVED]`` of them). When ``reached`` has room (one entry per link), the links the
-    solve reached are copied there; returns how many. ``fair`` (per link) holds each open
-    link's fair share ``left / count`` while the levels are filled."""
-    ctr[NMOVED] = 0
+    flow whose rate changes is drained to ``at`` first and appended to ``moved``
+    (``ctr[NMOVED]`` of them; :func:`run` empties it before each update). When ``reached``
+    has room (one entry per link), the links the solve reached are copied there; returns
+    how many. ``fair`` (per link) holds each open link's fair share ``left / count`` while
+    the levels are filled."""
     ctr[EPOCH] += 1
     epoch = ctr[EPOCH]
     nq = 0
@@ -499,17 +499,17 @@ def crossing(routes: np.ndarray, paths: int, mark: np.ndarray) -> np.ndarray:
 
 
 @numba.njit(cache=True, nogil=True)
-def room_needed(plinks: np.ndarray, paths: np.ndarray, deg: np.ndarray, base: int,
-                tally: np.ndarray) -> int:
+def room_needed(plinks: np.ndarray, pn: np.ndarray, paths: np.ndarray, deg: np.ndarray,
+                base: int, tally: np.ndarray) -> int:
     """The longest flow list any binding link needs once flows on ``paths`` join it (``base``
     0: counting from empty lists); ``tally`` is scratch of one entry per link (``count``,
     which solves set before they read it)."""
     for p in paths:
-        for j in range(pn_of(plinks, p)):
+        for j in range(pn[p]):
             tally[plinks[p, j]] = deg[plinks[p, j]] if base else 0
     need = 0
     for p in paths:
-        for j in range(pn_of(plinks, p)):
+        for j in range(pn[p]):
             link = plinks[p, j]
             tally[link] += 1
             need = max(need, tally[link])
@@ -517,21 +517,13 @@ def room_needed(plinks: np.ndarray, paths: np.ndarray, deg: np.ndarray, base: in
 
 
 @numba.njit(cache=True, nogil=True)
-def pn_of(plinks: np.ndarray, p: int) -> int:
-    """How many binding links path ``p`` has (its row is packed left, padded with -1)."""
-    n = 0
-    while n < plinks.shape[1] and plinks[p, n] >= 0:
-        n += 1
-    return n
-
-
-@numba.njit(cache=True, nogil=True)
-def last_ends(plinks: np.ndarray, paths: np.ndarray, fin: np.ndarray, links: int) -> np.ndarray:
+def last_ends(plinks: np.ndarray, pn: np.ndarray, paths: np.ndarray, fin: np.ndarray,
+              links: int) -> np.ndarray:
     """Per link, the latest ``fin`` of the flows (flow ``i`` on path ``paths[i]``) whose
-    binding links include it (0 where none)."""
+    binding links (the first ``pn`` of the path's row) include it (0 where none)."""
     last = np.zeros(links)
     for i in range(paths.size):
-        for j in range(pn_of(plinks, paths[i])):
+        for j in range(pn[paths[i]]):
             link = plinks[paths[i], j]
             last[link] = max(last[link], fin[i])
     return last
@@ -539,7 +531,7 @@ def last_ends(plinks: np.ndarray, paths: np.ndarray, fin: np.ndarray, links: int
 
 @numba.njit(cache=True, nogil=True)
 def frame_numbers(
-    every: np.ndarray, plinks: np.ndarray
+    every: np.ndarray, plinks: np.ndarray, pn: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """A coflow's local numbers (:class:`~libra_des.sim.network.replay.Frame`) from its
     flows' global paths ``every``: the distinct paths ascending, each flow's local path, the
@@ -558,12 +550,12 @@ def frame_numbers(
     flat = np.empty(n * plinks.shape[1], dtype=np.int64)
     m = 0
     for i in range(n):
-        for j in range(pn_of(plinks, paths[i])):
+        for j in range(pn[paths[i]]):
             flat[m] = plinks[paths[i], j]
             m += 1
     links = np.unique(flat[:m])
     rows = np.full((n, plinks.shape[1]), -1, dtype=np.int64)
     for i in range(n):
-        for j in range(pn_of(plinks, paths[i])):
+        for j in range(pn[paths[i]]):
             rows[i, j] = np.searchsorted(links, plinks[paths[i], j])
     return paths, local, links, rows

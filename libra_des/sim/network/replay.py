@@ -75,7 +75,8 @@ class Frame:
     @classmethod
     def of(cls, template: FluidState, batches: Batches) -> Frame:
         every = np.concatenate([flows[0] for _, flows in batches])
-        paths, local, links, plinks = template.kernel.frame_numbers(every, template.plinks)
+        paths, local, links, plinks = template.kernel.frame_numbers(
+            every, template.plinks, template.pn)
         out: Batches = []
         at = 0
         for delay, (p, s, d, g) in batches:
@@ -184,7 +185,7 @@ Solo = tuple[float, np.ndarray, np.ndarray]
 
 def profile_of(
     template: FluidState, batches: Batches, sent: tuple[np.ndarray, np.ndarray],
-    solos: dict[bytes, Solo] | None = None,
+    solos: dict[bytes, Solo],
 ) -> tuple[Profile, int]:
     """Run the coflow alone to its end (``sent``: the bytes each GPU sends, see
     :func:`per_gpu`): what a replay needs, and the solves it took. ``solos`` holds solo
@@ -192,15 +193,14 @@ def profile_of(
     local links, paths and flows) takes its results without running (0 solves)."""
     frame = Frame.of(template, batches)
     key = frame.key
-    found = solos.get(key) if solos is not None else None
+    found = solos.get(key)
     solves = 0
     if found is None:
         solo, makespan, completed = run_alone(template, frame, np.inf)
         assert completed, "a coflow alone always completes"
         found = (makespan, solo.peak.copy(), leaves_of(solo, frame, solo.fin[: frame.flows]))
         solves = solo.recomputations
-        if solos is not None:
-            solos[key] = found
+        solos[key] = found
     sizes, dsts = (np.concatenate([flows[k] for _, flows in batches]) for k in (1, 2))
     makespan, peaks, leaves = found
     profile = Profile(makespan, frame.links, peaks, leaves, frame, sent, per_gpu(dsts, sizes))
@@ -213,7 +213,7 @@ def leaves_of(solo: FluidState, frame: Frame, fin: np.ndarray) -> np.ndarray:
     ``i``; ``solo``: that state, for its kernels). After that instant its solo allocation
     puts nothing on the link."""
     paths = np.concatenate([flows[0] for _, flows in frame.batches])
-    return np.asarray(solo.kernel.last_ends(frame.plinks, paths, fin, frame.links.size))
+    return np.asarray(solo.kernel.last_ends(frame.plinks, frame.pn, paths, fin, frame.links.size))
 
 
 def per_gpu(gpus: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
