@@ -380,17 +380,28 @@ class Topology:
             return [leaf_a]
         up, down = [leaf_a], [leaf_b]
         spray = self.routing.mode == "spray"
+        for tier, unit_a, unit_b, k in self.climb(src, dst, a[0], b[0]):
+            up.append(tier.name(unit_a, k))
+            down.append(tier.name(unit_b, k))
+            if spray:
+                up[-1], down[-1] = bundle_name(up[-1]), bundle_name(down[-1])
+        return up + down[-2::-1]
+
+    def climb(self, src: int, dst: int, a: int, b: int) -> list[tuple[Tier, int, int, int]]:
+        """The levels above the leaves a route from node ``a`` to node ``b`` climbs, up to the
+        lowest whose unit holds both: each with the two nodes' units there and the switch
+        index the routing takes (the same up and down; 0 when spraying)."""
+        spray = self.routing.mode == "spray"
+        levels = []
         for tier in self.tiers[1:]:
             if tier.width == 0:
                 break
+            unit_a, unit_b = tier.unit_of(a), tier.unit_of(b)
             k = 0 if spray else self.routing.pick(src, dst, tier.width)
-            up.append(tier.name(tier.unit_of(a[0]), k))
-            down.append(tier.name(tier.unit_of(b[0]), k))
-            if spray:
-                up[-1], down[-1] = bundle_name(up[-1]), bundle_name(down[-1])
-            if up[-1] == down[-1]:
-                return up + down[-2::-1]
-        raise InputError("topology", self.name, f"a level joining nodes {a[0]} and {b[0]}")
+            levels.append((tier, unit_a, unit_b, k))
+            if unit_a == unit_b:
+                return levels
+        raise InputError("topology", self.name, f"a level joining nodes {a} and {b}")
 
     def link(self, link_id: LinkId) -> Link:
         """A link's numbers from the spec (the same as the graph's edge data, without it)."""

@@ -84,26 +84,17 @@ class RouteNumbers:
         self, src: int, dst: int, a: int, k: int, b: int, m: int
     ) -> tuple[SwitchKey, SwitchKey]:
         """What names :meth:`Topology.switch_path`'s climb and descent: each side's leaf
-        (unit, rail) and, per level climbed (up to the first whose unit holds both nodes),
-        its unit there and the switch the routing picks (the same index up and down). The
-        descent's key is marked apart from a climb's by a leading -1."""
+        (unit, rail) and, per level climbed (:meth:`Topology.climb`), its unit there and the
+        switch taken. The descent's key is marked apart from a climb's by a leading -1."""
         topo = self.topology
         leaf = topo.tiers[0]
         rail = leaf.spec.type == "rail_leaf"
         rise = [leaf.unit_of(a), k if rail else 0]
         fall = [-1, leaf.unit_of(b), m if rail else 0]
-        if rise == fall[1:]:
-            return tuple(rise), tuple(fall)
-        spray = topo.routing.mode == "spray"
-        for tier in topo.tiers[1:]:
-            if tier.width == 0:
-                break
-            ua, ub = tier.unit_of(a), tier.unit_of(b)
-            pick = 0 if spray else topo.routing.pick(src, dst, tier.width)
-            rise += (ua, pick)
-            fall += (ub, pick)
-            if ua == ub:
-                break
+        if rise != fall[1:]:
+            for _, unit_a, unit_b, pick in topo.climb(src, dst, a, b):
+                rise += (unit_a, pick)
+                fall += (unit_b, pick)
         return tuple(rise), tuple(fall)
 
     def _numbered(self, links: list[LinkId]) -> list[int]:
