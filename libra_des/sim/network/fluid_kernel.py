@@ -528,34 +528,3 @@ def last_ends(plinks: np.ndarray, pn: np.ndarray, paths: np.ndarray, fin: np.nda
             last[link] = max(last[link], fin[i])
     return last
 
-
-@numba.njit(cache=True, nogil=True)
-def frame_numbers(
-    every: np.ndarray, plinks: np.ndarray, pn: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """A coflow's local numbers (:class:`~libra_des.sim.network.replay.Frame`) from its
-    flows' global paths ``every``: the distinct paths ascending, each flow's local path, the
-    distinct binding links of those paths ascending, and the paths' binding links in local
-    numbers (-1 padded), as ``np.unique`` and ``np.searchsorted`` give them."""
-    order = np.argsort(every)
-    local = np.empty(every.size, dtype=np.int64)
-    paths = np.empty(every.size, dtype=np.int64)
-    n = 0
-    for q in range(every.size):
-        if n == 0 or every[order[q]] != paths[n - 1]:
-            paths[n] = every[order[q]]
-            n += 1
-        local[order[q]] = n - 1
-    paths = paths[:n]
-    flat = np.empty(n * plinks.shape[1], dtype=np.int64)
-    m = 0
-    for i in range(n):
-        for j in range(pn[paths[i]]):
-            flat[m] = plinks[paths[i], j]
-            m += 1
-    links = np.unique(flat[:m])
-    rows = np.full((n, plinks.shape[1]), -1, dtype=np.int64)
-    for i in range(n):
-        for j in range(pn[paths[i]]):
-            rows[i, j] = np.searchsorted(links, plinks[paths[i], j])
-    return paths, local, links, rows

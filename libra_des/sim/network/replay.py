@@ -75,8 +75,10 @@ class Frame:
     @classmethod
     def of(cls, template: FluidState, batches: Batches) -> Frame:
         every = np.concatenate([flows[0] for _, flows in batches])
-        paths, local, links, plinks = template.kernel.frame_numbers(
-            every, template.plinks, template.pn)
+        paths, local = np.unique(every, return_inverse=True)
+        rows = template.plinks[paths]
+        links = np.unique(rows[rows >= 0])
+        plinks = np.where(rows >= 0, np.searchsorted(links, np.maximum(rows, 0)), -1)
         out: Batches = []
         at = 0
         for delay, (p, s, d, g) in batches:
