@@ -417,9 +417,10 @@ class Network:
         if self.links.stale:
             changed = self.links.refresh()
             state.set_links(self.links.capacity)
-            state.set_paths(self._routes, self.links.binding, changed, self.links.flipped)
+            rebound = state.set_paths(
+                self._routes, self.links.binding, changed, self.links.flipped)
             floor = 0.0 if changed else floor
-            self._relink(changed)
+            self._relink(rebound)
         if self._arrived:
             arrived, self._arrived = self._arrived, []
             self._add(arrived)
@@ -447,15 +448,15 @@ class Network:
         elif events:
             env.timeout(at - now).callbacks.append(lambda _e: self._succeed(events))
 
-    def _relink(self, changed: bool) -> None:
-        """Links or binding changed: room for the replays' per-link counts and (binding
-        changed) no replay may go on from an old solo run."""
+    def _relink(self, rebound: np.ndarray) -> None:
+        """Links or binding changed: room for the replays' per-link counts, and no replay
+        may go on from a solo run over paths whose binding links changed (``rebound``)."""
         if self.replays is None:
             return
         self.replays.fit()
-        if changed:
-            self.replays.forget()
-            self._arrived += self._hand_over(list(self.replays.live), self.env.now)
+        stale = self.replays.rebind(rebound, len(self._routes))
+        if stale:
+            self._arrived += self._hand_over(stale, self.env.now)
 
     @staticmethod
     def _succeed(events: list[simpy.Event]) -> None:

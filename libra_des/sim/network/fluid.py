@@ -146,11 +146,12 @@ class FluidState:
 
     def set_paths(
         self, routes: list[np.ndarray], binding: np.ndarray, every: bool, flipped: np.ndarray
-    ) -> None:
+    ) -> np.ndarray:
         """Binding links of the paths not seen yet and (``every``: ``binding`` changed) of
         the paths crossing a link in ``flipped``, the links whose binding changed; the active
         flows are then moved onto their new binding links. A path whose links all kept their
-        status keeps its packed row, so this equals re-packing every path."""
+        status keeps its packed row, so this equals re-packing every path. Returns the
+        paths seen before whose binding links changed."""
         known = self.paths
         width = max([self.plinks.shape[1], *(r.size for r in routes[known:])])
         if len(routes) > self.pn.size or width > self.plinks.shape[1]:
@@ -164,8 +165,10 @@ class FluidState:
         self.paths = len(routes)
         self._widen(width)
         rows = np.arange(known, len(routes))  # the new paths
+        rebound = rows[:0]
         if every and flipped.size:
-            rows = np.concatenate([self._crossing(flipped, binding.size, known), rows])
+            rebound = self._crossing(flipped, binding.size, known)
+            rows = np.concatenate([rebound, rows])
         # Each path's binding links, in route order, packed to the left of its row.
         hops = self.routes[rows]
         binds = (hops >= 0) & binding[np.maximum(hops, 0)]
@@ -181,6 +184,7 @@ class FluidState:
                 self.fpath, self.plinks, self.pn, self.flink, self.fpos, self.nlink,
                 self.lflow, self.deg, self.active, self.touched, self.lmark, self.ctr,
             )
+        return rebound
 
     def _crossing(self, links: np.ndarray, nlinks: int, paths: int) -> np.ndarray:
         """The paths among the first ``paths`` that cross one of ``links``."""

@@ -31,6 +31,11 @@ coflows of other groups of GPUs whose frames are equal (the same matrix over lin
 capacity and in how the paths cross them: the pools of a large cluster) share one solo run:
 a run reads nothing but its frame, so the results are the same bit for bit.
 
+New routes can change which links bind (:class:`~libra_des.sim.network.flow_model.
+LinkTable`). Only the coflows over a path whose binding links changed are affected: their
+profiles go stale and their live replays are handed over; a coflow none of whose paths
+changed keeps its frame, so its solo run and its replay stay exact.
+
 If a check fails, the replays on the links short of headroom are
 *handed over* at that instant: their solo runs are repeated up to it, and their unfinished
 flows, with the bytes they still have to send, join the shared network (flows still waiting
@@ -232,7 +237,11 @@ class ReplayBook:
         self.state = state
         state.watch_reserved()
         # Profiles by GPUs and matrix sum; the matrix itself tells apart those that collide.
-        self.profiles: dict[tuple[tuple[int, ...], float], list[tuple[np.ndarray, Profile]]] = {}
+        # Each entry also holds the rebinding it was last known valid at (see rebind).
+        self.profiles: dict[tuple[tuple[int, ...], float], list[list]] = {}
+        # Rebindings so far, and per path the last one that changed its binding links.
+        self.rebinds = 0
+        self.rebound_at = np.zeros(0, dtype=np.int64)
         self.live: list[Replay] = []
         # Live replays per link: a link with none has no reservation, exactly (not a float
         # leftover of adding and subtracting peaks).
@@ -244,10 +253,19 @@ class ReplayBook:
         self.solo_shared = 0
 
     def find(self, ranks: tuple[int, ...], matrix: np.ndarray) -> Profile | None:
-        """The profile of this all-to-all, if one was made."""
-        for seen, profile in self.profiles.get((ranks, float(matrix.sum())), ()):
-            if np.array_equal(seen, matrix):
-                return profile
+        """The profile of this all-to-all, if one was made and no rebinding has changed
+        its paths since (a stale one is dropped)."""
+        entries = self.profiles.get((ranks, float(matrix.sum())), [])
+        for entry in entries:
+            seen, profile, valid = entry
+            if not np.array_equal(seen, matrix):
+                continue
+            if valid < self.rebinds:
+                if self.changed_since(profile, valid):
+                    entries.remove(entry)
+                    return None
+                entry[2] = self.rebinds
+            return profile
         return None
 
     def make(
@@ -260,7 +278,7 @@ class ReplayBook:
         self.solo_shared += int(solves == 0)
         self.solo_solves += solves
         self.profiles.setdefault((ranks, float(matrix.sum())), []).append(
-            (np.array(matrix, dtype=float), profile)
+            [np.array(matrix, dtype=float), profile, self.rebinds]
         )
         return profile
 
@@ -271,9 +289,24 @@ class ReplayBook:
         if extra > 0:
             self.replays_on = np.concatenate([self.replays_on, np.zeros(extra, dtype=np.int64)])
 
-    def forget(self) -> None:
-        """Drop every profile (the binding links changed, so solo runs may differ)."""
-        self.profiles.clear()
+    def rebind(self, paths: np.ndarray, known: int) -> list[Replay]:
+        """The binding links of ``paths`` (of the first ``known``) changed: their coflows'
+        solo runs may differ, so profiles over them go stale (dropped when next found) and
+        the live replays over them are returned, to be handed over. A coflow none of whose
+        paths changed keeps its frame, hence its solo run, exactly."""
+        if not paths.size:
+            return []
+        self.rebinds += 1
+        if self.rebound_at.size < known:
+            self.rebound_at = np.concatenate(
+                [self.rebound_at, np.zeros(known - self.rebound_at.size, dtype=np.int64)])
+        self.rebound_at[paths] = self.rebinds
+        return [r for r in self.live if self.changed_since(r.profile, self.rebinds - 1)]
+
+    def changed_since(self, profile: Profile, rebinds: int) -> bool:
+        """Whether a rebinding after the first ``rebinds`` changed one of the profile's
+        paths."""
+        return bool(self.rebound_at[profile.frame.paths].max() > rebinds)
 
     def admits(self, profile: Profile, now: float) -> bool:
         """Whether the coflow can start as a replay now: on every link it shares with live
