@@ -57,8 +57,8 @@ class Spy:
             self.counts["pending"] += hand is not None and bool(hand.pending)
             return hand
 
-        def rebind_some(paths: np.ndarray, known: int) -> list[Replay]:
-            stale = rebind(paths, known)
+        def rebind_some(paths: np.ndarray) -> list[Replay]:
+            stale = rebind(paths)
             self.counts["relinked"] += bool(stale)
             self.counts["kept"] += len(book.live) > len(stale)
             return stale

@@ -454,7 +454,7 @@ class Network:
         if self.replays is None:
             return
         self.replays.fit()
-        stale = self.replays.rebind(rebound, len(self._routes))
+        stale = self.replays.rebind(rebound)
         if stale:
             self._arrived += self._hand_over(stale, self.env.now)
 

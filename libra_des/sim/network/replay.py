@@ -229,6 +229,16 @@ def per_gpu(gpus: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return ids, np.bincount(where, weights=sizes, minlength=ids.size)
 
 
+@dataclass(eq=False)
+class Entry:
+    """A profile as the book keeps it: its matrix, and the rebinding it was last known
+    valid at (see :meth:`ReplayBook.rebind`)."""
+
+    matrix: np.ndarray
+    profile: Profile
+    valid: int
+
+
 class ReplayBook:
     """Profiles by coflow, the live replays, and their reservations on the shared network's
     links (``state.reserved``: the sum of the live replays' peaks on each link)."""
@@ -237,8 +247,7 @@ class ReplayBook:
         self.state = state
         state.watch_reserved()
         # Profiles by GPUs and matrix sum; the matrix itself tells apart those that collide.
-        # Each entry also holds the rebinding it was last known valid at (see rebind).
-        self.profiles: dict[tuple[tuple[int, ...], float], list[list]] = {}
+        self.profiles: dict[tuple[tuple[int, ...], float], list[Entry]] = {}
         # Rebindings so far, and per path the last one that changed its binding links.
         self.rebinds = 0
         self.rebound_at = np.zeros(0, dtype=np.int64)
@@ -257,15 +266,14 @@ class ReplayBook:
         its paths since (a stale one is dropped)."""
         entries = self.profiles.get((ranks, float(matrix.sum())), [])
         for entry in entries:
-            seen, profile, valid = entry
-            if not np.array_equal(seen, matrix):
+            if not np.array_equal(entry.matrix, matrix):
                 continue
-            if valid < self.rebinds:
-                if self.changed_since(profile, valid):
+            if entry.valid < self.rebinds:
+                if self.changed_since(entry.profile, entry.valid):
                     entries.remove(entry)
                     return None
-                entry[2] = self.rebinds
-            return profile
+                entry.valid = self.rebinds
+            return entry.profile
         return None
 
     def make(
@@ -278,7 +286,7 @@ class ReplayBook:
         self.solo_shared += int(solves == 0)
         self.solo_solves += solves
         self.profiles.setdefault((ranks, float(matrix.sum())), []).append(
-            [np.array(matrix, dtype=float), profile, self.rebinds]
+            Entry(np.array(matrix, dtype=float), profile, self.rebinds)
         )
         return profile
 
@@ -289,17 +297,17 @@ class ReplayBook:
         if extra > 0:
             self.replays_on = np.concatenate([self.replays_on, np.zeros(extra, dtype=np.int64)])
 
-    def rebind(self, paths: np.ndarray, known: int) -> list[Replay]:
-        """The binding links of ``paths`` (of the first ``known``) changed: their coflows'
-        solo runs may differ, so profiles over them go stale (dropped when next found) and
-        the live replays over them are returned, to be handed over. A coflow none of whose
-        paths changed keeps its frame, hence its solo run, exactly."""
+    def rebind(self, paths: np.ndarray) -> list[Replay]:
+        """The binding links of ``paths`` changed: their coflows' solo runs may differ, so
+        profiles over them go stale (dropped when next found) and the live replays over
+        them are returned, to be handed over. A coflow none of whose paths changed keeps
+        its frame, hence its solo run, exactly."""
         if not paths.size:
             return []
         self.rebinds += 1
-        if self.rebound_at.size < known:
-            self.rebound_at = np.concatenate(
-                [self.rebound_at, np.zeros(known - self.rebound_at.size, dtype=np.int64)])
+        extra = self.state.paths - self.rebound_at.size
+        if extra > 0:
+            self.rebound_at = np.concatenate([self.rebound_at, np.zeros(extra, dtype=np.int64)])
         self.rebound_at[paths] = self.rebinds
         return [r for r in self.live if self.changed_since(r.profile, self.rebinds - 1)]
 
