@@ -18,6 +18,10 @@ C heap's reuse of freed memory (:func:`reuse_heap`).
   of :data:`ONE_BLAS_THREAD`, which do no large linear algebra, with one BLAS thread
   (``plan``'s BLAS calls are dot products over one packed sequence's sample lengths;
   ``tests/test_startup_imports.py`` checks its output equals a run with four threads).
+* **The collector during a run.** :func:`long_lived_run` freezes what exists when a
+  simulation starts and makes young collections rarer while it runs: a detailed run builds
+  hundreds of thousands of long-lived containers (each link's route sets, the topology's link
+  records) and every full pass walks them all.
 * **The C heap.** :func:`reuse_heap` (called by every simulation) has glibc keep and reuse
   freed memory for allocations up to 32 MiB instead of mapping fresh, kernel-zeroed pages
   for each numpy temporary of a few MiB.
@@ -50,6 +54,12 @@ HEAP_ALLOCATION_MAX = 32 << 20
 #: Free memory the heap keeps for later allocations instead of returning it (our assumption:
 #: a few times the largest heap allocation; peak RSS of the 131k-GPU step 610 -> 621 MiB).
 HEAP_KEEP = 256 << 20
+#: Allocations between young collections while a simulation runs, against CPython's 700 (our
+#: choice, measured: a detailed 16,384-GPU step spent 13.7 s of 115 s in 7,873 collections,
+#: 9.0 s of it in 38 full passes over up to 0.5 M objects; with this, 0.7 s in 165; fast
+#: mode and MoE runs spend 0.1 s either way; benchmarks/README.md). Cyclic garbage waits
+#: longer to be freed; the run's own data is mostly acyclic, freed by reference counts.
+YOUNG_COLLECTION = 100_000
 #: The file whose presence in the cache folder says its kernels were compiled once already.
 COMPILED_MARKER = "compiled-once"
 #: What the first compile into an empty cache folder costs, for its one line (measured on
@@ -105,6 +115,21 @@ def numba_target() -> ModuleType:
         if enabled:
             gc.enable()
     return numba
+
+
+@contextmanager
+def long_lived_run() -> Iterator[None]:
+    """A simulation's span: what exists on entry frozen (it lives for the whole run, so the
+    collector's full passes need not walk it), young collections every
+    :data:`YOUNG_COLLECTION` allocations; both undone on the way out."""
+    threshold = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(YOUNG_COLLECTION, *threshold[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*threshold)
+        gc.unfreeze()
 
 
 @cache

@@ -12,7 +12,6 @@ analytic attention exchange with per-chunk traffic on it (:mod:`libra_des.sim.tr
 from __future__ import annotations
 
 import copy
-import gc
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -21,6 +20,7 @@ from typing import Any
 import numpy as np
 import simpy
 
+from libra_des.base.startup import long_lived_run
 from libra_des.config import TrainingScenario as Scenario
 from libra_des.errors import CheckError, InputError
 from libra_des.hardware.costs import CostModel, comm_overrides
@@ -516,10 +516,8 @@ def simulate_training(
     records = []
     # The laid-out fabric and the fidelity's known disagreements are the run's, not a step's.
     layout, warnings = cluster.topology.layout(), fidelity_warnings(scenario, cluster)
-    # The elaborated objects live for the whole run: freezing them keeps the collector's full
-    # passes (several at 131k GPUs) from walking them again; undone on the way out.
-    gc.freeze()
-    try:
+    # The elaborated objects live for the whole run (base/startup.long_lived_run).
+    with long_lived_run():
         for step, plan in enumerate(plans):
             rec = simulate_step(scenario, cluster, plan, noise_rng, step, watch)
             # Measured: the per-slot plans are no longer needed (metrics and trace read none).
@@ -530,8 +528,6 @@ def simulate_training(
                                    fabric_layout=layout, warnings=warnings))
             if progress is not None:
                 progress(step)
-    finally:
-        gc.unfreeze()
     return records
 
 
