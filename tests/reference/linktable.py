@@ -1,10 +1,10 @@
 """The link table's implication set recomputed from scratch: the reference the incremental
-:meth:`libra_des.sim.network.flow_model.LinkTable.refresh` is tested against
+:meth:`libra_des.sim.network.link_table.LinkTable.refresh` is tested against
 (tests/test_linktable.py).
 
 Link ``a`` is implied (not binding) when some ``b`` on every route through it is narrower,
 or as wide and either not mutual (``a`` is not on every route through ``b``) or
-lower-numbered (the rule of :class:`~libra_des.sim.network.flow_model.LinkTable`).
+lower-numbered (the rule of :class:`~libra_des.sim.network.link_table.LinkTable`).
 """
 
 from __future__ import annotations
@@ -24,3 +24,15 @@ def full_binding(common: list[set[int] | None], capacity: np.ndarray) -> np.ndar
         implied = (cap[hi] < cap[lo]) | (tie & (~mutual | (hi < lo)))
         binding[lo[implied]] = False
     return binding
+
+
+def full_common(routes: list[np.ndarray], links: int) -> list[set[int] | None]:
+    """Each link's common set from scratch: the other links on every route through it (None:
+    no route yet)."""
+    common: list[set[int] | None] = [None] * links
+    for route in routes:
+        on_route = {int(link) for link in route}
+        for link in on_route:
+            found = common[link]
+            common[link] = on_route - {link} if found is None else found & on_route
+    return common

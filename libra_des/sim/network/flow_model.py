@@ -52,110 +52,15 @@ from libra_des.hardware.collective_catalogue import (
     transfer_dag,
 )
 from libra_des.hardware.hierarchy import Step, decompose, level_ranks
-from libra_des.hardware.topology import LinkId, Topology
+from libra_des.hardware.topology import Topology
 from libra_des.hardware.variance import VarianceModel
 from libra_des.sim.network.fluid import FluidState
+from libra_des.sim.network.link_table import LinkTable
 from libra_des.sim.network.replay import Profile, Replay, ReplayBook, per_gpu
 from libra_des.sim.network.routes import RouteNumbers
 
 #: Flows to start together: path numbers, bytes, receiving GPUs, coflows.
 Flows = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
-
-class LinkTable:
-    """The directed links the network has routed over, numbered in order of first use.
-
-    Besides each link's capacity it tracks which links can ever limit a flow. Link ``l`` is
-    *implied* by link ``m`` when every route seen so far through ``l`` also crosses ``m``
-    and ``m`` is no wider: ``m``'s load is then at least ``l``'s, so ``l`` never binds and
-    dropping its constraint leaves the max-min allocation as it was (for equal capacities
-    and equal route sets the higher-numbered link is dropped). A GPU's PCIe hops in front of
-    its NIC are implied by the NIC port, for example. A new route can undo an implication,
-    so the set is refreshed whenever routes were added.
-
-    Refreshing is incremental: a link's status depends on its own common set, the
-    capacities (fixed once numbered) and, for each ``m`` in that set, whether ``l`` is in
-    ``m``'s (a mutual pair). Common sets only shrink, and only on new routes, so only the
-    links on routes added since the last refresh and the links holding one of those in
-    their common set (a reverse index, pruned as it is read) can change status. The full
-    recomputation is kept as the tests' reference (``tests/reference/linktable.py``).
-    """
-
-    def __init__(self, topology: Topology, variance: VarianceModel) -> None:
-        self.topology = topology
-        self.variance = variance
-        self.index: dict[LinkId, int] = {}
-        self._capacity: list[float] = []
-        self._common: list[set[int] | None] = []  # other links on every route through l
-        # Links whose common set held l when it was first set (a superset of those that
-        # still do: sets only shrink).
-        self._holders: list[set[int]] = []
-        self._fresh: set[int] = set()  # links on routes added since the last refresh
-        self.binding = np.ones(0, dtype=bool)
-        #: Links numbered before the last refresh whose binding it changed.
-        self.flipped = np.zeros(0, dtype=np.int64)
-        self.capacity = np.zeros(0)
-        self.latency: list[float] = []  # one-way seconds per link
-        self.stale = False
-
-    def number(self, link_id: LinkId) -> int:
-        found = self.index.get(link_id)
-        if found is not None:
-            return found
-        link = self.topology.link(link_id)
-        # A sprayed bundle splits evenly, so its slowest member sets its pace.
-        members = self.topology.bundle_members(link_id)
-        factor = max(self.variance.link_factor(m) for m in members)
-        self.index[link_id] = len(self._capacity)
-        self._capacity.append(link.bandwidth / factor)
-        self.latency.append(link.latency)
-        self._common.append(None)
-        self._holders.append(set())
-        return self.index[link_id]
-
-    def add_route(self, links: list[int]) -> None:
-        on_route = set(links)
-        for link in links:
-            common = self._common[link]
-            if common is None:
-                common = self._common[link] = on_route - {link}
-                for other in common:
-                    self._holders[other].add(link)
-            else:
-                common &= on_route
-        self._fresh |= on_route
-        self.stale = True
-
-    def refresh(self) -> bool:
-        """Recompute :attr:`binding` (and :attr:`capacity`, :attr:`flipped`) for the links
-        whose status new routes can have changed; True if it changed (links added or a
-        status flipped)."""
-        self.stale = False
-        # Numbered links keep their capacity: only the new ones are converted.
-        self.capacity = np.concatenate(
-            [self.capacity, np.array(self._capacity[self.capacity.size :], dtype=float)])
-        old = self.binding
-        binding = np.ones(len(self._capacity), dtype=bool)
-        binding[: old.size] = old
-        candidates = set(self._fresh)
-        for link in self._fresh:
-            holders = {a for a in self._holders[link] if link in (self._common[a] or ())}
-            self._holders[link] = holders
-            candidates |= holders
-        self._fresh = set()
-        for link in candidates:
-            binding[link] = self._binds(link)
-        self.flipped = np.flatnonzero(binding[: old.size] != old)
-        self.binding = binding
-        return binding.size != old.size or bool(self.flipped.size)
-
-    def _binds(self, a: int) -> bool:
-        """Whether no link on every route through ``a`` implies it (class docstring)."""
-        cap, common = self._capacity, self._common
-        for b in common[a] or ():
-            if cap[b] < cap[a] or (cap[b] == cap[a] and (b < a or a not in (common[b] or ()))):
-                return False
-        return True
-
 
 class Network:
     """Max-min fair flow network over a :class:`Topology` (see module docstring)."""
@@ -236,17 +141,18 @@ class Network:
         """:meth:`path` not cached yet: route, link numbers (in route order: numbering
         order breaks ties in :class:`LinkTable`) and latency, summed link by link."""
         src, dst, relay = key
-        topo = self.topology
-        via = topo.proxy(src, dst) if relay else None
+        via = self._numbers.proxy(src, dst) if relay else None
         if relay and via is None:
             self._paths[key] = self.path(src, dst)
             self._path_ids[key] = self._path_ids[src, dst, False]
             return self._paths[key]
         # Topology.p2p_route's links, with the proxy already known.
-        numbers = self._numbers.of(src, dst, via)
-        delay = self.links.latency
-        self.links.add_route(numbers)
-        self._paths[key] = (np.array(numbers, dtype=np.int64), sum(delay[n] for n in numbers))
+        segments = self._numbers.segments(src, dst, via)
+        self.links.add_route(segments)
+        numbers = [link for segment in segments for link in segment]
+        # Summed link by link, from 0, as ``sum`` over a generator would.
+        latency = sum(map(self.links.latency.__getitem__, numbers))
+        self._paths[key] = (np.array(numbers, dtype=np.int64), latency)
         self._path_ids[key] = len(self._routes)
         self._routes.append(self._paths[key][0])
         return self._paths[key]

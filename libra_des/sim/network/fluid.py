@@ -7,7 +7,7 @@ ends (a single transfer is a coflow of one). That lets the kernel process the en
 coflow's other flows without handing control back to the event loop.
 
 Paths are numbered by the network; ``routes[p]`` lists path ``p``'s links, of which only the
-binding ones (:class:`~libra_des.sim.network.flow_model.LinkTable`) constrain rates.
+binding ones (:class:`~libra_des.sim.network.link_table.LinkTable`) constrain rates.
 """
 
 from __future__ import annotations

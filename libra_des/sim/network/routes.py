@@ -12,7 +12,7 @@ concatenation of their segments' numbers.
 Numbering order is kept: a segment seen first numbers its links in route order, and a
 segment seen before holds only numbered links, so every link gets the number a link-by-link
 walk of the same routes in the same order gives it (that order breaks ties in
-:class:`~libra_des.sim.network.flow_model.LinkTable`; the tests compare the two).
+:class:`~libra_des.sim.network.link_table.LinkTable`; the tests compare the two).
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from libra_des.hardware.topology import LinkId, Topology
 #: A switch path half's key: a leaf's (unit, rail), then per level climbed the unit and the
 #: switch index taken (see :meth:`RouteNumbers._switch_keys`).
 SwitchKey = tuple[int, ...]
+#: A segment's link numbers, in route order.
+Segment = tuple[int, ...]
 
 
 class RouteNumbers:
@@ -35,40 +37,73 @@ class RouteNumbers:
     def __init__(self, topology: Topology, number: Callable[[LinkId], int]) -> None:
         self.topology = topology
         self.number = number
-        self._up: dict[tuple[int, int, int, int], list[int]] = {}
-        self._switches: dict[SwitchKey, list[int]] = {}
-        self._down: dict[tuple[int, int, int], list[int]] = {}
+        self._up: dict[tuple[int, int, int, int], Segment] = {}
+        self._switches: dict[SwitchKey, Segment] = {}
+        self._down: dict[tuple[int, int, int], Segment] = {}
+        self._proxies: list[list[int]] | None = None  # local proxy per local pair, or -1
+        tmpl = topology.template
+        # Each local GPU's NIC; none where routes never leave a node.
+        fabric = tmpl.nics > 0 and bool(topology.tiers)
+        self._nics = [tmpl.nic_of(g) for g in range(topology.gpus_per_node)] if fabric else []
+        leaf = topology.tiers[0] if fabric else None
+        # The leaf level's span in nodes, and whether its switches are per rail.
+        self._leaf = (leaf.span, leaf.spec.type == "rail_leaf") if leaf else (1, False)
+
+    def proxy(self, src: int, dst: int) -> int | None:
+        """:meth:`Topology.proxy`, from a table by local GPUs: between two nodes it depends
+        on nothing else."""
+        gpn = self.topology.gpus_per_node
+        (a, i), (b, j) = divmod(src, gpn), divmod(dst, gpn)
+        if a == b:
+            return None
+        if self._proxies is None:  # two nodes exist: a != b
+            relay = self.topology.proxy
+            self._proxies = [[-1 if (via := relay(x, gpn + y)) is None else via
+                              for y in range(gpn)] for x in range(gpn)]
+        local = self._proxies[i][j]
+        return None if local < 0 else a * gpn + local
 
     def of(self, src: int, dst: int, via: int | None) -> list[int]:
         """Link numbers from GPU ``src`` to GPU ``dst`` (through the PXN proxy ``via``, a
         GPU of ``src``'s node, if given), in route order."""
+        return [link for segment in self.segments(src, dst, via) for link in segment]
+
+    def segments(self, src: int, dst: int, via: int | None) -> tuple[Segment, ...]:
+        """:meth:`of` as its segments (one, inside a node or without a fabric). Two nodes
+        under one leaf switch have an empty climb and descent."""
         topo = self.topology
-        tmpl, gpn = topo.template, topo.gpus_per_node
+        gpn = topo.gpus_per_node
         (a, i), (b, j) = divmod(src, gpn), divmod(dst, gpn)
-        if a == b or tmpl.nics == 0 or not topo.tiers:
-            return self._numbered(list(pairwise(topo.route_nodes(src, dst, via))))
-        m = tmpl.nic_of(j)
-        k, proxy = (tmpl.nic_of(i), -1) if via is None else (m, via % gpn)
+        if a == b or not self._nics:
+            return (self._numbered(list(pairwise(topo.route_nodes(src, dst, via)))),)
+        nics = self._nics
+        m = nics[j]
+        k, proxy = (nics[i], -1) if via is None else (m, via - a * gpn)
         up = self._up.get((a, i, k, proxy))
         if up is None:
             up = self._up[a, i, k, proxy] = self._up_links(a, i, k, proxy)
-        rise, fall = self._switch_keys(src, dst, a, k, b, m)
-        climb, descent = self._switches.get(rise), self._switches.get(fall)
-        if climb is None or descent is None:
-            # The switch path is its climb from a's leaf and its descent to b's: each half
-            # recurs far more often than the two together.
-            names = topo.switch_path(src, dst, (a, k), (b, m))
-            top = (len(rise) - 2) // 2  # levels climbed
-            climb = self._switches[rise] = self._numbered(list(pairwise(names[: top + 1])))
-            descent = self._switches[fall] = self._numbered(list(pairwise(names[top:])))
+        span, rail = self._leaf
+        if a // span == b // span and (not rail or k == m):
+            climb = descent = ()
+        else:
+            rise, fall = self._switch_keys(src, dst, a, k, b, m)
+            climb, descent = self._switches.get(rise), self._switches.get(fall)  # type: ignore[assignment]
+            if climb is None or descent is None:
+                # The switch path is its climb from a's leaf and its descent to b's: each
+                # half recurs far more often than the two together.
+                names = topo.switch_path(src, dst, (a, k), (b, m))
+                top = (len(rise) - 2) // 2  # levels climbed
+                climb = self._switches[rise] = self._numbered(list(pairwise(names[: top + 1])))
+                descent = self._switches[fall] = self._numbered(list(pairwise(names[top:])))
+        # Numbered after the switch path: a link-by-link walk meets them last.
         down = self._down.get((b, m, j))
         if down is None:
             leaf = leaf_name(topo.tiers[0], b, m)
             hops = (leaf, *topo.node_hops(b, f"nic{m}", f"gpu{j}"))
             down = self._down[b, m, j] = self._numbered(list(pairwise(hops)))
-        return up + climb + descent + down
+        return up, climb, descent, down
 
-    def _up_links(self, a: int, i: int, k: int, proxy: int) -> list[int]:
+    def _up_links(self, a: int, i: int, k: int, proxy: int) -> Segment:
         """Node ``a``'s links from local GPU ``i`` (through local GPU ``proxy``, unless -1)
         to NIC ``k`` and its leaf (:meth:`Topology.route_nodes`'s first segment)."""
         topo = self.topology
@@ -97,6 +132,6 @@ class RouteNumbers:
                 fall += (unit_b, pick)
         return tuple(rise), tuple(fall)
 
-    def _numbered(self, links: list[LinkId]) -> list[int]:
+    def _numbered(self, links: list[LinkId]) -> Segment:
         number = self.number
-        return [number(link) for link in links]
+        return tuple([number(link) for link in links])
