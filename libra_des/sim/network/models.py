@@ -97,11 +97,11 @@ def flow_topology(topology: Topology, cost: CostModel) -> Topology:
 def detailed_training_wall(gpus: int) -> float:
     """Detailed over fast fidelity's time for one step. Measured with
     ``benchmarks/scale_study.py`` (scale-4096's layout, one step, medians of 3; table in
-    benchmarks/README.md, "Detailed mode at scale"): 7.8x at 1,024 GPUs, 34x at 4,096 and
-    96x at 16,384 (single runs in slower hours up to 157x). The ratio grows a little slower
-    than the GPUs; GPUs / 100 stays above every measured ratio, with at least 10 (our
-    assumption for small runs, whose fixed costs dominate)."""
-    return max(10.0, gpus / 100)
+    benchmarks/README.md, "The collector and route segments"): 6.5x at 1,024 GPUs, 20.5x at
+    4,096 and 66x at 16,384. The ratio grows a little slower than the GPUs; GPUs / 150 stays
+    above every measured ratio by a third or more, with at least 10 (our assumption for
+    small runs, whose fixed costs dominate)."""
+    return max(10.0, gpus / 150)
 
 
 def detailed_moe_wall(ep: int) -> float:
