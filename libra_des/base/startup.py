@@ -6,7 +6,9 @@ C heap's reuse of freed memory (:func:`reuse_heap`).
   and are shared by every user of an installation): ``$LIBRA_DES_CACHE`` if set, else
   ``$XDG_CACHE_HOME/libra-des/numba``, else ``~/.cache/libra-des/numba``. Every kernel module
   imports numba through :func:`numba_module`, which points numba there before its first
-  import, so the folder is chosen in this one place. The first compile ever into a folder
+  import, so the folder is chosen in this one place. Kernels go to a subfolder named by a
+  digest of their sources and what they import (:mod:`libra_des.base.kernel_sources`: numba
+  itself notices changes to a kernel's own file only). The first compile ever into a folder
   prints one line to stderr (a marker file remembers it), since it takes a while once.
 * **numba's set-up.** Its typing and target registries are built once, at its import, with
   the collector paused and then frozen (:func:`numba_target`): they are long-lived, and
@@ -39,6 +41,8 @@ from functools import cache
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+from libra_des.base import kernel_sources
 
 #: Commands started with one OpenBLAS thread (no large linear algebra; see the docstring).
 ONE_BLAS_THREAD = frozenset({"plan"})
@@ -80,8 +84,9 @@ def numba_module() -> ModuleType:
     """numba, with its cache in :func:`cache_folder` (set before numba reads its settings,
     and on its config too where numba was imported first) and its compilation target set up
     (:func:`numba_target`); says once, on the first compile ever into that folder, that the
-    kernels are being compiled."""
-    folder = cache_folder()
+    kernels are being compiled. The folder is :func:`cache_folder`'s subfolder for these
+    kernel sources (:func:`kernel_sources.digest`); folders of other sources stay."""
+    folder = cache_folder() / kernel_sources.digest()
     os.environ["NUMBA_CACHE_DIR"] = str(folder)
     numba = numba_target()
     config: Any = numba.config  # untyped module attributes
