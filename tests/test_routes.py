@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import simpy
 
+from libra_des.errors import InputError
 from libra_des.hardware.routing import Routing
 from libra_des.hardware.topology import LinkId, Topology, load_topology
+from libra_des.sim.network.flow_model import Network
 from libra_des.sim.network.routes import RouteNumbers
 
 CASES = [
@@ -81,3 +84,18 @@ def test_segments_are_shared() -> None:
                 routes += 1
     assert len(numbers._down) == gpus < routes
     assert not numbers._switches
+
+
+@pytest.mark.parametrize("pxn", [True, False])
+def test_proxy_table_is_the_topologys(pxn: bool) -> None:
+    topo = load_topology("h200-roce-railopt", {"nodes": 4}).relaying(pxn)
+    numbers = RouteNumbers(topo, Numbering())
+    gpus = range(topo.num_gpus)
+    assert all(numbers.proxy(s, d) == topo.proxy(s, d) for s in gpus for d in gpus)
+
+
+def test_a_relayed_path_to_no_gpu_is_refused() -> None:
+    topo = load_topology("h200-roce-railopt", {"nodes": 2}).relaying(True)
+    net = Network(simpy.Environment(), topo)
+    with pytest.raises(InputError, match="gpu"):
+        net.path(0, topo.num_gpus, relay=True)

@@ -5,8 +5,10 @@ calls from another module, or to a constant it imports (numba freezes globals in
 compiled code), leaves the cached machine code in use (numba's documentation, "Notes on
 Caching", "Cache limitations"). So the cache folder is named by a digest of every kernel
 module (a module that sets numba up through ``startup.numba_module()``; its text names that
-call) and of every ``libra_des`` module a kernel module imports from directly: a change to any
-of them gives a fresh folder, where the kernels compile again once.
+call at the start of a line) and of every ``libra_des`` module a kernel module imports from
+directly (numba's set-up aside): a change to any of them gives a fresh folder, where the
+kernels compile again once. Folders of earlier sources are left in place (delete the cache
+folder to reclaim them).
 
 Assumption: a kernel reads only what its own module imports directly (jitted helpers of
 other kernel modules are covered as kernel modules themselves).
@@ -14,6 +16,7 @@ other kernel modules are covered as kernel modules themselves).
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import re
 from functools import cache
@@ -21,47 +24,79 @@ from pathlib import Path
 
 #: The package's own folder.
 PACKAGE = Path(__file__).resolve().parents[1]
-#: Text that marks a kernel module.
-KERNEL_MARK = "numba_module()"
-#: ``from libra_des.x.y import a, b`` (also parenthesised over several lines).
-IMPORT = re.compile(r"^from libra_des((?:\.\w+)+) import (?:\(([\w,\s]+)\)|([\w, ]+))",
-                    re.MULTILINE)
-#: Hex digits of the digest kept in the folder name.
+#: A kernel module's set-up line: ``numba = numba_module()`` at the start of a line.
+KERNEL_LINE = re.compile(rb"^\w+ = numba_module\(\)", re.MULTILINE)
+#: Modules kernels import from without reading any value into compiled code: numba's set-up.
+SET_UP = frozenset({"base/startup.py"})
+#: Hex digits of the digest kept in the folder name; what names it when no source is found
+#: (a package installed without its ``.py`` files: no change can be tracked there).
 DIGEST_CHARS = 16
+NO_SOURCES = "no-sources"
 
 
 def kernel_modules(root: Path) -> list[Path]:
-    """The kernel modules under ``root`` (the package folder), sorted."""
-    return sorted(p for p in root.rglob("*.py") if KERNEL_MARK in p.read_text(encoding="utf-8"))
+    """The kernel modules under ``root`` (the package folder), sorted; files that cannot be
+    read (a dangling editor lock link) are not kernels."""
+    found = []
+    for path in root.rglob("*.py"):
+        try:
+            text = path.read_bytes() if path.is_file() else b""
+        except OSError:
+            continue
+        if KERNEL_LINE.search(text):
+            found.append(path)
+    return sorted(found)
 
 
-def imported_modules(source: str, root: Path) -> set[Path]:
-    """The files of the ``libra_des`` modules ``source`` imports from: the module named, or
-    each imported name that is itself a module of that package."""
+def imported_modules(path: Path, root: Path) -> set[Path]:
+    """The files of the package modules ``path`` imports from (``from libra_des.x import
+    y``, relative forms included): the module named, or an imported name that is itself a
+    module of that package."""
+    tree = ast.parse(path.read_bytes(), filename=str(path))
+    package = path.relative_to(root).parent.parts
     found: set[Path] = set()
-    for dotted, grouped, listed in IMPORT.findall(source):
-        names = grouped or listed
-        base = root.joinpath(*dotted.strip(".").split("."))
-        candidates = [base.with_suffix(".py"), base / "__init__.py"]
-        candidates += [base / f"{name.strip()}.py" for name in names.split(",") if name.strip()]
-        found.update(path for path in candidates if path.is_file())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            dotted = [alias.name.split(".") for alias in node.names]
+            bases = [root.joinpath(*parts[1:]) for parts in dotted if parts[0] == root.name]
+            names: list[str] = []
+        elif isinstance(node, ast.ImportFrom):
+            parts = (node.module or "").split(".") if node.module else []
+            if node.level:
+                up = package[: len(package) - node.level + 1]
+                bases = [root.joinpath(*up, *parts)]
+            elif parts and parts[0] == root.name:
+                bases = [root.joinpath(*parts[1:])]
+            else:
+                continue
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        for base in bases:
+            candidates = [base.with_suffix(".py"), base / "__init__.py"]
+            candidates += [base / f"{name}.py" for name in names]
+            found.update(c for c in candidates if c.is_file())
     return found
 
 
 def kernel_sources(root: Path = PACKAGE) -> list[Path]:
-    """Every kernel module and every module one imports from, sorted."""
+    """Every kernel module and every package module one imports from (numba's set-up
+    aside), sorted."""
     kernels = kernel_modules(root)
     found = set(kernels)
     for path in kernels:
-        found |= imported_modules(path.read_text(encoding="utf-8"), root)
-    return sorted(found)
+        found |= imported_modules(path, root)
+    return sorted(p for p in found if p.relative_to(root).as_posix() not in SET_UP)
 
 
 @cache
 def digest(root: Path = PACKAGE) -> str:
     """A digest of :func:`kernel_sources`' names (relative to ``root``) and contents."""
+    sources = kernel_sources(root)
+    if not sources:
+        return NO_SOURCES
     hashed = hashlib.sha256()
-    for path in kernel_sources(root):
+    for path in sources:
         hashed.update(path.relative_to(root).as_posix().encode() + b"\0")
         hashed.update(path.read_bytes() + b"\0")
     return hashed.hexdigest()[:DIGEST_CHARS]

@@ -21,7 +21,7 @@ C heap's reuse of freed memory (:func:`reuse_heap`).
   (``plan``'s BLAS calls are dot products over one packed sequence's sample lengths;
   ``tests/test_startup_imports.py`` checks its output equals a run with four threads).
 * **The collector during a run.** :func:`long_lived_run` freezes what exists when a
-  simulation starts and makes young collections rarer while it runs: a detailed run builds
+  training run starts and makes young collections rarer while it runs: a detailed run builds
   hundreds of thousands of long-lived containers (each link's route sets, the topology's link
   records) and every full pass walks them all.
 * **The C heap.** :func:`reuse_heap` (called by every simulation) has glibc keep and reuse
@@ -124,12 +124,15 @@ def numba_target() -> ModuleType:
 
 @contextmanager
 def long_lived_run() -> Iterator[None]:
-    """A simulation's span: what exists on entry frozen (it lives for the whole run, so the
+    """A training run's span: what exists on entry frozen (it lives for the whole run, so the
     collector's full passes need not walk it), young collections every
-    :data:`YOUNG_COLLECTION` allocations; both undone on the way out."""
+    :data:`YOUNG_COLLECTION` allocations unless automatic collection is off (a threshold of
+    0). Both are undone on the way out: the whole frozen generation thaws, what was frozen
+    before too (numba's registries), so the run's elaborated objects can be collected."""
     threshold = gc.get_threshold()
     gc.freeze()
-    gc.set_threshold(YOUNG_COLLECTION, *threshold[1:])
+    if threshold[0]:
+        gc.set_threshold(max(threshold[0], YOUNG_COLLECTION), *threshold[1:])
     try:
         yield
     finally:

@@ -62,6 +62,7 @@ from libra_des.sim.network.routes import RouteNumbers
 #: Flows to start together: path numbers, bytes, receiving GPUs, coflows.
 Flows = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
+
 class Network:
     """Max-min fair flow network over a :class:`Topology` (see module docstring)."""
 
@@ -141,6 +142,8 @@ class Network:
         """:meth:`path` not cached yet: route, link numbers (in route order: numbering
         order breaks ties in :class:`LinkTable`) and latency, summed link by link."""
         src, dst, relay = key
+        topo = self.topology
+        src, dst = topo.check_gpu(src), topo.check_gpu(dst)  # once per new path
         via = self._numbers.proxy(src, dst) if relay else None
         if relay and via is None:
             self._paths[key] = self.path(src, dst)

@@ -92,7 +92,7 @@ class LinkTable:
                     common &= on_route
             self._fresh.update(segment)
             within = set(segment)
-            if all(commons[link] <= within for link in segment):  # type: ignore[operator]
+            if all(within.issuperset(commons[link] or ()) for link in segment):  # all set now
                 settled.add(segment)
         self.stale = True
 

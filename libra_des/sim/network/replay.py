@@ -31,7 +31,7 @@ coflows of other groups of GPUs whose frames are equal (the same matrix over lin
 capacity and in how the paths cross them: the pools of a large cluster) share one solo run:
 a run reads nothing but its frame, so the results are the same bit for bit.
 
-New routes can change which links bind (:class:`~libra_des.sim.network.flow_model.
+New routes can change which links bind (:class:`~libra_des.sim.network.link_table.
 LinkTable`). Only the coflows over a path whose binding links changed are affected: their
 profiles go stale and their live replays are handed over; a coflow none of whose paths
 changed keeps its frame, so its solo run and its replay stay exact.

@@ -78,23 +78,16 @@ class RouteNumbers:
             return (self._numbered(list(pairwise(topo.route_nodes(src, dst, via)))),)
         nics = self._nics
         m = nics[j]
-        k, proxy = (nics[i], -1) if via is None else (m, via - a * gpn)
+        k, proxy = (nics[i], -1) if via is None else (m, via % gpn)
         up = self._up.get((a, i, k, proxy))
         if up is None:
             up = self._up[a, i, k, proxy] = self._up_links(a, i, k, proxy)
         span, rail = self._leaf
         if a // span == b // span and (not rail or k == m):
-            climb = descent = ()
+            climb: Segment = ()
+            descent: Segment = ()
         else:
-            rise, fall = self._switch_keys(src, dst, a, k, b, m)
-            climb, descent = self._switches.get(rise), self._switches.get(fall)  # type: ignore[assignment]
-            if climb is None or descent is None:
-                # The switch path is its climb from a's leaf and its descent to b's: each
-                # half recurs far more often than the two together.
-                names = topo.switch_path(src, dst, (a, k), (b, m))
-                top = (len(rise) - 2) // 2  # levels climbed
-                climb = self._switches[rise] = self._numbered(list(pairwise(names[: top + 1])))
-                descent = self._switches[fall] = self._numbered(list(pairwise(names[top:])))
+            climb, descent = self._switch_halves(src, dst, a, k, b, m)
         # Numbered after the switch path: a link-by-link walk meets them last.
         down = self._down.get((b, m, j))
         if down is None:
@@ -102,6 +95,20 @@ class RouteNumbers:
             hops = (leaf, *topo.node_hops(b, f"nic{m}", f"gpu{j}"))
             down = self._down[b, m, j] = self._numbered(list(pairwise(hops)))
         return up, climb, descent, down
+
+    def _switch_halves(
+        self, src: int, dst: int, a: int, k: int, b: int, m: int
+    ) -> tuple[Segment, Segment]:
+        """The switch path's climb from node ``a``'s leaf (NIC ``k``) and its descent to node
+        ``b``'s (NIC ``m``): each half recurs far more often than the two together."""
+        rise, fall = self._switch_keys(src, dst, a, k, b, m)
+        climb, descent = self._switches.get(rise), self._switches.get(fall)
+        if climb is None or descent is None:
+            names = self.topology.switch_path(src, dst, (a, k), (b, m))
+            top = (len(rise) - 2) // 2  # levels climbed
+            climb = self._switches[rise] = self._numbered(list(pairwise(names[: top + 1])))
+            descent = self._switches[fall] = self._numbered(list(pairwise(names[top:])))
+        return climb, descent
 
     def _up_links(self, a: int, i: int, k: int, proxy: int) -> Segment:
         """Node ``a``'s links from local GPU ``i`` (through local GPU ``proxy``, unless -1)
