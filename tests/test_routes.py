@@ -86,14 +86,6 @@ def test_segments_are_shared() -> None:
     assert not numbers._switches
 
 
-@pytest.mark.parametrize("pxn", [True, False])
-def test_proxy_table_is_the_topologys(pxn: bool) -> None:
-    topo = load_topology("h200-roce-railopt", {"nodes": 4}).relaying(pxn)
-    numbers = RouteNumbers(topo, Numbering())
-    gpus = range(topo.num_gpus)
-    assert all(numbers.proxy(s, d) == topo.proxy(s, d) for s in gpus for d in gpus)
-
-
 def test_a_relayed_path_to_no_gpu_is_refused() -> None:
     topo = load_topology("h200-roce-railopt", {"nodes": 2}).relaying(True)
     net = Network(simpy.Environment(), topo)

@@ -165,6 +165,14 @@ class NodeTemplate:
         own, there = self.rails[self.nic_of(local_gpu)], self.rails[nic]
         return there[own.index(local_gpu) % len(there)]
 
+    @cached_property
+    def proxies(self) -> tuple[tuple[int, ...], ...]:
+        """:meth:`proxy_of` by local GPU pair (sender, receiver): -1 where they share a rail
+        (looked up per message route, so worked out once)."""
+        return tuple(tuple(-1 if self.nic_of(i) == self.nic_of(j) else
+                           self.proxy_of(i, self.nic_of(j)) for j in range(self.gpus))
+                     for i in range(self.gpus))
+
     def path(self, src: str, dst: str) -> tuple[str, ...]:
         """Cheapest local path that forwards only through switches and the host bridge."""
         key = (src, dst)
@@ -333,12 +341,10 @@ class Topology:
         direct: PXN off here, the same node, or ``src`` already on ``dst``'s rail."""
         if not self.pxn:
             return None
-        (a, i), (b, j) = divmod(self.check_gpu(src), self.gpus_per_node), divmod(
-            self.check_gpu(dst), self.gpus_per_node)
-        m = self.template.nic_of(j)
-        if a == b or self.template.nic_of(i) == m:
-            return None
-        return a * self.gpus_per_node + self.template.proxy_of(i, m)
+        gpn = self.gpus_per_node
+        (a, i), (b, j) = divmod(self.check_gpu(src), gpn), divmod(self.check_gpu(dst), gpn)
+        local = self.template.proxies[i][j]
+        return None if a == b or local < 0 else a * gpn + local
 
     def route_nodes(self, src: int, dst: int, via: int | None = None) -> list[str]:
         """Graph nodes from GPU ``src`` to GPU ``dst``; ``via``: the PXN proxy to relay

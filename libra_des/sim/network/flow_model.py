@@ -76,8 +76,7 @@ class Network:
         self.env = env
         self.topology = topology
         self.variance = variance or VarianceModel.none()
-        self._gpus = topology.num_gpus
-        self.bytes_sent = np.zeros(self._gpus)
+        self.bytes_sent = np.zeros(topology.num_gpus)
         self.bytes_received = np.zeros(topology.num_gpus)
         #: Recomputations that needed a fallback solve: none since the compiled engine
         #: (progressive filling every time); kept for the benchmarks' tables.
@@ -143,10 +142,7 @@ class Network:
         """:meth:`path` not cached yet: route, link numbers (in route order: numbering
         order breaks ties in :class:`LinkTable`) and latency, summed link by link."""
         src, dst, relay = key
-        if not (0 <= src < self._gpus and 0 <= dst < self._gpus):  # the error names which
-            self.topology.check_gpu(src)
-            self.topology.check_gpu(dst)
-        via = self._numbers.proxy(src, dst) if relay else None
+        via = self.topology.proxy(src, dst) if relay else None
         if relay and via is None:
             self._paths[key] = self.path(src, dst)
             self._path_ids[key] = self._path_ids[src, dst, False]

@@ -40,7 +40,6 @@ class RouteNumbers:
         self._up: dict[tuple[int, int, int, int], Segment] = {}
         self._switches: dict[SwitchKey, Segment] = {}
         self._down: dict[tuple[int, int, int], Segment] = {}
-        self._proxies: list[list[int]] | None = None  # local proxy per local pair, or -1
         tmpl = topology.template
         # Each local GPU's NIC; none where routes never leave a node.
         fabric = tmpl.nics > 0 and bool(topology.tiers)
@@ -48,20 +47,6 @@ class RouteNumbers:
         leaf = topology.tiers[0] if fabric else None
         # The leaf level's span in nodes, and whether its switches are per rail.
         self._leaf = (leaf.span, leaf.spec.type == "rail_leaf") if leaf else (1, False)
-
-    def proxy(self, src: int, dst: int) -> int | None:
-        """:meth:`Topology.proxy`, from a table by local GPUs: between two nodes it depends
-        on nothing else."""
-        gpn = self.topology.gpus_per_node
-        (a, i), (b, j) = divmod(src, gpn), divmod(dst, gpn)
-        if a == b:
-            return None
-        if self._proxies is None:  # two nodes exist: a != b
-            relay = self.topology.proxy
-            self._proxies = [[-1 if (via := relay(x, gpn + y)) is None else via
-                              for y in range(gpn)] for x in range(gpn)]
-        local = self._proxies[i][j]
-        return None if local < 0 else a * gpn + local
 
     def of(self, src: int, dst: int, via: int | None) -> list[int]:
         """Link numbers from GPU ``src`` to GPU ``dst`` (through the PXN proxy ``via``, a
