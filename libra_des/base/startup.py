@@ -42,8 +42,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from libra_des.base import kernel_sources
-
 #: Commands started with one OpenBLAS thread (no large linear algebra; see the docstring).
 ONE_BLAS_THREAD = frozenset({"plan"})
 #: The variables OpenBLAS reads its thread count from, in its order of precedence: a user's
@@ -86,6 +84,8 @@ def numba_module() -> ModuleType:
     (:func:`numba_target`); says once, on the first compile ever into that folder, that the
     kernels are being compiled. The folder is :func:`cache_folder`'s subfolder for these
     kernel sources (:func:`kernel_sources.digest`); folders of other sources stay."""
+    from libra_des.base import kernel_sources  # here: ast and hashlib cost every command 7 ms
+
     folder = cache_folder() / kernel_sources.digest()
     os.environ["NUMBA_CACHE_DIR"] = str(folder)
     numba = numba_target()

@@ -71,10 +71,10 @@ class LinkTable:
         return self.index[link_id]
 
     def add_route(self, segments: Sequence[Segment]) -> None:
-        """A new route, given as its segments' link numbers in route order (a route crosses
-        no link twice). A *settled* segment is skipped: each of its links' common sets lies
-        within the segment, so a route holding the whole segment leaves them as they are,
-        and their links' status cannot change through it (class docstring)."""
+        """A new route, given as its segments' link numbers in route order. A *settled*
+        segment is skipped: each of its links' common sets lies within the segment, so a
+        route holding the whole segment leaves them as they are, and their links' status
+        cannot change through it (class docstring)."""
         settled, commons = self._settled, self._common
         on_route: set[int] | None = None
         for segment in segments:
