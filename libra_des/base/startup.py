@@ -56,7 +56,7 @@ HEAP_ALLOCATION_MAX = 32 << 20
 #: Free memory the heap keeps for later allocations instead of returning it (our assumption:
 #: a few times the largest heap allocation; peak RSS of the 131k-GPU step 610 -> 621 MiB).
 HEAP_KEEP = 256 << 20
-#: Allocations between young collections while a simulation runs, against CPython's 700 (our
+#: Allocations between young collections while a training run runs, against CPython's 700 (our
 #: choice, measured: a detailed 16,384-GPU step spent 13.7 s of 115 s in 7,873 collections,
 #: 9.0 s of it in 38 full passes over up to 0.5 M objects; with this, 0.7 s in 165; fast
 #: mode and MoE runs spend 0.1 s either way; benchmarks/README.md). Cyclic garbage waits
