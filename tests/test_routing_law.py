@@ -78,11 +78,12 @@ def test_draws_past_underflow_follow_the_rest() -> None:
 
 def test_exp_is_within_a_few_ulp() -> None:
     x = np.linspace(float(EXP_FLOOR), 0.0, 100_003).astype(np.float32)
-    logit = np.concatenate([x, np.full(-x.size % 16, -np.inf, dtype=np.float32)])
-    weight = np.zeros(logit.size, dtype=np.float32)
-    exp_shifted(logit, np.float32(0.0), x.size, weight, np.empty(logit.size, dtype=np.int32))
+    logit = np.concatenate([x, np.full(-x.size % 16, -np.inf, dtype=np.float32)])[None, :]
+    weight = np.zeros_like(logit)
+    scale = np.empty(logit.shape, dtype=np.int32)
+    exp_shifted(logit, 0, np.float32(0.0), x.size, weight, scale, scale.view(np.float32))
     want = np.exp(x.astype(np.float64))
-    assert np.max(np.abs(weight[: x.size] / want - 1.0)) < 4 * np.finfo(np.float32).eps
+    assert np.max(np.abs(weight[0, : x.size] / want - 1.0)) < 4 * np.finfo(np.float32).eps
 
 
 def gumbel_top_k(logits: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:

@@ -14,6 +14,11 @@ coefficients, within about 2 ulp), so the draw probabilities match the softmax t
 the law statistically; tests/test_uniform_kernel.py compares the draws bit for bit with
 tests/reference/routing_draws.py, the same arithmetic one token at a time.
 
+Why tokens are drawn in pairs (``GROUP``): a token's ``k`` draws are one chain of
+dependent steps, so two tokens' ``j``-th draws in turn let the CPU overlap two chains (about
+365 to 265 ns a token-layer for 128 experts and ``k = 8``, benchmarks/README.md); each token's
+arithmetic is unchanged.
+
 Why some steps are LLVM vector code (the ``@intrinsic`` functions below): a token's draws are
 a chain of dependent steps (scan, pick, subtract), so the kernel's speed is that chain's
 latency, and numba's loops over 16 prefixes came out as 16 scalar compares in a row. Each
@@ -50,41 +55,37 @@ EXP_COEFFS = (np.float32(1.9875691500e-4), np.float32(1.3981999507e-3),
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def exp_shifted(logit: np.ndarray, top: np.float32, count: int, weight: np.ndarray,
-                scale: np.ndarray) -> None:
-    """``weight[c] = exp(logit[c] - top)`` for ``c < count`` (float32; 0 below ``EXP_FLOOR``);
-    ``scale`` is int32 scratch of the same length (the bits of ``2**n``)."""
+def exp_shifted(logit: np.ndarray, g: int, top: np.float32, count: int, weight: np.ndarray,
+                scale: np.ndarray, factor: np.ndarray) -> None:
+    """``weight[g, c] = exp(logit[g, c] - top)`` for ``c < count`` (float32; 0 below
+    ``EXP_FLOOR``); ``scale`` is int32 scratch of the same shape (the bits of ``2**n``) and
+    ``factor`` its float32 view."""
     p0, p1, p2, p3, p4, p5 = EXP_COEFFS
     one = np.float32(1.0)
     for c in range(count):
-        x = max(logit[c] - top, EXP_FLOOR)
+        x = max(logit[g, c] - top, EXP_FLOOR)
         n = np.floor(x * LOG2E + np.float32(0.5))
         r = (x - n * LN2_HI) - n * LN2_LO
         p = ((((p0 * r + p1) * r + p2) * r + p3) * r + p4) * r + p5
-        weight[c] = (p * r) * r + r + one
-        scale[c] = (np.int32(n) + np.int32(127)) << np.int32(23)
-    factor = scale.view(np.float32)
+        weight[g, c] = (p * r) * r + r + one
+        scale[g, c] = (np.int32(n) + np.int32(127)) << np.int32(23)
     for c in range(count):
-        weight[c] = weight[c] * factor[c] if logit[c] - top >= EXP_FLOOR else np.float32(0.0)
+        weight[g, c] = (weight[g, c] * factor[g, c] if logit[g, c] - top >= EXP_FLOOR
+                        else np.float32(0.0))
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def lane_max(logit: np.ndarray, scratch: np.ndarray) -> np.float32:
-    """The largest of ``logit`` (float32, no NaN), through the bits as integers ordered like the
-    floats (an integer maximum vectorises; a float one without fast-math does not).
-    ``scratch``: float32, at least one element."""
-    bits = logit.view(np.int32)
-    top = np.int32(-2147483648)
-    for c in range(bits.size):
-        i = bits[c]
-        top = max(top, i ^ ((i >> np.int32(31)) & np.int32(0x7FFFFFFF)))
-    scratch.view(np.int32)[0] = top ^ ((top >> np.int32(31)) & np.int32(0x7FFFFFFF))
-    return scratch[0]
-
-
-#: Per-token scratch of the kernel: the exponent bits (int32, one per expert), a float32 lane
-#: and the block sums (float64, ``BLOCKS``).
-Scratch = tuple[np.ndarray, np.ndarray, np.ndarray]
+def lane_max(bits: np.ndarray, g: int, top_bits: np.ndarray, top: np.ndarray) -> np.float32:
+    """The largest of row ``g`` of the float32 logits whose int32 view is ``bits`` (no NaN),
+    through the bits as integers ordered like the floats (an integer maximum vectorises; a
+    float one without fast-math does not). ``top`` is float32 scratch and ``top_bits`` its
+    int32 view."""
+    best = np.int32(-2147483648)
+    for c in range(bits.shape[1]):
+        i = bits[g, c]
+        best = max(best, i ^ ((i >> np.int32(31)) & np.int32(0x7FFFFFFF)))
+    top_bits[g] = best ^ ((best >> np.int32(31)) & np.int32(0x7FFFFFFF))
+    return top[g]
 
 
 def c_array(ty: Any, dtype: Any) -> bool:
@@ -118,78 +119,101 @@ def index(context: Any, i: int) -> Any:
     return ir.Constant(context.get_value_type(types.intp), i)
 
 
+def row_at(context: Any, builder: Any, arr_ty: Any, arr: Any, row: Any, row_ty: Any) -> Any:
+    """The flat index of row ``row`` (an integer argument of type ``row_ty``) of 2-D C
+    array ``arr``."""
+    shape = context.make_array(arr_ty)(context, builder, arr).shape
+    width = cgutils.unpack_tuple(builder, shape, 2)[1]
+    return builder.mul(as_intp(context, builder, row, row_ty), width)
+
+
+def row_array(ty: Any, dtype: Any) -> bool:
+    """Whether ``ty`` is a 2-D C-contiguous array of ``dtype`` (rows read as flat memory)."""
+    return c_array(ty, dtype) and ty.ndim == 2
+
+
 @numba.extending.intrinsic
-def count_at_or_below(typingctx: Any, values: Any, x: Any) -> Any:
-    """How many of the float64 ``values[:BLOCKS]`` are ``<= x``."""
-    if not (c_array(values, types.float64) and x == types.float64):
+def count_at_or_below(typingctx: Any, values: Any, g: Any, x: Any) -> Any:
+    """How many of the float64 ``values[g, :BLOCKS]`` are ``<= x``."""
+    if not (row_array(values, types.float64) and isinstance(g, types.Integer)
+            and x == types.float64):
         return None
 
     def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
-        ptr = vector_at(context, builder, sig.args[0], args[0], index(context, 0), BLOCKS)
+        at = row_at(context, builder, sig.args[0], args[0], args[1], sig.args[1])
+        ptr = vector_at(context, builder, sig.args[0], args[0], at, BLOCKS)
         below = builder.fcmp_ordered("<=", builder.load(ptr, align=8),
-                                     splat(builder, args[1], BLOCKS))
+                                     splat(builder, args[2], BLOCKS))
         mask = builder.bitcast(below, ir.IntType(BLOCKS))
         popcount = builder.module.declare_intrinsic("llvm.ctpop", [ir.IntType(BLOCKS)])
         return builder.zext(builder.call(popcount, [mask]), context.get_value_type(types.intp))
 
-    return types.intp(values, x), codegen
+    return types.intp(values, g, x), codegen
 
 
 @numba.extending.intrinsic
-def subtract_from(typingctx: Any, values: Any, first: Any, w: Any) -> Any:
-    """``values[i] -= w`` for ``first <= i < BLOCKS`` (float64; the lanes before ``first``
+def subtract_from(typingctx: Any, values: Any, g: Any, first: Any, w: Any) -> Any:
+    """``values[g, i] -= w`` for ``first <= i < BLOCKS`` (float64; the lanes before ``first``
     subtract 0.0, which leaves them as they are)."""
-    if not (c_array(values, types.float64) and isinstance(first, types.Integer)
-            and w == types.float64):
+    if not (row_array(values, types.float64) and isinstance(g, types.Integer)
+            and isinstance(first, types.Integer) and w == types.float64):
         return None
 
     def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
-        ptr = vector_at(context, builder, sig.args[0], args[0], index(context, 0), BLOCKS)
+        at = row_at(context, builder, sig.args[0], args[0], args[1], sig.args[1])
+        ptr = vector_at(context, builder, sig.args[0], args[0], at, BLOCKS)
         intp = context.get_value_type(types.intp)
         lane = ir.Constant(ir.VectorType(intp, BLOCKS), list(range(BLOCKS)))
-        first = as_intp(context, builder, args[1], sig.args[1])
+        first = as_intp(context, builder, args[2], sig.args[2])
         hit = builder.icmp_signed(">=", lane, splat(builder, first, BLOCKS))
         zero = ir.Constant(ir.VectorType(ir.DoubleType(), BLOCKS), [0.0] * BLOCKS)
-        take = builder.select(hit, splat(builder, args[2], BLOCKS), zero)
+        take = builder.select(hit, splat(builder, args[3], BLOCKS), zero)
         builder.store(builder.fsub(builder.load(ptr, align=8), take), ptr, align=8)
         return context.get_dummy_value()
 
-    return types.void(values, first, w), codegen
+    return types.void(values, g, first, w), codegen
 
 
 @numba.extending.intrinsic
-def block_totals(typingctx: Any, weight: Any, rows: Any, out: Any) -> Any:
-    """``out[b]`` = the float64 sum of block ``b``'s float32 weights ``weight[r * BLOCKS + b]``,
-    ``r < rows``, added in row order from 0.0 (``out``: float64, ``BLOCKS`` long)."""
-    if not (c_array(weight, types.float32) and isinstance(rows, types.Integer)
-            and c_array(out, types.float64)):
+def block_totals(typingctx: Any, weight: Any, g: Any, out: Any) -> Any:
+    """``out[g, b]`` = the float64 sum of block ``b``'s float32 weights
+    ``weight[g, r * BLOCKS + b]`` over the row's ``r``, added in row order from 0.0
+    (``out``: float64, ``BLOCKS`` wide)."""
+    if not (row_array(weight, types.float32) and isinstance(g, types.Integer)
+            and row_array(out, types.float64)):
         return None
 
     def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
         wide = ir.VectorType(ir.DoubleType(), BLOCKS)
         acc = cgutils.alloca_once_value(builder, ir.Constant(wide, [0.0] * BLOCKS))
-        with cgutils.for_range(builder, as_intp(context, builder, args[1], sig.args[1])) as row:
-            at = builder.mul(row.index, ir.Constant(row.index.type, BLOCKS))
+        start = row_at(context, builder, sig.args[0], args[0], args[1], sig.args[1])
+        shape = context.make_array(sig.args[0])(context, builder, args[0]).shape
+        width = cgutils.unpack_tuple(builder, shape, 2)[1]
+        lanes = ir.Constant(width.type, BLOCKS)
+        with cgutils.for_range(builder, builder.udiv(width, lanes)) as row:
+            at = builder.add(start, builder.mul(row.index, lanes))
             ptr = vector_at(context, builder, sig.args[0], args[0], at, BLOCKS)
             w = builder.fpext(builder.load(ptr, align=4), wide)
             builder.store(builder.fadd(builder.load(acc), w), acc)
-        dst = vector_at(context, builder, sig.args[2], args[2], index(context, 0), BLOCKS)
+        out_at = row_at(context, builder, sig.args[2], args[2], args[1], sig.args[1])
+        dst = vector_at(context, builder, sig.args[2], args[2], out_at, BLOCKS)
         builder.store(builder.load(acc), dst, align=8)
         return context.get_dummy_value()
 
-    return types.void(weight, rows, out), codegen
+    return types.void(weight, g, out), codegen
 
 
 @numba.extending.intrinsic
 def token_logits(typingctx: Any, latent: Any, t: Any, gate: Any, bias: Any, row: Any,
-                 logit: Any) -> Any:
-    """``logit = bias[row] + latent[t, 0] * gate[0] + latent[t, 1] * gate[1] + ..`` in float32,
+                 logit: Any, g: Any) -> Any:
+    """``logit[g] = bias[row] + latent[t, 0] * gate[0] + latent[t, 1] * gate[1] + ..`` in float32,
     each term a product then a sum, in order (``gate`` [dim, width] and ``bias`` [rows, width]
     padded to ``width``, a multiple of ``BLOCKS``; the running sums stay in registers)."""
     arrays = (latent, gate, bias, logit)
     if not (all(c_array(a, types.float32) for a in arrays)
-            and latent.ndim == gate.ndim == bias.ndim == 2 and logit.ndim == 1
-            and isinstance(t, types.Integer) and isinstance(row, types.Integer)):
+            and latent.ndim == gate.ndim == bias.ndim == logit.ndim == 2
+            and isinstance(t, types.Integer) and isinstance(row, types.Integer)
+            and isinstance(g, types.Integer)):
         return None
 
     def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
@@ -199,10 +223,11 @@ def token_logits(typingctx: Any, latent: Any, t: Any, gate: Any, bias: Any, row:
         width = cgutils.unpack_tuple(builder, gate_arr.shape, 2)[1]
         lanes = ir.Constant(width.type, BLOCKS)
         t_at = builder.mul(as_intp(context, builder, args[1], sig.args[1]), dim)
-        row_at = builder.mul(as_intp(context, builder, args[4], sig.args[4]), width)
+        bias_at = builder.mul(as_intp(context, builder, args[4], sig.args[4]), width)
+        out_at = row_at(context, builder, sig.args[5], args[5], args[6], sig.args[6])
         with cgutils.for_range(builder, builder.udiv(width, lanes)) as chunk:
             c0 = builder.mul(chunk.index, lanes)
-            at = builder.add(row_at, c0)
+            at = builder.add(bias_at, c0)
             start = vector_at(context, builder, sig.args[3], args[3], at, BLOCKS)
             acc = cgutils.alloca_once_value(builder, builder.load(start, align=4))
             with cgutils.for_range(builder, dim) as d:
@@ -212,11 +237,12 @@ def token_logits(typingctx: Any, latent: Any, t: Any, gate: Any, bias: Any, row:
                                  align=4)
                 term = builder.fmul(splat(builder, x, BLOCKS), g)
                 builder.store(builder.fadd(builder.load(acc), term), acc)
-            dst = vector_at(context, builder, sig.args[5], args[5], c0, BLOCKS)
+            dst = vector_at(context, builder, sig.args[5], args[5], builder.add(out_at, c0),
+                            BLOCKS)
             builder.store(builder.load(acc), dst, align=4)
         return context.get_dummy_value()
 
-    return types.void(latent, t, gate, bias, row, logit), codegen
+    return types.void(latent, t, gate, bias, row, logit, g), codegen
 
 
 @numba.njit(cache=True, nogil=True)
@@ -232,18 +258,23 @@ def padded(gate: np.ndarray, bias: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return gate_p, bias_p
 
 
+#: Tokens drawn side by side (the module doc says why; 4 measured no faster than 2).
+GROUP = 2
+
+
 @numba.njit(cache=True, nogil=True, inline="always")
-def weigh(logit: np.ndarray, e: int, weight: np.ndarray, scratch: Scratch,
-          prefix: np.ndarray) -> None:
-    """A token's weights ``exp(logit - max)`` and their cumulative block sums ``prefix``."""
-    scale, lanes, sums = scratch
-    exp_shifted(logit, lane_max(logit, lanes), e, weight, scale)
-    block_totals(weight, weight.size // BLOCKS, sums)
-    run = sums[0]
-    prefix[0] = run
+def weigh(logit: np.ndarray, g: int, e: int, weight: np.ndarray, scale: np.ndarray,
+          prefix: np.ndarray, sums: np.ndarray, top: np.ndarray) -> None:
+    """Row ``g``'s weights ``exp(logit - max)`` and their cumulative block sums ``prefix``
+    (``scale``, ``sums`` and ``top`` are scratch rows of the same shapes)."""
+    top_value = lane_max(logit.view(np.int32), g, top.view(np.int32), top)
+    exp_shifted(logit, g, top_value, e, weight, scale, scale.view(np.float32))
+    block_totals(weight, g, sums)
+    run = sums[g, 0]
+    prefix[g, 0] = run
     for b in range(1, BLOCKS):
-        run = sums[b] + run
-        prefix[b] = run
+        run = sums[g, b] + run
+        prefix[g, b] = run
 
 
 @numba.njit(cache=True, nogil=True)
@@ -253,52 +284,58 @@ def route_tokens(latent: np.ndarray, gate: np.ndarray, bias: np.ndarray, dataset
     replacement from ``softmax(bias[dataset[t]] + latent[t] @ gate)`` with the float64
     ``uniforms[t]``; the first draw (the largest Gumbel-perturbed score) goes in the last slot,
     so slots ascend by perturbed score. float32 ``latent`` [tokens, dim], ``gate`` [dim, e],
-    ``bias`` [datasets, e], all C-contiguous."""
+    ``bias`` [datasets, e], all C-contiguous. ``GROUP`` tokens take their ``j``-th draws in
+    turn; each token's arithmetic is the same as alone."""
     e, k = gate.shape[1], out.shape[1]
     gate_p, bias_p = padded(gate, bias)
     width = gate_p.shape[1]
     gone = np.float32(-np.inf)
-    logit = np.empty(width, dtype=np.float32)
-    weight = np.zeros(width, dtype=np.float32)
-    prefix = np.zeros(BLOCKS, dtype=np.float64)
-    scratch = (np.empty(width, dtype=np.int32), np.empty(BLOCKS, dtype=np.float32),
-               np.zeros(BLOCKS, dtype=np.float64))
+    logit = np.empty((GROUP, width), dtype=np.float32)
+    weight = np.zeros((GROUP, width), dtype=np.float32)
+    scale = np.empty((GROUP, width), dtype=np.int32)
+    prefix = np.zeros((GROUP, BLOCKS), dtype=np.float64)
+    sums = np.zeros((GROUP, BLOCKS), dtype=np.float64)
+    top = np.empty(GROUP, dtype=np.float32)
     rows = width // BLOCKS
-    for t in range(latent.shape[0]):
-        token_logits(latent, t, gate_p, bias_p, dataset[t], logit)
-        weigh(logit, e, weight, scratch, prefix)
+    tokens = latent.shape[0]
+    for first in range(0, tokens, GROUP):
+        n = min(GROUP, tokens - first)
+        for g in range(n):
+            token_logits(latent, first + g, gate_p, bias_p, dataset[first + g], logit, g)
+            weigh(logit, g, e, weight, scale, prefix, sums, top)
         for j in range(k):
-            # The pick, written out here rather than called: a jitted call taking arrays
-            # would count references atomically on every draw. A second try follows a
-            # rescale (rounding, or the rest underflowed against the first maximum).
-            c = -1
-            for attempt in range(2):
-                if attempt:
-                    weigh(logit, e, weight, scratch, prefix)
-                total = prefix[BLOCKS - 1]
-                if total > 0.0:
-                    # The block: the count of block prefixes at or below the target; the
-                    # expert: the count of that block's partial sums at or below the rest
-                    # (counts, not early exits: no mispredicted branches).
-                    target = uniforms[t, j] * total
-                    b = count_at_or_below(prefix, target)
-                    if b < BLOCKS:
-                        rest = target - prefix[b - 1] if b else target
-                        within, r = 0.0, 0
-                        for i in range(rows):
-                            within += weight[i * BLOCKS + b]
-                            r += within <= rest
-                        c = b + r * BLOCKS if r < rows else -1
-                if c >= 0:
-                    break
-            if c < 0:  # the target sits in the last ulp: the last expert with weight
-                c = last_positive(weight)
-            out[t, k - 1 - j] = c
-            # Subtracted, not re-summed: a residue left by rounding only sends a draw to
-            # the rescale above.
-            subtract_from(prefix, c % BLOCKS, np.float64(weight[c]))
-            weight[c] = 0.0
-            logit[c] = gone
+            for g in range(n):
+                # The pick, written out here rather than called: a jitted call taking arrays
+                # would count references atomically on every draw. A second try follows a
+                # rescale (rounding, or the rest underflowed against the first maximum).
+                c = -1
+                for attempt in range(2):
+                    if attempt:
+                        weigh(logit, g, e, weight, scale, prefix, sums, top)
+                    total = prefix[g, BLOCKS - 1]
+                    if total > 0.0:
+                        # The block: the count of block prefixes at or below the target; the
+                        # expert: the count of that block's partial sums at or below the rest
+                        # (counts, not early exits: no mispredicted branches).
+                        target = uniforms[first + g, j] * total
+                        b = count_at_or_below(prefix, g, target)
+                        if b < BLOCKS:
+                            rest = target - prefix[g, b - 1] if b else target
+                            within, r = 0.0, 0
+                            for i in range(rows):
+                                within += weight[g, i * BLOCKS + b]
+                                r += within <= rest
+                            c = b + r * BLOCKS if r < rows else -1
+                    if c >= 0:
+                        break
+                if c < 0:  # the target sits in the last ulp: the last expert with weight
+                    c = last_positive(weight[g])
+                out[first + g, k - 1 - j] = c
+                # Subtracted, not re-summed: a residue left by rounding only sends a draw to
+                # the rescale above.
+                subtract_from(prefix, g, c % BLOCKS, np.float64(weight[g, c]))
+                weight[g, c] = 0.0
+                logit[g, c] = gone
 
 
 @numba.njit(cache=True, nogil=True)
