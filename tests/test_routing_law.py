@@ -18,9 +18,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from libra_des.base.startup import numba_module
 from libra_des.config import RoutingSpec
 from libra_des.workload.routing import RouterModel, TokenLatents, generate_trace
-from libra_des.workload.uniform_kernel import EXP_FLOOR, exp_shifted, route_tokens
+from libra_des.workload.uniform_kernel import EXP_FLOOR, route_tokens, weigh_row
 
 #: Significance of every test here (with fixed seeds each either passes or fails for good).
 ALPHA = 1e-3
@@ -76,14 +77,22 @@ def test_draws_past_underflow_follow_the_rest() -> None:
     assert stats.chisquare(counts, softmax(logits[1:]) * out.shape[0]).pvalue > ALPHA
 
 
+@numba_module().njit
+def weigh_first_row(logit: np.ndarray, weight: np.ndarray, sums: np.ndarray) -> None:
+    weigh_row(logit, 0, weight, sums)
+
+
 def test_exp_is_within_a_few_ulp() -> None:
     x = np.linspace(float(EXP_FLOOR), 0.0, 100_003).astype(np.float32)
     logit = np.concatenate([x, np.full(-x.size % 16, -np.inf, dtype=np.float32)])[None, :]
-    weight = np.zeros_like(logit)
-    scale = np.empty(logit.shape, dtype=np.int32)
-    exp_shifted(logit, 0, np.float32(0.0), x.size, weight, scale, scale.view(np.float32))
+    weight = np.full_like(logit, np.nan)
+    sums = np.zeros((1, 16))
+    weigh_first_row(logit, weight, sums)
     want = np.exp(x.astype(np.float64))
     assert np.max(np.abs(weight[0, : x.size] / want - 1.0)) < 4 * np.finfo(np.float32).eps
+    assert np.all(weight[0, x.size:] == 0.0)
+    blocks = np.add.accumulate(weight[0].reshape(-1, 16).astype(np.float64), axis=0)[-1]
+    assert np.array_equal(sums[0], blocks)
 
 
 def gumbel_top_k(logits: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:

@@ -270,7 +270,10 @@ def generate_trace(
     state = latents.initial(rng)
     layers, _, num_experts = router.gate.shape
     dtype = np.int16 if num_experts <= np.iinfo(np.int16).max else np.int32
-    experts = np.empty((tokens, layers, router.top_k), dtype=dtype)
+    # Layer-major storage behind the [tokens, layers, k] view: each layer is drawn, and
+    # later read, as one contiguous block (token-major, a layer's few bytes per token
+    # land on their own cache line each).
+    by_layer = np.empty((layers, tokens, router.top_k), dtype=dtype)
     uniforms = np.empty((tokens, router.top_k))
     for layer in range(layers):
         if layer:
@@ -278,9 +281,8 @@ def generate_trace(
         gate = np.float32(router.sharpness) * router.gate[layer]
         bias = np.ascontiguousarray(router.bias[:, layer])
         rng.random(out=uniforms)
-        route_tokens(latents.mix(state), gate, bias, tok_dataset, uniforms,
-                     experts[:, layer, :])
-    return RoutingTrace(experts, request, tok_dataset, num_experts)
+        route_tokens(latents.mix(state), gate, bias, tok_dataset, uniforms, by_layer[layer])
+    return RoutingTrace(by_layer.transpose(1, 0, 2), request, tok_dataset, num_experts)
 
 
 def skip_trace(

@@ -54,40 +54,6 @@ EXP_COEFFS = (np.float32(1.9875691500e-4), np.float32(1.3981999507e-3),
               np.float32(1.6666665459e-1), np.float32(5.0000001201e-1))
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
-def exp_shifted(logit: np.ndarray, g: int, top: np.float32, count: int, weight: np.ndarray,
-                scale: np.ndarray, factor: np.ndarray) -> None:
-    """``weight[g, c] = exp(logit[g, c] - top)`` for ``c < count`` (float32; 0 below
-    ``EXP_FLOOR``); ``scale`` is int32 scratch of the same shape (the bits of ``2**n``) and
-    ``factor`` its float32 view."""
-    p0, p1, p2, p3, p4, p5 = EXP_COEFFS
-    one = np.float32(1.0)
-    for c in range(count):
-        x = max(logit[g, c] - top, EXP_FLOOR)
-        n = np.floor(x * LOG2E + np.float32(0.5))
-        r = (x - n * LN2_HI) - n * LN2_LO
-        p = ((((p0 * r + p1) * r + p2) * r + p3) * r + p4) * r + p5
-        weight[g, c] = (p * r) * r + r + one
-        scale[g, c] = (np.int32(n) + np.int32(127)) << np.int32(23)
-    for c in range(count):
-        weight[g, c] = (weight[g, c] * factor[g, c] if logit[g, c] - top >= EXP_FLOOR
-                        else np.float32(0.0))
-
-
-@numba.njit(cache=True, nogil=True, inline="always")
-def lane_max(bits: np.ndarray, g: int, top_bits: np.ndarray, top: np.ndarray) -> np.float32:
-    """The largest of row ``g`` of the float32 logits whose int32 view is ``bits`` (no NaN),
-    through the bits as integers ordered like the floats (an integer maximum vectorises; a
-    float one without fast-math does not). ``top`` is float32 scratch and ``top_bits`` its
-    int32 view."""
-    best = np.int32(-2147483648)
-    for c in range(bits.shape[1]):
-        i = bits[g, c]
-        best = max(best, i ^ ((i >> np.int32(31)) & np.int32(0x7FFFFFFF)))
-    top_bits[g] = best ^ ((best >> np.int32(31)) & np.int32(0x7FFFFFFF))
-    return top[g]
-
-
 def c_array(ty: Any, dtype: Any) -> bool:
     """Whether numba type ``ty`` is a C-contiguous array of ``dtype`` (what the intrinsics
     read as flat memory)."""
@@ -174,33 +140,103 @@ def subtract_from(typingctx: Any, values: Any, g: Any, first: Any, w: Any) -> An
     return types.void(values, g, first, w), codegen
 
 
+def vector_constant(ty: Any, x: float | int) -> Any:
+    """``x`` in every lane of a ``BLOCKS``-lane vector of element type ``ty``."""
+    return ir.Constant(ir.VectorType(ty, BLOCKS), [x] * BLOCKS)
+
+
+def ordered_key(builder: Any, bits: Any, mask: Any, shift: Any) -> Any:
+    """float32 bits as int32 ordered like the floats (no NaN); the map is its own inverse
+    (an integer maximum vectorises, a float one without fast-math does not)."""
+    return builder.xor(bits, builder.and_(builder.ashr(bits, shift), mask))
+
+
+def row_max(builder: Any, at: Any, chunks: Any, lanes: Any, load: Any) -> Any:
+    """The float32 maximum of a row's ``chunks`` vectors (``load(at)`` reads one as int32)."""
+    i32 = ir.IntType(32)
+    mask, shift = vector_constant(i32, 0x7FFFFFFF), vector_constant(i32, 31)
+    best = cgutils.alloca_once_value(builder, vector_constant(i32, -(2**31)))
+    with cgutils.for_range(builder, chunks) as chunk:
+        key = ordered_key(builder, load(builder.add(at, builder.mul(chunk.index, lanes))),
+                          mask, shift)
+        old = builder.load(best)
+        builder.store(builder.select(builder.icmp_signed(">", key, old), key, old), best)
+    v, undef = builder.load(best), ir.Constant(ir.VectorType(i32, BLOCKS), ir.Undefined)
+    step = BLOCKS // 2
+    while step:  # a shuffle tree: lane 0 ends with the largest key
+        moved = builder.shuffle_vector(v, undef, ir.Constant(
+            ir.VectorType(i32, BLOCKS), [(i + step) % BLOCKS for i in range(BLOCKS)]))
+        v = builder.select(builder.icmp_signed(">", moved, v), moved, v)
+        step //= 2
+    top = ordered_key(builder, v, mask, shift)
+    return builder.bitcast(builder.extract_element(top, ir.Constant(i32, 0)), ir.FloatType())
+
+
+def exp_vector(builder: Any, shifted: Any) -> Any:
+    """``exp(shifted)`` lane by lane, the float32 Cody-Waite polynomial (0 below
+    ``EXP_FLOOR``): each step one IEEE product or sum, no fused multiply-add."""
+    f32, i32 = ir.FloatType(), ir.IntType(32)
+
+    def const(x: Any) -> Any:
+        return vector_constant(f32, float(x))
+
+    floor_ = const(EXP_FLOOR)
+    x = builder.select(builder.fcmp_ordered("<", shifted, floor_), floor_, shifted)
+    vec = ir.VectorType(f32, BLOCKS)
+    rounder = builder.module.declare_intrinsic(f"llvm.floor.v{BLOCKS}f32",
+                                               fnty=ir.FunctionType(vec, [vec]))
+    n = builder.call(rounder, [builder.fadd(builder.fmul(x, const(LOG2E)), const(0.5))])
+    r = builder.fsub(builder.fsub(x, builder.fmul(n, const(LN2_HI))),
+                     builder.fmul(n, const(LN2_LO)))
+    p = const(EXP_COEFFS[0])
+    for coeff in EXP_COEFFS[1:]:
+        p = builder.fadd(builder.fmul(p, r), const(coeff))
+    w = builder.fadd(builder.fadd(builder.fmul(builder.fmul(p, r), r), r), const(1.0))
+    bits = builder.shl(builder.add(builder.fptosi(n, ir.VectorType(i32, BLOCKS)),
+                                   vector_constant(i32, 127)), vector_constant(i32, 23))
+    w = builder.fmul(w, builder.bitcast(bits, ir.VectorType(f32, BLOCKS)))
+    return builder.select(builder.fcmp_ordered(">=", shifted, floor_), w, const(0.0))
+
+
 @numba.extending.intrinsic
-def block_totals(typingctx: Any, weight: Any, g: Any, out: Any) -> Any:
-    """``out[g, b]`` = the float64 sum of block ``b``'s float32 weights
-    ``weight[g, r * BLOCKS + b]`` over the row's ``r``, added in row order from 0.0
-    (``out``: float64, ``BLOCKS`` wide)."""
-    if not (row_array(weight, types.float32) and isinstance(g, types.Integer)
-            and row_array(out, types.float64)):
+def weigh_row(typingctx: Any, logit: Any, g: Any, weight: Any, sums: Any) -> Any:
+    """``weight[g] = exp(logit[g] - max(logit[g]))`` (``exp_vector``; the max over finite or
+    -inf logits) and ``sums[g, b]`` = the float64 sum of block ``b``'s weights
+    ``weight[g, r * BLOCKS + b]``, added in row order from 0.0 (``logit`` and ``weight``
+    float32 of one width, a multiple of ``BLOCKS``; ``sums`` float64, ``BLOCKS`` wide)."""
+    if not (row_array(logit, types.float32) and isinstance(g, types.Integer)
+            and row_array(weight, types.float32) and row_array(sums, types.float64)):
         return None
 
     def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
-        wide = ir.VectorType(ir.DoubleType(), BLOCKS)
-        acc = cgutils.alloca_once_value(builder, ir.Constant(wide, [0.0] * BLOCKS))
+        f32, i32 = ir.FloatType(), ir.IntType(32)
         start = row_at(context, builder, sig.args[0], args[0], args[1], sig.args[1])
         shape = context.make_array(sig.args[0])(context, builder, args[0]).shape
         width = cgutils.unpack_tuple(builder, shape, 2)[1]
         lanes = ir.Constant(width.type, BLOCKS)
-        with cgutils.for_range(builder, builder.udiv(width, lanes)) as row:
-            at = builder.add(start, builder.mul(row.index, lanes))
+        chunks = builder.udiv(width, lanes)
+
+        def logits_at(at: Any, ty: Any = f32) -> Any:
             ptr = vector_at(context, builder, sig.args[0], args[0], at, BLOCKS)
-            w = builder.fpext(builder.load(ptr, align=4), wide)
-            builder.store(builder.fadd(builder.load(acc), w), acc)
-        out_at = row_at(context, builder, sig.args[2], args[2], args[1], sig.args[1])
-        dst = vector_at(context, builder, sig.args[2], args[2], out_at, BLOCKS)
+            return builder.load(builder.bitcast(ptr, ir.VectorType(ty, BLOCKS).as_pointer()),
+                                align=4)
+
+        top = splat(builder, row_max(builder, start, chunks, lanes,
+                                     lambda at: logits_at(at, i32)), BLOCKS)
+        wide = ir.VectorType(ir.DoubleType(), BLOCKS)
+        acc = cgutils.alloca_once_value(builder, ir.Constant(wide, [0.0] * BLOCKS))
+        with cgutils.for_range(builder, chunks) as chunk:
+            at = builder.add(start, builder.mul(chunk.index, lanes))
+            w = exp_vector(builder, builder.fsub(logits_at(at), top))
+            builder.store(w, vector_at(context, builder, sig.args[2], args[2], at, BLOCKS),
+                          align=4)
+            builder.store(builder.fadd(builder.load(acc), builder.fpext(w, wide)), acc)
+        out_at = row_at(context, builder, sig.args[3], args[3], args[1], sig.args[1])
+        dst = vector_at(context, builder, sig.args[3], args[3], out_at, BLOCKS)
         builder.store(builder.load(acc), dst, align=8)
         return context.get_dummy_value()
 
-    return types.void(weight, g, out), codegen
+    return types.void(logit, g, weight, sums), codegen
 
 
 @numba.extending.intrinsic
@@ -263,13 +299,11 @@ GROUP = 2
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def weigh(logit: np.ndarray, g: int, e: int, weight: np.ndarray, scale: np.ndarray,
-          prefix: np.ndarray, sums: np.ndarray, top: np.ndarray) -> None:
+def weigh(logit: np.ndarray, g: int, weight: np.ndarray, prefix: np.ndarray,
+          sums: np.ndarray) -> None:
     """Row ``g``'s weights ``exp(logit - max)`` and their cumulative block sums ``prefix``
-    (``scale``, ``sums`` and ``top`` are scratch rows of the same shapes)."""
-    top_value = lane_max(logit.view(np.int32), g, top.view(np.int32), top)
-    exp_shifted(logit, g, top_value, e, weight, scale, scale.view(np.float32))
-    block_totals(weight, g, sums)
+    (``sums``: scratch rows of the same shape)."""
+    weigh_row(logit, g, weight, sums)
     run = sums[g, 0]
     prefix[g, 0] = run
     for b in range(1, BLOCKS):
@@ -286,23 +320,21 @@ def route_tokens(latent: np.ndarray, gate: np.ndarray, bias: np.ndarray, dataset
     so slots ascend by perturbed score. float32 ``latent`` [tokens, dim], ``gate`` [dim, e],
     ``bias`` [datasets, e], all C-contiguous. ``GROUP`` tokens take their ``j``-th draws in
     turn; each token's arithmetic is the same as alone."""
-    e, k = gate.shape[1], out.shape[1]
+    k = out.shape[1]
     gate_p, bias_p = padded(gate, bias)
     width = gate_p.shape[1]
     gone = np.float32(-np.inf)
     logit = np.empty((GROUP, width), dtype=np.float32)
     weight = np.zeros((GROUP, width), dtype=np.float32)
-    scale = np.empty((GROUP, width), dtype=np.int32)
     prefix = np.zeros((GROUP, BLOCKS), dtype=np.float64)
     sums = np.zeros((GROUP, BLOCKS), dtype=np.float64)
-    top = np.empty(GROUP, dtype=np.float32)
     rows = width // BLOCKS
     tokens = latent.shape[0]
     for first in range(0, tokens, GROUP):
         n = min(GROUP, tokens - first)
         for g in range(n):
             token_logits(latent, first + g, gate_p, bias_p, dataset[first + g], logit, g)
-            weigh(logit, g, e, weight, scale, prefix, sums, top)
+            weigh(logit, g, weight, prefix, sums)
         for j in range(k):
             for g in range(n):
                 # The pick, written out here rather than called: a jitted call taking arrays
@@ -311,7 +343,7 @@ def route_tokens(latent: np.ndarray, gate: np.ndarray, bias: np.ndarray, dataset
                 c = -1
                 for attempt in range(2):
                     if attempt:
-                        weigh(logit, g, e, weight, scale, prefix, sums, top)
+                        weigh(logit, g, weight, prefix, sums)
                     total = prefix[g, BLOCKS - 1]
                     if total > 0.0:
                         # The block: the count of block prefixes at or below the target; the

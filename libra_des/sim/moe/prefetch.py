@@ -43,12 +43,12 @@ from libra_des.config import MoeScenario as Scenario
 from libra_des.sim.moe.batch import BatchPlanner
 from libra_des.workload.routing import RoutingTrace
 
-#: The arrays of one batch, in the order they travel.
 #: Uniforms a run must draw before a helper process pays for its start-up: the helper's
 #: imports against the time a uniform saves by overlapping generation with the simulation
 #: (both measured on the 2-core CI machine, Qwen3-235B batches; figures in
 #: benchmarks/README.md); 2**29 leaves a 2x margin (our choice).
 PREFETCH_UNIFORMS = 1 << 29
+#: The arrays of one batch, in the order they travel.
 FIELDS = ("experts", "request", "dataset", "num_experts")
 
 
@@ -83,6 +83,13 @@ def worthwhile(uniforms: int) -> bool:
             and not multiprocessing.current_process().daemon)
 
 
+def travelling(name: str, value: object) -> np.ndarray:
+    """A trace field as it travels: the experts layer-major (``[layers, tokens, k]``, how
+    the generator stores them and the run reads them), the rest as they are."""
+    array = np.asarray(value)
+    return np.ascontiguousarray(array.transpose(1, 0, 2)) if name == "experts" else array
+
+
 def produce(source: IO[bytes], out: IO[bytes]) -> None:
     """The helper's work: every batch, in order, as the run's planner would draw them."""
     scenario, gpus, rng = pickle.load(source)
@@ -90,7 +97,7 @@ def produce(source: IO[bytes], out: IO[bytes]) -> None:
     for b in range(planner.batches):
         trace = planner.trace(b)
         for name in FIELDS:
-            np.lib.format.write_array(Stream(out), np.asarray(getattr(trace, name)),
+            np.lib.format.write_array(Stream(out), travelling(name, getattr(trace, name)),
                                       allow_pickle=False)
         out.flush()
 
@@ -144,8 +151,9 @@ class PrefetchedTraces(InOrder):
             try:
                 arrays = [np.lib.format.read_array(Stream(self.channel), allow_pickle=False)
                           for _ in FIELDS]
-                experts, request, dataset, num_experts = arrays
-                return RoutingTrace(experts, request, dataset, int(num_experts))
+                by_layer, request, dataset, num_experts = arrays
+                return RoutingTrace(by_layer.transpose(1, 0, 2), request, dataset,
+                                    int(num_experts))
             except (ValueError, EOFError, OSError):
                 self.fallback = self.local()
                 for b in range(self.next_batch):
