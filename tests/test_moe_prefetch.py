@@ -17,8 +17,11 @@ SCENARIO = Path(__file__).resolve().parents[1] / "scenarios" / "moe-qwen3-235b.y
 SMALL = ["model.layers=3", "workload.batches=3", "workload.batch=2", "workload.seq_len=256"]
 
 
-@pytest.mark.parametrize("policy", ["libra", "lina"])
-def test_prefetched_batches_give_the_same_result(policy: str) -> None:
+@pytest.mark.parametrize(("policy", "fork"), [("libra", True), ("lina", True), ("libra", False)])
+def test_prefetched_batches_give_the_same_result(
+    policy: str, fork: bool, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(prefetch, "forkable", lambda: fork)
     sc = load_scenario(SCENARIO, [*SMALL, f"balancer.policy={policy}"])
     here = simulate_moe(sc, np.random.default_rng(3), prefetch=False)
     helped = simulate_moe(sc, np.random.default_rng(3), prefetch=True)
@@ -42,9 +45,33 @@ def test_a_failed_helper_leaves_the_run_to_draw_its_batches(
 ) -> None:
     sc = load_scenario(SCENARIO, SMALL)
     here = simulate_moe(sc, np.random.default_rng(4), prefetch=False)
+    monkeypatch.setattr(prefetch, "forkable", lambda: False)
     monkeypatch.setattr(prefetch.sys, "executable", "false")  # exits at once, says nothing
     helped = simulate_moe(sc, np.random.default_rng(4), prefetch=True)
     assert helped == here
+
+
+def test_a_failed_fork_leaves_the_run_to_draw_its_batches(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sc = load_scenario(SCENARIO, SMALL)
+    here = simulate_moe(sc, np.random.default_rng(4), prefetch=False)
+
+    def broken(*_: object) -> None:  # runs in the forked helper only
+        raise RuntimeError("helper failed")
+
+    monkeypatch.setattr(prefetch, "forkable", lambda: True)
+    monkeypatch.setattr(prefetch, "draw_into", broken)
+    helped = simulate_moe(sc, np.random.default_rng(4), prefetch=True)
+    assert helped == here
+
+
+def test_a_fork_only_where_no_other_thread_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(prefetch.sys, "platform", "linux")
+    monkeypatch.setattr(prefetch.threading, "active_count", lambda: 1)
+    assert prefetch.forkable()
+    monkeypatch.setattr(prefetch.threading, "active_count", lambda: 2)
+    assert not prefetch.forkable()
 
 
 @pytest.mark.parametrize("policy", ["libra", "eplb"])

@@ -7,7 +7,7 @@ helper process draws the batches, in order, from a copy of that stream exactly a
 own planner would (as ``simulator.shared_traces`` does for the on-disk cache) and hands each
 over as soon as it is made; the run simulates batch ``b`` while batch ``b + 1`` is drawn.
 Results are identical (the same draws, in the same order); only the wall time changes. CPU
-time rises by the helper's start-up (a fresh interpreter: its imports).
+time rises by the helper's start-up where it is spawned (a fresh interpreter: its imports).
 
 When (our choice): only for runs drawing at least :data:`PREFETCH_UNIFORMS` uniforms,
 when the machine has a CPU to spare (one-minute load average at least 1.5 below the CPU count,
@@ -15,12 +15,14 @@ counting this run: on a busy machine the helper only adds its start-up), and not
 daemonic worker. Sweeps share traces through the on-disk cache instead
 (``workload.trace_cache``), so their runs never start a helper.
 
-The helper is a fresh ``python -m libra_des.sim.moe.prefetch`` on the same module path, not a
-``multiprocessing`` child: spawning one re-imports the caller's main script, which runs it
-again when the script has no ``if __name__ == "__main__"`` guard. The inputs go in pickled on
-its stdin; each batch comes back as ``.npy`` arrays on its stdout (the pipe's buffer holds it
-back to about one batch ahead: bounded memory). Should the helper fail, the run draws the
-batches itself from another copy of the stream (same results, no time saved).
+The helper is a fork of the run's process on Linux when no other thread runs (it starts
+with every module imported and the stream's state in place), else a fresh
+``python -m libra_des.sim.moe.prefetch`` on the same module path with its inputs pickled on
+its stdin; not a ``multiprocessing`` child: spawning one re-imports the caller's main script,
+which runs it again when the script has no ``if __name__ == "__main__"`` guard. Each batch
+comes back as ``.npy`` arrays on a pipe (its buffer holds the helper back to about one batch
+ahead: bounded memory). Should the helper fail, the run draws the batches itself from another
+copy of the stream (same results, no time saved).
 """
 
 from __future__ import annotations
@@ -30,8 +32,10 @@ import dataclasses
 import multiprocessing
 import os
 import pickle
+import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -91,9 +95,13 @@ def travelling(name: str, value: object) -> np.ndarray:
 
 
 def produce(source: IO[bytes], out: IO[bytes]) -> None:
-    """The helper's work: every batch, in order, as the run's planner would draw them."""
+    """The spawned helper's work: its inputs from ``source``, then :func:`draw_into`."""
     scenario, gpus, rng = pickle.load(source)
-    planner = BatchPlanner.build(scenario, gpus, rng)
+    draw_into(BatchPlanner.build(scenario, gpus, rng), out)
+
+
+def draw_into(planner: BatchPlanner, out: IO[bytes]) -> None:
+    """Every batch, in order, as the run's planner would draw them, written to ``out``."""
     for b in range(planner.batches):
         trace = planner.trace(b)
         for name in FIELDS:
@@ -161,11 +169,42 @@ class PrefetchedTraces(InOrder):
         return self.fallback.trace(self.next_batch)
 
 
+def forkable() -> bool:
+    """Whether the helper can be a fork of this process: Linux, and no other thread running
+    (a fork copies only the calling thread, so a lock another thread holds would stay held
+    in the helper)."""
+    return sys.platform.startswith("linux") and threading.active_count() == 1
+
+
 @contextmanager
-def prefetched(
-    scenario: Scenario, gpus: int, rng: np.random.Generator, batches: int
-) -> Iterator[PrefetchedTraces]:
-    """Start the helper on a copy of ``rng`` (left untouched); stop it when the run ends."""
+def forked(scenario: Scenario, gpus: int, rng: np.random.Generator) -> Iterator[IO[bytes]]:
+    """The batches' channel from a fork of this process, which already holds every module
+    and ``rng``'s state at the fork: no start-up to pay (a spawned helper's imports cost
+    about 0.7 s of CPU, benchmarks/README.md)."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the helper: it never returns into the run's code
+        code = 1
+        try:
+            os.close(read_fd)
+            with os.fdopen(write_fd, "wb") as out:
+                draw_into(BatchPlanner.build(scenario, gpus, rng), out)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    channel = os.fdopen(read_fd, "rb")
+    try:
+        yield channel
+    finally:
+        os.kill(pid, signal.SIGKILL)  # done or abandoned: nothing more is read
+        os.waitpid(pid, 0)
+        channel.close()
+
+
+@contextmanager
+def spawned(scenario: Scenario, gpus: int, rng: np.random.Generator) -> Iterator[IO[bytes]]:
+    """The batches' channel from a fresh interpreter, its inputs pickled on its stdin."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     process = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, env=env)
@@ -176,12 +215,23 @@ def prefetched(
                 pickle.dump((scenario, gpus, rng), process.stdin)
         except OSError:  # the helper is gone already: the batches are drawn here
             pass
-        yield PrefetchedTraces(batches, process.stdout,
-                               lambda: BatchPlanner.build(scenario, gpus, copy.deepcopy(rng)))
+        yield process.stdout
     finally:
         process.kill()  # done or abandoned: nothing more is read
         process.wait()
         process.stdout.close()
+
+
+@contextmanager
+def prefetched(
+    scenario: Scenario, gpus: int, rng: np.random.Generator, batches: int
+) -> Iterator[PrefetchedTraces]:
+    """Start the helper (:func:`forked` where :func:`forkable`, else :func:`spawned`) on a
+    copy of ``rng`` (left untouched); stop it when the run ends."""
+    helper = forked if forkable() else spawned
+    with helper(scenario, gpus, rng) as channel:
+        yield PrefetchedTraces(batches, channel,
+                               lambda: BatchPlanner.build(scenario, gpus, copy.deepcopy(rng)))
 
 
 def attach(
