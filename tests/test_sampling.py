@@ -73,7 +73,7 @@ def test_top_k_ascending_is_the_ordered_top_k(seed: int, k: int, values: str) ->
 
 
 def plain_ar1(state: np.ndarray, rho: float, rng: np.random.Generator) -> np.ndarray:
-    noise = rng.standard_normal(state.shape, dtype=np.float32)
+    noise = rng.standard_normal(state.shape)
     return np.asarray(rho * state + np.sqrt(1.0 - rho * rho) * noise, dtype=np.float32)
 
 

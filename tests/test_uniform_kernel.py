@@ -15,8 +15,9 @@ from tests.test_sampling import same_state
 
 
 def numpy_ar1(state: np.ndarray, rho: float, rng: np.random.Generator) -> np.ndarray:
-    """The AR(1) step as separate numpy ufuncs: float32 product, float64 sum, one rounding."""
-    noise = rng.standard_normal(state.shape, dtype=np.float32)
+    """The AR(1) step as separate numpy ufuncs: float64 normals, float32 product, float64 sum,
+    one rounding."""
+    noise = rng.standard_normal(state.shape)
     wide = noise * np.sqrt(1.0 - rho * rho)
     return np.asarray(wide + state * np.float32(rho), dtype=np.float32)
 

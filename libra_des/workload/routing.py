@@ -189,20 +189,17 @@ def request_datasets(
     return np.minimum(picks, len(MOE_DATASETS) - 1).astype(np.int16)
 
 
-def ar1_update(state: np.ndarray, rho: float, rng: np.random.Generator,
-               noise: np.ndarray) -> None:
+def ar1_update(state: np.ndarray, rho: float, rng: np.random.Generator) -> None:
     """One AR(1) step of C-contiguous float32 ``state`` in place, with unit stationary
-    variance: ``noise`` (float32 scratch of its size) gets fresh normals, and the mix
-    (``uniform_kernel.ar1_mix``) is formed in float64 and rounded once to float32."""
-    flat = noise.reshape(-1)
-    rng.standard_normal(dtype=np.float32, out=flat)
-    ar1_mix(state.reshape(-1), flat, float(np.sqrt(1.0 - rho * rho)), np.float32(rho))
+    variance: fresh float64 normals, the mix (``uniform_kernel.ar1_mix``) formed in float64
+    and rounded once to float32."""
+    ar1_mix(rng, state.reshape(-1), float(np.sqrt(1.0 - rho * rho)), np.float32(rho))
 
 
 def ar1_step(state: np.ndarray, rho: float, rng: np.random.Generator) -> np.ndarray:
     """One AR(1) step with unit stationary variance (a new float32 array)."""
     out = np.array(state, dtype=np.float32)
-    ar1_update(out, rho, rng, np.empty(out.size, dtype=np.float32))
+    ar1_update(out, rho, rng)
     return out
 
 
@@ -212,12 +209,11 @@ class LatentState:
 
     req: np.ndarray  # [requests, LATENT_DIM] float32
     tok: np.ndarray  # [tokens, LATENT_DIM] float32
-    noise: np.ndarray  # flat float32 scratch, as long as the larger state
 
     def step(self, rho: float, rng: np.random.Generator) -> None:
         """Both states one AR(1) step on (request states first)."""
         for state in (self.req, self.tok):
-            ar1_update(state, rho, rng, self.noise[: state.size])
+            ar1_update(state, rho, rng)
 
 
 @dataclass(frozen=True)
@@ -240,8 +236,7 @@ class TokenLatents:
     def initial(self, rng: np.random.Generator) -> LatentState:
         req = rng.standard_normal((self.requests, LATENT_DIM), dtype=np.float32)
         tok = rng.standard_normal((self.request.size, LATENT_DIM), dtype=np.float32)
-        size = max(req.size, tok.size)
-        return LatentState(req, tok, np.empty(size, dtype=np.float32))
+        return LatentState(req, tok)
 
     def mix(self, state: LatentState) -> np.ndarray:
         """``[tokens, LATENT_DIM]`` latent of every token (request part + own part), in one

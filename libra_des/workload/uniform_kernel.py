@@ -380,13 +380,17 @@ def last_positive(weight: np.ndarray) -> int:
 
 
 @numba.njit(cache=True, nogil=True)
-def ar1_mix(state: np.ndarray, noise: np.ndarray, scale: float, rho: np.float32) -> None:
-    """``routing.ar1_update`` after its normal draw, in one pass over the flat float32 arrays:
-    ``state = float32(float64(noise) * scale + float64(state * rho))`` with the state product
-    in float32 and the sum in float64, each rounded as numpy's separate ufuncs round it."""
+def ar1_mix(rng: np.random.Generator, state: np.ndarray, scale: float, rho: np.float32) -> None:
+    """``routing.ar1_update`` in one pass over the flat float32 ``state``:
+    ``state = float32(z * scale + float64(state * rho))`` with ``z`` float64 standard
+    normals drawn in order (numba runs numpy's ziggurat on the Generator's bit generator, so
+    ``z`` is ``rng.standard_normal(state.size)``), the state product in float32 and the sum
+    in float64, each rounded as numpy's separate ufuncs round it. float64 normals, not
+    float32: numba draws them about 5x faster than numpy's float32 ones (benchmarks/README.md)
+    and the mix is formed in float64 anyway."""
     for i in range(state.size):
         kept = state[i] * rho
-        state[i] = np.float32(np.float64(noise[i]) * scale + np.float64(kept))
+        state[i] = np.float32(rng.standard_normal() * scale + np.float64(kept))
 
 
 @numba.njit(cache=True, nogil=True)
