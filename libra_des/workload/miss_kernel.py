@@ -28,16 +28,46 @@ def try_place(r: int, d: int, slot: int, out: np.ndarray, words: np.ndarray) -> 
 
 
 @numba.njit(cache=True, nogil=True)
-def place_given(rows: np.ndarray, draws: np.ndarray, slot: int, out: np.ndarray,
-                words: np.ndarray) -> int:
-    """Place ``draws[j]`` in row ``rows[j]`` where free; the others' rows move to the front of
-    ``rows`` (in order); returns how many."""
-    keep = 0
-    for j in range(rows.size):
-        if not try_place(rows[j], draws[j], slot, out, words):
-            rows[keep] = rows[j]
-            keep += 1
-    return keep
+def fill_slots(
+    miss: np.ndarray, first: int, routed: np.ndarray, substitute: np.ndarray, cdf: np.ndarray,
+    rng: np.random.Generator, rounds: int, out: np.ndarray, words: np.ndarray,
+    rows: np.ndarray,
+) -> tuple[int, int]:
+    """Slots ``first, first + 1, ..`` of ``predictors.replace_misses``: each missed row of a
+    slot takes its expert's ``substitute`` where free (an empty ``substitute``: none), then up
+    to ``rounds`` rejection rounds draw experts by ``cdf`` for the rows still colliding, one
+    ``rng.random()`` per row in row order (the numbers of numpy's ``rng.random(n)`` for the
+    round's ``n`` rows). Stops after the first slot that leaves rows colliding: returns
+    (that slot, how many), the rows at the front of ``rows`` (scratch, as long as a column);
+    (slots, 0) when none does. One call for several slots: typing a Generator argument costs
+    about 13 us a call."""
+    total, last = cdf[-1], cdf.size - 1
+    for slot in range(first, miss.shape[1]):
+        n = 0
+        for r in range(miss.shape[0]):
+            if miss[r, slot]:
+                rows[n] = r
+                n += 1
+        if substitute.size and n:
+            keep = 0
+            for j in range(n):
+                if not try_place(rows[j], substitute[routed[rows[j], slot]], slot, out, words):
+                    rows[keep] = rows[j]
+                    keep += 1
+            n = keep
+        for _ in range(rounds):
+            if n == 0:
+                break
+            keep = 0
+            for j in range(n):
+                d = min(np.searchsorted(cdf, rng.random() * total), last)
+                if not try_place(rows[j], d, slot, out, words):
+                    rows[keep] = rows[j]
+                    keep += 1
+            n = keep
+        if n:
+            return slot, n
+    return miss.shape[1], 0
 
 
 @numba.njit(cache=True, nogil=True)

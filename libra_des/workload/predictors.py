@@ -26,7 +26,7 @@ import numpy as np
 
 from libra_des.errors import InputError
 from libra_des.workload.agreement_kernel import topk_hits
-from libra_des.workload.miss_kernel import place_given, set_words
+from libra_des.workload.miss_kernel import fill_slots, set_words
 from libra_des.workload.routing import CHUNK, RoutingTrace, stable_seed
 from libra_des.workload.sampling import Scratch, thin_matmul, top_k_ascending
 
@@ -150,26 +150,24 @@ def replace_misses(
     a draw with probabilities ``weights``.
 
     Slot by slot so one row never repeats an expert; rejection sampling first, then an exact
-    draw among the row's free experts for the few rows still colliding. Each round's
-    uniforms are drawn in bulk from ``rng``; ``miss_kernel.place_given`` places them row by
-    row (rows are distinct within a round, so that equals a vectorised check-then-add).
+    draw among the row's free experts for the few rows still colliding. The rounds run in
+    ``miss_kernel.fill_slots``, their uniforms drawn there one a row, in the order numpy's bulk
+    ``rng.random`` of each round would give them (rows are distinct within a round, so placing
+    row by row equals a vectorised check-then-add).
     """
     taken = ExpertSets.of(routed, weights.size)
     out = np.array(routed, dtype=np.int64)
     cdf = np.cumsum(weights)
-    for slot in range(routed.shape[1]):
-        rows = np.flatnonzero(miss[:, slot]).astype(np.int64)
-        if substitute is not None and rows.size:
-            draws = np.asarray(substitute[routed[rows, slot]], dtype=np.int64)
-            rows = rows[:place_given(rows, draws, slot, out, taken.words)]
-        for _ in range(REJECTION_ROUNDS):
-            if rows.size == 0:
-                break
-            u = rng.random(rows.size) * cdf[-1]
-            draws = np.minimum(np.searchsorted(cdf, u), cdf.size - 1).astype(np.int64)
-            rows = rows[:place_given(rows, draws, slot, out, taken.words)]
-        if rows.size:
-            draw_free(rows, slot, weights, rng, out, taken)
+    none = np.zeros(0, dtype=np.int64)
+    given = none if substitute is None else np.asarray(substitute, dtype=np.int64)
+    rows = np.empty(routed.shape[0], dtype=np.int64)
+    slot = 0
+    while slot < routed.shape[1]:
+        slot, left = fill_slots(miss, slot, routed, given, cdf, rng, REJECTION_ROUNDS, out,
+                                taken.words, rows)
+        if left:
+            draw_free(rows[:left].copy(), slot, weights, rng, out, taken)
+        slot += 1
     return out.astype(routed.dtype, copy=False)
 
 
