@@ -8,9 +8,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from libra_des.config import load_scenario
+from libra_des.config import RoutingSpec, load_scenario
 from libra_des.sim.moe.simulator import WALL_CLOCK_FIELDS, simulate_moe
 from libra_des.workload import trace_cache
+from libra_des.workload.routing import RouterModel, generate_trace
 
 REPO = Path(__file__).resolve().parents[1]
 SMALL = ["model.layers=3", "workload.batches=2", "workload.batch=4", "variance.enabled=false"]
@@ -62,3 +63,17 @@ def test_enabled_sets_the_directory_for_its_duration_only(
     with trace_cache.enabled(tmp_path / "a"):  # a directory the user chose wins
         assert trace_cache.cache_dir() == tmp_path / "mine"
     assert trace_cache.cache_dir() == tmp_path / "mine"
+
+
+def test_traces_come_back_layer_major(tmp_path: Path) -> None:
+    """Generated traces are stored layer-major and stay so through the cache file: each
+    layer the run reads is one contiguous block, with the same experts."""
+    router = RouterModel.build("qwen3-235b-a22b", 32, 3, 4, RoutingSpec())
+    trace = generate_trace(router, np.array([40, 25]), np.zeros(2, dtype=np.int64),
+                           np.random.default_rng(1))
+    trace_cache.save(tmp_path / "t.npz", [trace])
+    loaded = trace_cache.load(tmp_path / "t.npz")
+    assert loaded is not None
+    for t in (trace, loaded[0]):
+        assert all(t.layer(i).flags.c_contiguous for i in range(t.layers))
+    assert np.array_equal(loaded[0].experts, trace.experts)

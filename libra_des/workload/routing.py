@@ -63,12 +63,29 @@ def stable_seed(*names: str) -> list[int]:
 
 @dataclass(frozen=True)
 class RoutingTrace:
-    """Routed experts of one batch of tokens (all MoE layers)."""
+    """Routed experts of one batch of tokens (all MoE layers).
+
+    ``experts`` reads ``[tokens, layers, top_k]``; generated and cached traces keep it as a
+    view of layer-major storage (:meth:`of_layers`), so each layer is one contiguous block,
+    as the generator writes it and the run reads it.
+    """
 
     experts: np.ndarray  # [tokens, layers, top_k] int
     request: np.ndarray  # [tokens] request index inside the batch (0..requests-1)
     dataset: np.ndarray  # [tokens] index into MOE_DATASETS, -1 when unknown
     num_experts: int
+
+    @classmethod
+    def of_layers(cls, by_layer: np.ndarray, request: np.ndarray, dataset: np.ndarray,
+                  num_experts: int) -> RoutingTrace:
+        """A trace whose experts are stored layer-major (``[layers, tokens, top_k]``)."""
+        return cls(by_layer.transpose(1, 0, 2), request, dataset, num_experts)
+
+    @property
+    def by_layer(self) -> np.ndarray:
+        """``[layers, tokens, top_k]`` experts, C-contiguous (a view where the trace is stored
+        layer-major, else a copy)."""
+        return np.ascontiguousarray(self.experts.transpose(1, 0, 2))
 
     @property
     def tokens(self) -> int:
@@ -93,7 +110,7 @@ class RoutingTrace:
     def expert_load(self) -> np.ndarray:
         """``[layers, experts]`` token count per expert (the EPLB weight)."""
         layers, e = self.layers, self.num_experts
-        flat = self.experts.transpose(1, 0, 2).reshape(layers, -1).astype(np.int64)
+        flat = self.by_layer.reshape(layers, -1).astype(np.int64)
         flat = flat + (np.arange(layers) * e)[:, None]
         return np.bincount(flat.ravel(), minlength=layers * e).reshape(layers, e)
 
@@ -265,9 +282,8 @@ def generate_trace(
     state = latents.initial(rng)
     layers, _, num_experts = router.gate.shape
     dtype = np.int16 if num_experts <= np.iinfo(np.int16).max else np.int32
-    # Layer-major storage behind the [tokens, layers, k] view: each layer is drawn, and
-    # later read, as one contiguous block (token-major, a layer's few bytes per token
-    # land on their own cache line each).
+    # Layer-major (RoutingTrace.of_layers): token-major, a layer's few bytes per token would
+    # land on a cache line of their own.
     by_layer = np.empty((layers, tokens, router.top_k), dtype=dtype)
     uniforms = np.empty((tokens, router.top_k))
     for layer in range(layers):
@@ -277,7 +293,7 @@ def generate_trace(
         bias = np.ascontiguousarray(router.bias[:, layer])
         rng.random(out=uniforms)
         route_tokens(latents.mix(state), gate, bias, tok_dataset, uniforms, by_layer[layer])
-    return RoutingTrace(by_layer.transpose(1, 0, 2), request, tok_dataset, num_experts)
+    return RoutingTrace.of_layers(by_layer, request, tok_dataset, num_experts)
 
 
 def skip_trace(
@@ -346,9 +362,8 @@ def load_trace(
     if dataset is None or dataset.shape != (tokens,):
         dataset = np.full(tokens, -1, dtype=np.int16)
     _, dense_request = np.unique(request, return_inverse=True)
-    return RoutingTrace(
-        experts.astype(np.int32), dense_request.astype(np.int32), dataset, num_experts
-    )
+    by_layer = np.ascontiguousarray(experts.transpose(1, 0, 2), dtype=np.int32)
+    return RoutingTrace.of_layers(by_layer, dense_request.astype(np.int32), dataset, num_experts)
 
 
 def check_experts(name: str, experts: np.ndarray, num_experts: int, layers: int, k: int) -> None:

@@ -78,7 +78,7 @@ def save(path: Path, traces: Sequence[RoutingTrace]) -> None:
     """Write the batches into one ``.npz`` (uncompressed: expert ids barely compress)."""
     arrays: dict[str, Any] = {"batches": np.array(len(traces))}
     for b, t in enumerate(traces):
-        arrays[f"experts{b}"] = t.experts
+        arrays[f"by_layer{b}"] = t.by_layer
         arrays[f"request{b}"] = t.request
         arrays[f"dataset{b}"] = t.dataset
         arrays[f"num_experts{b}"] = np.array(t.num_experts)
@@ -98,8 +98,8 @@ def load(path: Path) -> list[RoutingTrace] | None:
     try:
         with np.load(path, allow_pickle=False) as data:
             return [
-                RoutingTrace(data[f"experts{b}"], data[f"request{b}"], data[f"dataset{b}"],
-                             int(data[f"num_experts{b}"]))
+                RoutingTrace.of_layers(data[f"by_layer{b}"], data[f"request{b}"],
+                                       data[f"dataset{b}"], int(data[f"num_experts{b}"]))
                 for b in range(int(data["batches"]))
             ]
     except (OSError, KeyError, ValueError, EOFError):

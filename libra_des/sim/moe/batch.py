@@ -198,8 +198,8 @@ def resolve_trace(ref: str) -> str:
 
 def slice_requests(trace: RoutingTrace, lo: int, hi: int) -> RoutingTrace:
     keep = (trace.request >= lo) & (trace.request < hi)
-    return RoutingTrace(trace.experts[keep], trace.request[keep] - lo, trace.dataset[keep],
-                        trace.num_experts)
+    return RoutingTrace.of_layers(trace.by_layer[:, keep], trace.request[keep] - lo,
+                                  trace.dataset[keep], trace.num_experts)
 
 
 def profile_trace(

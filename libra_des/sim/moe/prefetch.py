@@ -52,8 +52,9 @@ from libra_des.workload.routing import RoutingTrace
 #: (both measured on the 2-core CI machine, Qwen3-235B batches; figures in
 #: benchmarks/README.md); 2**29 leaves a 2x margin (our choice).
 PREFETCH_UNIFORMS = 1 << 29
-#: The arrays of one batch, in the order they travel.
-FIELDS = ("experts", "request", "dataset", "num_experts")
+#: The arrays of one batch, in the order they travel (the experts layer-major, as they are
+#: generated and read).
+FIELDS = ("by_layer", "request", "dataset", "num_experts")
 
 
 @dataclass(frozen=True)
@@ -87,13 +88,6 @@ def worthwhile(uniforms: int) -> bool:
             and not multiprocessing.current_process().daemon)
 
 
-def travelling(name: str, value: object) -> np.ndarray:
-    """A trace field as it travels: the experts layer-major (``[layers, tokens, k]``, how
-    the generator stores them and the run reads them), the rest as they are."""
-    array = np.asarray(value)
-    return np.ascontiguousarray(array.transpose(1, 0, 2)) if name == "experts" else array
-
-
 def produce(source: IO[bytes], out: IO[bytes]) -> None:
     """The spawned helper's work: its inputs from ``source``, then :func:`draw_into`."""
     scenario, gpus, rng = pickle.load(source)
@@ -105,7 +99,7 @@ def draw_into(planner: BatchPlanner, out: IO[bytes]) -> None:
     for b in range(planner.batches):
         trace = planner.trace(b)
         for name in FIELDS:
-            np.lib.format.write_array(Stream(out), travelling(name, getattr(trace, name)),
+            np.lib.format.write_array(Stream(out), np.asarray(getattr(trace, name)),
                                       allow_pickle=False)
         out.flush()
 
@@ -160,8 +154,7 @@ class PrefetchedTraces(InOrder):
                 arrays = [np.lib.format.read_array(Stream(self.channel), allow_pickle=False)
                           for _ in FIELDS]
                 by_layer, request, dataset, num_experts = arrays
-                return RoutingTrace(by_layer.transpose(1, 0, 2), request, dataset,
-                                    int(num_experts))
+                return RoutingTrace.of_layers(by_layer, request, dataset, int(num_experts))
             except (ValueError, EOFError, OSError):
                 self.fallback = self.local()
                 for b in range(self.next_batch):
