@@ -166,7 +166,7 @@ def replace_misses(
         slot, left = fill_slots(miss, slot, routed, given, cdf, rng, REJECTION_ROUNDS, out,
                                 taken.words, rows)
         if left:
-            draw_free(rows[:left].copy(), slot, weights, rng, out, taken)
+            draw_free(rows[:left], slot, weights, rng, out, taken)
         slot += 1
     return out.astype(routed.dtype, copy=False)
 

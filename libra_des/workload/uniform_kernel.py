@@ -80,11 +80,6 @@ def as_intp(context: Any, builder: Any, value: Any, ty: Any) -> Any:
     return context.cast(builder, value, ty, types.intp)
 
 
-def index(context: Any, i: int) -> Any:
-    """The constant index ``i`` (numba's index type)."""
-    return ir.Constant(context.get_value_type(types.intp), i)
-
-
 def row_at(context: Any, builder: Any, arr_ty: Any, arr: Any, row: Any, row_ty: Any) -> Any:
     """The flat index of row ``row`` (an integer argument of type ``row_ty``) of 2-D C
     array ``arr``."""
