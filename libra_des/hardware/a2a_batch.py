@@ -68,31 +68,40 @@ def stack_seconds(
     comm: Communication, send: np.ndarray, gpus_per_node: int | None
 ) -> tuple[np.ndarray, int]:
     """Seconds of each ``[n, n]`` matrix of ``send`` and the tier to note (-1: no traffic)."""
+    from libra_des.hardware.a2a_kernel import pair_sums  # numba only where a2a is priced
+
     s, n = send.shape[0], send.shape[1]
-    gpn = comm.layout(n, gpus_per_node)
-    off = send * (1.0 - np.eye(n))
-    active = off.reshape(s, -1).any(axis=1)
-    if n == 1 or not active.any():
+    if n == 1:
         return np.zeros(s), -1
+    gpn = comm.layout(n, gpus_per_node)
     node = np.arange(n) // gpn
-    same = node[:, None] == node[None, :]
-    intra, inter = off * same, off * ~same
-    v_intra = np.maximum(intra.sum(2).max(1), intra.sum(1).max(1))
-    seconds, tier = comm.local_a2a(n, gpn, v_intra, bridge_volume(comm, intra, gpn))
+    same = (node[:, None] == node[None, :]) & ~np.eye(n, dtype=bool)
+    rows, cols, msgs, _, _ = pair_sums(send, np.where(same, 0, -1), 1, -1.0, 1.0,
+                                       np.zeros(0, dtype=np.int64), 0)
+    active = msgs[0].any(axis=1)
+    v_intra = np.maximum(rows[0].max(1), cols[0].max(1))
+    seconds, tier = comm.local_a2a(n, gpn, v_intra, bridge_volume(comm, send, same, gpn))
     if n > gpn:
         model, inter_tier = comm.inter_a2a(n, gpn)
-        seconds = np.maximum(seconds, model.stack(inter, gpn))
+        inter = model.stack(send, gpn)
+        seconds = np.maximum(seconds, inter)
+        active |= inter > 0
         tier = max(tier, inter_tier)
+    if not active.any():
+        return np.zeros(s), -1
     return np.where(active, seconds, 0.0), tier
 
 
-def bridge_volume(comm: Communication, intra: np.ndarray, gpn: int) -> np.ndarray:
-    """Per matrix, the bytes the busiest PCIe switch uplink carries (0 on NVSwitch or one
-    switch): the GPUs of a node are spread evenly over its switches."""
+def bridge_volume(comm: Communication, send: np.ndarray, same: np.ndarray, gpn: int
+                  ) -> np.ndarray:
+    """Per matrix, the bytes the busiest PCIe switch uplink carries of the pairs ``same``
+    (one node, off the diagonal; 0 on NVSwitch or one switch): the GPUs of a node are
+    spread evenly over its switches."""
     f = comm.fabric
-    s, n = intra.shape[0], intra.shape[1]
+    s, n = send.shape[0], send.shape[1]
     if f.intra_kind != "pcie" or f.pcie_switches <= 1 or f.pcie_bridge_bw <= 0:
         return np.zeros(s)
+    intra = send * same
     per_switch = -(-f.gpus_per_node // f.pcie_switches)
     rank = np.arange(n)
     sw = (rank % gpn) // per_switch + (rank // gpn) * f.pcie_switches

@@ -252,60 +252,94 @@ class InterNodeA2A:
         """One regime without a small-message term: sums of bytes suffice (fast path)."""
         return len(self.curve.pieces) == 1 and self.curve.pieces[0].half == 0
 
-    def stack(self, inter: np.ndarray, gpn: int) -> np.ndarray:
-        """Seconds of each cross-node matrix ``inter[s, src, dst]`` (0 where same node)."""
-        s, n = inter.shape[0], inter.shape[1]
-        nz = inter > 0
-        wire = self.moved(inter)
+    def stack(self, send: np.ndarray, gpn: int) -> np.ndarray:
+        """Seconds of the cross-node part of each matrix ``send[s, src, dst]`` (pairs on one
+        node are left out), from its per-rank sums (:func:`~libra_des.hardware.a2a_kernel.
+        pair_sums`, one pass over the stack)."""
+        from libra_des.hardware.a2a_kernel import pair_sums  # numba only where a2a is priced
+
+        s, n = send.shape[0], send.shape[1]
+        classes = self.classes(n)
+        depth = self.depth(n, gpn, classes)
+        small = self.protocol is not None and self.on.size_efficiency
+        threshold, share = ((float(self.protocol.threshold), self.protocol.small_share)
+                            if small and self.protocol is not None else (-1.0, 1.0))
+        rail = self.rail_groups(n) if self.pxn else np.zeros(0, dtype=np.int64)
+        sums = pair_sums(send, depth, len(classes), threshold, share, rail,
+                         int(rail.max()) + 1 if rail.size else 0)
         zero = np.zeros((s, n))
-        send, recv, out, into = zero, zero, zero, zero
-        for k, (mask, scale) in enumerate(self.classes(n)):
-            w = wire if mask is None else np.where(mask, wire, 0.0)
-            sent, got, o, i = self.class_terms(w, nz if mask is None else nz & mask, scale, n, gpn)
+        send_s, recv, out, into = zero, zero, zero, zero
+        for k, (_, scale) in enumerate(classes):
+            terms = (self.class_terms(sums, k, scale, n, gpn) if self.is_linear
+                     else self.message_terms(np.where(depth >= k, send, 0.0), scale, n, gpn))
+            sent, got, o, i = terms
             if k:  # a spine bottleneck: the leaf's uplinks, shared by its ranks
                 sent, got = self.leaves.leaf_mean(sent), self.leaves.leaf_mean(got)
             else:  # the node's NICs; its spine share is the leaf's (above)
                 out, into = o, i
-            send, recv = np.maximum(send, sent), np.maximum(recv, got)
-        hop = self.pxn_hop(inter) if self.pxn else zero
-        busiest = self.finish((send, recv, out, into, hop), gpn)
-        return np.where(nz.reshape(s, -1).any(axis=1), self.once + busiest, 0.0)
+            send_s, recv = np.maximum(send_s, sent), np.maximum(recv, got)
+        hop = self.pxn_hop(sums[4]) if self.pxn else zero
+        busiest = self.finish((send_s, recv, out, into, hop), gpn)
+        return np.where(sums[2][0].any(axis=1), self.once + busiest, 0.0)
+
+    def depth(self, n: int, gpn: int, classes: list[tuple[np.ndarray | None, float]]
+              ) -> np.ndarray:
+        """[n, n] the deepest rate class of each cross-node pair (-1 on one node): the
+        classes are nested (:meth:`classes`), so a pair's count of later masks is it."""
+        node = np.arange(n) // gpn
+        depth = np.zeros((n, n), dtype=np.int64)
+        for mask, _ in classes[1:]:
+            depth += mask if mask is not None else 1
+        return np.where(node[:, None] == node[None, :], -1, depth)
+
+    def rail_groups(self, n: int) -> np.ndarray:
+        """[n] each rank's rail group as a destination: consecutive local GPUs of one rail
+        form a group, numbered from 0 (:meth:`pxn_hop`)."""
+        rail = self.leaves.rails(self.leaves.gpn)  # by local index
+        group = np.cumsum(np.r_[True, rail[1:] != rail[:-1]]) - 1
+        return group[np.arange(n) % self.leaves.gpn].astype(np.int64)
 
     def class_terms(
-        self, w: np.ndarray, here: np.ndarray, scale: float, n: int, gpn: int
+        self, sums: tuple[np.ndarray, ...], k: int, scale: float, n: int, gpn: int
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """One bottleneck's per-rank send and receive seconds and node-share out and in
-        seconds (``[S, n]`` each) for the wire bytes ``w`` of its messages ``here``."""
-        gap = self.qp_miss(n, gpn)
+        seconds (``[S, n]`` each) in closed form (one regime, no small-message term): alpha
+        per message plus wire bytes over the rate, from class ``k``'s sums."""
+        rows, cols, sent_n, got_n = (part[k] for part in sums[:4])
         piece = self.curve.pieces[0]
-        if self.is_linear:  # closed form: alpha per message plus bytes over the rate
-            alpha = (piece.alpha_step if self.on.per_peer else 0.0) + gap
-            rank_rate = self.nic_bw * scale * piece.eta
-            node_rate = self.node_bw * scale * piece.eta
-            rows, cols = w.sum(2), w.sum(1)
-            sent = alpha * here.sum(2) + rows / rank_rate
-            got = alpha * here.sum(1) + cols / rank_rate
-            return sent, got, rows / node_rate, cols / node_rate
+        alpha = (piece.alpha_step if self.on.per_peer else 0.0) + self.qp_miss(n, gpn)
+        rank_rate = self.nic_bw * scale * piece.eta
+        node_rate = self.node_bw * scale * piece.eta
+        sent = alpha * sent_n + rows / rank_rate
+        got = alpha * got_n + cols / rank_rate
+        return sent, got, rows / node_rate, cols / node_rate
+
+    def message_terms(
+        self, inter: np.ndarray, scale: float, n: int, gpn: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`class_terms` for a curve of several regimes or a small-message term: each
+        message of ``inter`` (bytes, 0 outside the class) timed on its own."""
+        w = self.moved(inter)
+        held = inter > 0
         steps = 1 if self.on.per_peer else 0
-        held = w > 0
+        gap = self.qp_miss(n, gpn)
         per_msg = np.where(held, self.curve.seconds(w, self.nic_bw * scale, steps) + gap, 0.0)
         at_node = np.where(held, self.curve.seconds(w, self.node_bw * scale, 0), 0.0)
         return per_msg.sum(2), per_msg.sum(1), at_node.sum(2), at_node.sum(1)
 
-    def pxn_hop(self, inter: np.ndarray) -> np.ndarray:
-        """[S, n] NVLink seconds of PXN's extra hop: a rank's cross-rail bytes out, and what
-        the proxy (the node's GPU on the destination's rail) forwards for its node-mates in."""
-        s, n = inter.shape[0], inter.shape[1]
+    def pxn_hop(self, by_rail: np.ndarray) -> np.ndarray:
+        """[S, n] NVLink seconds of PXN's extra hop from each sender's cross-node bytes per
+        destination rail group (``[S, n, groups]``, :meth:`rail_groups`): a rank's cross-rail
+        bytes out, and what the proxy (the node's GPU on the destination's rail) forwards
+        for its node-mates in."""
+        n = by_rail.shape[1]
         gpn = self.leaves.gpn
         rail = self.leaves.rails(gpn)  # by local index: consecutive GPUs share a rail
         starts = np.flatnonzero(np.r_[True, rail[1:] != rail[:-1]])
-        padded = np.concatenate([inter, np.zeros((s, n, -n % gpn))], axis=2)
-        by_local = padded.reshape(s, n, -1, gpn).sum(axis=2)  # [S, src, local index of dst]
-        by_rail = np.add.reduceat(by_local, starts, axis=2)  # [S, src, rail of dst]
         own = self.leaves.rails(n)[:, None] == rail[starts][None, :]
         off = np.where(own, 0.0, by_rail)  # the sender's own rail needs no hop
         out = off.sum(2)
-        forwarded = per_node_rows(off, self.leaves.gpn)  # [S, node, rail]
+        forwarded = per_node_rows(off, gpn)  # [S, node, rail]
         per_rail = np.diff(np.r_[starts, gpn])  # a rail's GPUs share its forwarding
         proxy_in = (forwarded / per_rail).max(axis=(1, 2))
         return np.maximum(out, proxy_in[:, None]) / self.hop_bw
