@@ -132,14 +132,15 @@ def stretched_chunk(c: np.ndarray, overlap: np.ndarray, kernel: float,
     The two run together for ``w = min(c * kernel, overlap * comm)`` of wall time; in it the
     kernel does ``w / kernel`` of its work, so it ends ``w (1 - 1/kernel)`` later, and the
     transfers inside the window take ``comm`` times longer. Returns (compute seconds added,
-    transfer seconds added), each shaped as ``c`` (in place where it can: the simulator calls
-    it on every worker, layer and op of a step).
+    transfer seconds added), each shaped as ``c`` and ``overlap`` broadcast
+    (:func:`~libra_des.hardware.interference_kernel.stretch` per element).
     """
-    w = np.multiply(c, kernel)
-    np.minimum(w, np.multiply(overlap, comm), out=w)
-    extra = w * (1.0 - 1.0 / comm) if comm != 1.0 else np.zeros(np.shape(w))
-    w *= 1.0 - 1.0 / kernel
-    return w, extra
+    from libra_des.hardware.interference_kernel import stretched  # numba only where it runs
+
+    a, b = np.broadcast_arrays(np.asarray(c, dtype=np.float64),
+                               np.asarray(overlap, dtype=np.float64))
+    added, extra = stretched(a.ravel(), b.ravel(), float(kernel), float(comm))
+    return added.reshape(a.shape), extra.reshape(a.shape)
 
 
 def fitted_share(slowdowns: list[float]) -> float | None:

@@ -21,31 +21,38 @@ def _max(a: float, b: float) -> float:
     return a if (a >= b or a != a) else b
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def makespan_row(c: np.ndarray, dk: float, rk: float, m: int, out: np.ndarray,
+                 channel: np.ndarray, ready: np.ndarray, compute_end: np.ndarray) -> None:
+    """Makespan of each element of one row ``c[j]`` (compute per chunk) with ``dk``, ``rk``
+    per chunk, into ``out`` (``channel``, ``ready``, ``compute_end``: scratch of the row's
+    length). Chunk-major, so that the inner loop runs over independent elements (SIMD)
+    instead of one element's dependent chain."""
+    cols = c.shape[0]
+    for j in range(cols):
+        channel[j], ready[j], compute_end[j] = dk, dk, c[j] * 0.0
+    for i in range(m):
+        for j in range(cols):
+            start = _max(ready[j], compute_end[j])
+            ch = channel[j]
+            if i + 1 < m:
+                ch = _max(start, ch) + dk
+                ready[j] = ch
+            if i >= 1:
+                ch = _max(start, ch) + rk
+            channel[j] = ch
+            compute_end[j] = start + c[j]
+    for j in range(cols):
+        out[j] = _max(compute_end[j], channel[j]) + rk
+
+
 @numba.njit(cache=True, nogil=True)
 def pipelined_rows(c: np.ndarray, d: np.ndarray, r: np.ndarray, m: int) -> np.ndarray:
-    """Makespan of ``c[k, j]`` (compute per chunk) with ``d[k]``, ``r[k]`` per chunk.
-
-    Chunk-major within a row, so that the inner loop runs over independent elements (SIMD)
-    instead of one element's dependent chain.
-    """
+    """Makespan of ``c[k, j]`` (compute per chunk) with ``d[k]``, ``r[k]`` per chunk, a row
+    at a time (:func:`makespan_row`)."""
     rows, cols = c.shape
     out = np.empty((rows, cols))
     channel, ready, compute_end = np.empty(cols), np.empty(cols), np.empty(cols)
     for k in range(rows):
-        dk, rk = d[k], r[k]
-        for j in range(cols):
-            channel[j], ready[j], compute_end[j] = dk, dk, c[k, j] * 0.0
-        for i in range(m):
-            for j in range(cols):
-                start = _max(ready[j], compute_end[j])
-                ch = channel[j]
-                if i + 1 < m:
-                    ch = _max(start, ch) + dk
-                    ready[j] = ch
-                if i >= 1:
-                    ch = _max(start, ch) + rk
-                channel[j] = ch
-                compute_end[j] = start + c[k, j]
-        for j in range(cols):
-            out[k, j] = _max(compute_end[j], channel[j]) + rk
+        makespan_row(c[k], d[k], r[k], m, out[k], channel, ready, compute_end)
     return out

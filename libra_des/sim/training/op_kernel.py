@@ -1,0 +1,155 @@
+"""One device's op durations for every pipeline entity (numba): :func:`stagetimes.
+device_times`'s arithmetic per (entity, op, layer), its workers in one row.
+
+Per layer of an op, each worker of the pool runs its attention as the Pipeliner schedules it
+(:func:`~libra_des.plan.pipeline_kernel.makespan_row`), its compute chunks stretched beside
+the exchange when overlap interferes (:func:`~libra_des.hardware.interference_kernel.
+stretch`), plus a full recomputation's forward before a backward; the layer waits for the
+slowest worker in each of its three phases (before attention, attention, after it). The
+per-layer fields are reduced over workers (maximum, mean) and layers (sum) in registers: the
+array form made about 30 passes over ``[E, n, L, W]`` temporaries (tests/reference/
+stagetimes.py holds it; tests/test_op_kernel.py compares the two).
+
+Compiled functions are cached on disk (``cache=True``, in ``startup.numba_module``'s folder).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from libra_des.base.startup import numba_module
+from libra_des.hardware.interference_kernel import stretch
+from libra_des.plan.pipeline_kernel import makespan_row
+
+numba = numba_module()
+
+#: Rows of :func:`op_times`' per-op output, in order.
+PER_OP = ("duration", "attn_compute", "attn_exposed", "attn_hidden", "pool_wait",
+          "other_comm", "interf_compute", "interf_comm")
+#: Rows of its per-layer output, in order.
+PER_LAYER = ("straggler", "pre", "compute_max", "post")
+
+
+@numba.njit(cache=True, nogil=True)
+def op_times(
+    comp: np.ndarray,
+    comp_r: np.ndarray,
+    comm: np.ndarray,
+    noise: np.ndarray,
+    links: np.ndarray,
+    gaps: np.ndarray,
+    linear: np.ndarray,
+    expert: np.ndarray,
+    layers: np.ndarray,
+    m: int,
+    factors: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-op fields ``[8, E, n]`` (:data:`PER_OP`) and per-layer ones ``[4, E, n, L]``
+    (:data:`PER_LAYER`) of one device.
+
+    ``comp``: ``[E, n, W]`` attention compute of each op (all chunks); ``comp_r``: a full
+    recomputation's forward compute before each backward (``[E, n, W]``, 0 on forwards; an
+    empty first axis without recomputation). ``comm``: ``[4, E, n]`` seconds per chunk of
+    dispatch, return, recomputed dispatch and recomputed return. ``noise``: ``[n, L, 3, E, W]``
+    factors (before attention, attention compute, after it). ``links``: ``[n, L, E]`` factor
+    on each exchange, ``gaps``: ``[n, L, E, W]`` host gaps (empty first axis: off).
+    ``linear``: ``[4, E, n]`` seconds per layer before attention, after it and of the expert
+    all-to-all, and the op's real-token share; ``expert``: ``[2, n, L]`` the hottest EP
+    rank's extra seconds at a token share of 1 and the factor on the all-to-all.
+    ``factors``: (kernel, collective) slowdown while compute runs beside the exchange,
+    empty when overlap is free.
+    """
+    e_count, n, width = comp.shape
+    lmax = noise.shape[1]
+    recompute, overlap = comp_r.shape[0] > 0, factors.shape[0] > 0
+    kernel = factors[0] if overlap else 1.0
+    slow = factors[1] if overlap else 1.0
+    per_op = np.zeros((8, e_count, n))
+    per_layer = np.zeros((4, e_count, n, lmax))
+    chunk, comp_l, t_w, scratch = (np.empty(width), np.empty(width), np.empty(width),
+                                   np.empty((3, width)))
+    slowed, lost, t_r, chunk_r = (np.empty(width), np.empty(width), np.empty(width),
+                                  np.empty(width))
+    beside_share = (m - 1) / m
+    for e in range(e_count):
+        for i in range(n):
+            disp, ret = comm[0, e, i], comm[1, e, i]
+            disp_r = comm[2, e, i] if recompute else 0.0
+            ret_r = comm[3, e, i] if recompute else 0.0
+            for lay in range(layers[i]):
+                d = disp * links[i, lay, e] if links.shape[0] > 0 else disp
+                r = ret * links[i, lay, e] if links.shape[0] > 0 else ret
+                for w in range(width):
+                    cl = comp[e, i, w] * noise[i, lay, 1, e, w]
+                    c = cl / m
+                    slowed[w], lost[w] = 0.0, 0.0
+                    if overlap:
+                        added, extra = stretch(c, (d + r) * beside_share, kernel, slow)
+                        c = c + added
+                        slowed[w], lost[w] = added * m, extra * m
+                        cl = c * m
+                    chunk[w], comp_l[w] = c, cl
+                makespan_row(chunk, d, r, m, t_w, scratch[0], scratch[1], scratch[2])
+                total = (d + r) * m
+                if recompute:
+                    for w in range(width):
+                        cr = comp_r[e, i, w] * noise[i, lay, 1, e, w]
+                        if overlap:
+                            cr = cr / m
+                            added, _ = stretch(cr, (disp_r + ret_r) * beside_share, kernel,
+                                               slow)
+                            slowed[w] += added * m
+                            cr = (cr + added) * m
+                        chunk_r[w] = cr / m
+                        comp_l[w] += cr
+                    makespan_row(chunk_r, disp_r, ret_r, m, t_r, scratch[0], scratch[1],
+                                 scratch[2])
+                    total += (disp_r + ret_r) * m
+                    for w in range(width):
+                        t_w[w] += t_r[w]
+                layer_fields(e, i, lay, comp_l, t_w, slowed, lost, total, noise, gaps,
+                             linear, expert, per_op, per_layer)
+    return per_op, per_layer
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def layer_fields(e: int, i: int, lay: int, comp_l: np.ndarray, t_w: np.ndarray,
+                 slowed: np.ndarray, lost: np.ndarray, total: float, noise: np.ndarray,
+                 gaps: np.ndarray, linear: np.ndarray, expert: np.ndarray,
+                 per_op: np.ndarray, per_layer: np.ndarray) -> None:
+    """One layer's phases (each the slowest worker's) added into the op's fields."""
+    width = comp_l.shape[0]
+    share_pre, share_post = linear[0, e, i], linear[1, e, i]
+    post_l = share_post + expert[0, i, lay] * linear[3, e, i]
+    ep = linear[2, e, i] * expert[1, i, lay]
+    attn, pre, post, cmax = -np.inf, -np.inf, -np.inf, -np.inf
+    for w in range(width):
+        pre_w = share_pre * noise[i, lay, 0, e, w]
+        if gaps.shape[0] > 0:
+            pre_w += gaps[i, lay, e, w]
+        pre = max(pre, pre_w)
+        post = max(post, post_l * noise[i, lay, 2, e, w])
+        attn = max(attn, t_w[w])
+        cmax = max(cmax, comp_l[w])
+    sums = np.zeros(6)
+    for w in range(width):
+        pre_w = share_pre * noise[i, lay, 0, e, w]
+        if gaps.shape[0] > 0:
+            pre_w += gaps[i, lay, e, w]
+        exposed = t_w[w] - comp_l[w]
+        sums[0] += comp_l[w]
+        sums[1] += exposed
+        sums[2] += max(total - exposed, 0.0)
+        sums[3] += (pre - pre_w) + (attn - t_w[w]) + (post - post_l * noise[i, lay, 2, e, w])
+        sums[4] += slowed[w]
+        sums[5] += lost[w]
+    per_op[0, e, i] += pre + attn + post + ep
+    for k in range(4):
+        per_op[1 + k, e, i] += sums[k] / width
+    per_op[5, e, i] += ep
+    per_op[6, e, i] += sums[4] / width
+    per_op[7, e, i] += sums[5] / width
+    per_layer[0, e, i, lay] = attn
+    per_layer[1, e, i, lay] = pre
+    per_layer[2, e, i, lay] = cmax
+    per_layer[3, e, i, lay] = post + ep
