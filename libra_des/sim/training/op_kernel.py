@@ -71,24 +71,27 @@ def op_times(
     slowed, lost, t_r, chunk_r = (np.empty(width), np.empty(width), np.empty(width),
                                   np.empty(width))
     beside_share = (m - 1) / m
-    for e in range(e_count):
-        for i in range(n):
-            disp, ret = comm[0, e, i], comm[1, e, i]
-            disp_r = comm[2, e, i] if recompute else 0.0
-            ret_r = comm[3, e, i] if recompute else 0.0
-            for lay in range(layers[i]):
+    slowed[:], lost[:] = 0.0, 0.0  # stay 0 when overlap is free
+    # Entities innermost: the noise of one (op, layer) is contiguous over (entity, worker).
+    for i in range(n):
+        for lay in range(layers[i]):
+            for e in range(e_count):
+                disp, ret = comm[0, e, i], comm[1, e, i]
+                disp_r = comm[2, e, i] if recompute else 0.0
+                ret_r = comm[3, e, i] if recompute else 0.0
                 d = disp * links[i, lay, e] if links.shape[0] > 0 else disp
                 r = ret * links[i, lay, e] if links.shape[0] > 0 else ret
-                for w in range(width):
-                    cl = comp[e, i, w] * noise[i, lay, 1, e, w]
-                    c = cl / m
-                    slowed[w], lost[w] = 0.0, 0.0
-                    if overlap:
-                        added, extra = stretch(c, (d + r) * beside_share, kernel, slow)
-                        c = c + added
+                row, factor = comp[e, i], noise[i, lay, 1, e]
+                for w in range(width):  # no branch: a vector loop
+                    comp_l[w] = row[w] * factor[w]
+                    chunk[w] = comp_l[w] / m
+                if overlap:
+                    beside = (d + r) * beside_share
+                    for w in range(width):
+                        added, extra = stretch(chunk[w], beside, kernel, slow)
+                        chunk[w] = chunk[w] + added
                         slowed[w], lost[w] = added * m, extra * m
-                        cl = c * m
-                    chunk[w], comp_l[w] = c, cl
+                        comp_l[w] = chunk[w] * m
                 makespan_row(chunk, d, r, m, t_w, scratch[0], scratch[1], scratch[2])
                 total = (d + r) * m
                 if recompute:
@@ -131,24 +134,26 @@ def layer_fields(e: int, i: int, lay: int, comp_l: np.ndarray, t_w: np.ndarray,
         post = max(post, post_l * noise[i, lay, 2, e, w])
         attn = max(attn, t_w[w])
         cmax = max(cmax, comp_l[w])
-    sums = np.zeros(6)
+    s_comp, s_exposed, s_hidden, s_wait, s_slowed, s_lost = 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
     for w in range(width):
         pre_w = share_pre * noise[i, lay, 0, e, w]
         if gaps.shape[0] > 0:
             pre_w += gaps[i, lay, e, w]
         exposed = t_w[w] - comp_l[w]
-        sums[0] += comp_l[w]
-        sums[1] += exposed
-        sums[2] += max(total - exposed, 0.0)
-        sums[3] += (pre - pre_w) + (attn - t_w[w]) + (post - post_l * noise[i, lay, 2, e, w])
-        sums[4] += slowed[w]
-        sums[5] += lost[w]
+        s_comp += comp_l[w]
+        s_exposed += exposed
+        s_hidden += max(total - exposed, 0.0)
+        s_wait += (pre - pre_w) + (attn - t_w[w]) + (post - post_l * noise[i, lay, 2, e, w])
+        s_slowed += slowed[w]
+        s_lost += lost[w]
     per_op[0, e, i] += pre + attn + post + ep
-    for k in range(4):
-        per_op[1 + k, e, i] += sums[k] / width
+    per_op[1, e, i] += s_comp / width
+    per_op[2, e, i] += s_exposed / width
+    per_op[3, e, i] += s_hidden / width
+    per_op[4, e, i] += s_wait / width
     per_op[5, e, i] += ep
-    per_op[6, e, i] += sums[4] / width
-    per_op[7, e, i] += sums[5] / width
+    per_op[6, e, i] += s_slowed / width
+    per_op[7, e, i] += s_lost / width
     per_layer[0, e, i, lay] = attn
     per_layer[1, e, i, lay] = pre
     per_layer[2, e, i, lay] = cmax
