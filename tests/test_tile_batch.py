@@ -19,7 +19,14 @@ from libra_des.plan.tap import (
     build_tiles,
     plan_pool,
 )
-from libra_des.plan.tile_batch import BATCH_SEQUENCES, batches, build_tiles_many, plan_pools
+from libra_des.plan.tile_batch import (
+    BATCH_SEQUENCES,
+    attention_plans,
+    batches,
+    build_tiles_many,
+    plan_pools,
+)
+from libra_des.plan.types import AttentionPlan, PairBytes
 
 MODEL = ModelSpec(name="k", layers=1, hidden=64, heads_q=8, heads_kv=2, head_dim=4, ffn=64,
                   dtype_bytes=2)
@@ -152,3 +159,54 @@ def test_worker_work_kernel_equals_bincount(seed: int, tiles: int, workers: int)
     f = flops.astype(np.float64)
     assert weight.tobytes() == np.bincount(worker, f * doc_len, minlength=workers).tobytes()
     assert pairs.tobytes() == np.bincount(worker, f, minlength=workers).tobytes()
+
+
+def equal_plans(a: AttentionPlan, b: AttentionPlan) -> None:
+    for f in dataclasses.fields(AttentionPlan):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if isinstance(x, PairBytes):
+            assert x.workers == y.workers, f.name
+            for part in ("flat", "values"):
+                u, v = getattr(x, part), getattr(y, part)
+                assert u.dtype == v.dtype and u.tobytes() == v.tobytes(), f"{f.name}.{part}"
+        elif isinstance(x, np.ndarray):
+            assert x.dtype == y.dtype and x.tobytes() == y.tobytes(), f.name
+        else:
+            assert type(x) is type(y) and x == y, f.name
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    pools=st.integers(1, 5),
+    seqs=st.integers(1, 4),
+    cp=st.sampled_from([1, 2, 8]),
+    h=st.sampled_from([1, 2, 8]),
+    block=st.sampled_from([1, 37, 512, 5000]),
+    slack=st.sampled_from([0.0, 0.03, 0.5]),
+)
+def test_batch_attention_plans_equal_plan_pool(seed: int, pools: int, seqs: int, cp: int,
+                                               h: int, block: int, slack: float) -> None:
+    # The batch kernel (one compiled call for every pool) against plan_pool pool by pool:
+    # every field of every plan bit for bit, the sparse matrices' index types included.
+    rng = np.random.default_rng(seed)
+    batch = [random_pool(rng, int(rng.integers(1, seqs + 1))) for _ in range(pools)]
+    kw = dict(cp=cp, model=MODEL, heads_split=h, block_size=block, packed_length=LENGTH,
+              slack=slack, chunks=1, policy="libra")
+    got = attention_plans(batch, **kw)  # type: ignore[arg-type]
+    assert len(got) == len(batch)
+    for pool, plan in zip(batch, got, strict=True):
+        equal_plans(plan, plan_pool(pool, **kw).attention)  # type: ignore[arg-type]
+
+
+def test_batch_attention_plans_check_input_as_plan_pool() -> None:
+    kw = dict(cp=2, model=MODEL, heads_split=2, block_size=256, packed_length=LENGTH)
+    with pytest.raises(InputError, match="policy"):
+        attention_plans([[np.array([10], dtype=np.int64)]], policy="ulysses",
+                        **kw)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="chunks"):
+        attention_plans([[np.array([10], dtype=np.int64)]], chunks=3,
+                        **kw)  # type: ignore[arg-type]
+    with pytest.raises(InputError):  # a sequence longer than L, named by build_tiles
+        attention_plans([[np.array([LENGTH + 1], dtype=np.int64)]],
+                        **kw)  # type: ignore[arg-type]

@@ -8,7 +8,7 @@ from libra_des.config import TrainingScenario as Scenario
 from libra_des.plan.baselines import ulysses_plan
 from libra_des.plan.step import pipeliner_chunks
 from libra_des.plan.tap import TileLayout, plan_pool
-from libra_des.plan.tile_batch import batches, plan_pools
+from libra_des.plan.tile_batch import attention_plans, batches
 from libra_des.plan.types import AttentionPlan
 
 
@@ -34,8 +34,7 @@ def tap_many(scenario: Scenario, pools: list[list[np.ndarray]]) -> list[Attentio
     """:func:`tap` for every pool, their tiles built a batch of pools at a time (same plans;
     only the attention plans are kept, as :func:`tap` keeps them)."""
     settings = tap_settings(scenario)
-    return [pool.attention for batch in batches(pools)
-            for pool in plan_pools(batch, **settings)]
+    return [plan for batch in batches(pools) for plan in attention_plans(batch, **settings)]
 
 
 def tap_settings(scenario: Scenario) -> TapSettings:
