@@ -2,9 +2,11 @@
 
 One step of ``scenarios/scale-4096.yaml``'s layout (CP 8 x PP 8, pools of 8 replicas,
 16 microbatches per replica) at DP 16, 64 and 256: 1,024, 4,096 and 16,384 GPUs, in fast and
-in detailed fidelity. Each run is a fresh interpreter (imports excluded from the CPU figure,
-as in ``scale_vs_base.py``); printed: CPU seconds (median of ``--repeats``), peak RSS, SimPy
-events, and CPU against a bare SimPy loop of 1 M timeouts timed in the same run (median of 3).
+in detailed fidelity. Each run is a fresh interpreter (networkx and simpy imported before the
+timer, as in ``scale_vs_base.py``; numba, which the run imports lazily, is inside it).
+Printed: CPU seconds (median of ``--repeats``), peak RSS, SimPy events, and CPU against a
+bare SimPy loop of 1 M timeouts timed in the same run (median of 3); also numba's import and
+target set-up alone in a fresh interpreter, a fixed part of each row.
 The growth exponent (CPU ~ GPUs ** k) is printed per fidelity between the smallest and the
 largest size. ``--ecmp K`` also times detailed mode with ``network.ecmp_samples=K`` against
 K = 1 at the smallest size, where the scenario schema has that field (otherwise one line says
@@ -43,6 +45,17 @@ events = result.get("events") or result.get("run", {}).get("events")
 print(json.dumps({"cpu": cpu, "peak_mib": peak, "events": events}))
 """
 
+#: numba's import and CPU-target set-up in a fresh interpreter, timed as ``CHILD`` times a
+#: run (networkx and simpy imported first): a fixed cost inside every row's CPU figure.
+STARTUP = """
+import json, time
+import networkx, simpy
+c0 = time.process_time()
+from libra_des.base.startup import numba_module
+numba_module()
+print(json.dumps({"cpu": time.process_time() - c0}))
+"""
+
 
 def bare_loop_cpu(n: int = 1_000_000) -> float:
     """CPU seconds of a bare SimPy loop of ``n`` timeouts (the floor of any SimPy run)."""
@@ -68,9 +81,9 @@ def sets_for(gpus: int, fidelity: str, extra: list[str]) -> list[str]:
             "steps=1", *extra]
 
 
-def run_once(sets: list[str]) -> dict:
+def run_once(sets: list[str], code: str = CHILD) -> dict:
     env = dict(os.environ, PYTHONPATH=str(HERE))
-    out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(sets)], env=env, cwd=HERE,
+    out = subprocess.run([sys.executable, "-c", code, json.dumps(sets)], env=env, cwd=HERE,
                          check=True, capture_output=True, text=True)
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
@@ -126,6 +139,9 @@ def main() -> None:
     sizes = [int(x) for x in args.sizes.split(",")]
     floor = statistics.median(bare_loop_cpu() for _ in range(3))
     print(f"bare SimPy loop, 1 M timeouts: {floor:.2f} s CPU (median of 3)")
+    startup = statistics.median(run_once([], STARTUP)["cpu"] for _ in range(3))
+    print(f"numba's import and target set-up in a fresh process: {startup:.2f} s CPU "
+          f"(median of 3; inside every row's CPU)")
     print(f"{'fidelity':<10}{'GPUs':>7}{'CPU s':>9}{'x bare':>8}{'peak MiB':>10}{'events':>10}")
     rows: list[tuple[str, int, dict]] = []
     for fidelity in args.fidelities.split(","):

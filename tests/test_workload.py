@@ -229,13 +229,17 @@ def test_packing_invariants(lengths: list[int], packed: int, seed: int) -> None:
     assert sorted(t.sample_ids.tolist()) == sorted(b.sample_ids.tolist())
 
 
-def test_stream_windows_continue_one_next_fit_packing() -> None:
+@pytest.mark.parametrize("packed_length", [8192, 16384, 20_000])
+def test_stream_windows_continue_one_next_fit_packing(packed_length: int) -> None:
+    """Windows of a stream are one next-fit packing of its draws, ids included, whether
+    samples are cut from the first draw on (L 8,192), only from a later one (16,384: the ids
+    kept implicit until then), or never (20,000 = the law's max)."""
     dist = LengthDist(median=300, p99=9000, max=20_000)
-    stream = CorpusStream(dist, 8192, rng(6))
+    stream = CorpusStream(dist, packed_length, rng(6))
     windows = [stream.next_window(16) for _ in range(5)]
     assert all(len(w) == 16 for w in windows)
     # Same draws packed in one go (Generator.random(n1), random(n2) == random(n1 + n2)).
-    whole = pack(sample_lengths(dist, stream.next_id, rng(6)), 8192)
+    whole = pack(sample_lengths(dist, stream.next_id, rng(6)), packed_length)
     seqs = [w.seq(i).tolist() for w in windows for i in range(16)]
     assert seqs == [whole.seq(i).tolist() for i in range(80)]
     ids = np.concatenate([w.sample_ids for w in windows])

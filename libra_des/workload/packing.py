@@ -83,6 +83,14 @@ def segment_sum(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     return csum[offsets[1:]] - csum[offsets[:-1]]
 
 
+def uncut(lengths: np.ndarray, packed_length: int) -> bool:
+    """Whether int64 ``lengths`` (refused unless positive) are pieces as they are: some
+    samples, none longer than L."""
+    if lengths.size and lengths.min() <= 0:
+        raise InputError("lengths", int(lengths.min()), "positive sample lengths")
+    return 0 < lengths.size <= MAX_PIECES and int(lengths.max()) <= packed_length
+
+
 def cut_pieces(
     lengths: np.ndarray, packed_length: int, first_id: int = 0, owned: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -93,9 +101,7 @@ def cut_pieces(
     the pieces (a stream's window of millions of samples, where a copy is a fresh mapping).
     """
     lengths = np.asarray(lengths, dtype=np.int64)
-    if lengths.size and lengths.min() <= 0:
-        raise InputError("lengths", int(lengths.min()), "positive sample lengths")
-    if 0 < lengths.size <= MAX_PIECES and lengths.max() <= packed_length:
+    if uncut(lengths, packed_length):
         # Nothing to cut (the usual case): the same pieces, without the repeat machinery.
         ids = np.arange(first_id, first_id + lengths.size, dtype=np.int64)
         return (lengths if owned else lengths.copy()), ids
@@ -155,7 +161,11 @@ class CorpusStream:
         self.next_id = 0
         self.drawn_tokens = 0
         self.pending = np.zeros(0, dtype=np.int64)
-        self.pending_ids = np.zeros(0, dtype=np.int64)
+        #: The pending pieces' sample ids; None while they are one piece a sample, so
+        #: consecutive up to ``next_id`` (the pending pieces end the drawn stream): a window's
+        #: millions of ids are then made once, for the window, instead of being filled for
+        #: each draw and copied into the pending ones (each a fresh mapping of tens of MiB).
+        self.pending_ids: np.ndarray | None = None
         self.peeked: tuple[int, PackedBatch] | None = None
 
     def peek_window(self, d: int) -> PackedBatch:
@@ -175,14 +185,24 @@ class CorpusStream:
         """Append fresh samples worth about ``tokens_wanted`` tokens to the pending pieces."""
         mean = self.drawn_tokens / self.next_id if self.next_id else None
         n = 256 if mean is None else max(64, math.ceil(1.1 * tokens_wanted / mean))
-        raw = self.sampler(n, self.rng)
+        raw = np.asarray(self.sampler(n, self.rng), dtype=np.int64)  # a plug-in law's too
         self.drawn_tokens += int(raw.sum())
-        pieces, ids = cut_pieces(raw, self.packed_length, self.next_id, owned=True)
+        if self.pending_ids is None and uncut(raw, self.packed_length):
+            pieces, ids = raw, None  # one piece a sample: the ids stay implicit
+        else:
+            pieces, fresh = cut_pieces(raw, self.packed_length, self.next_id, owned=True)
+            ids = np.concatenate([self.ids_of(self.pending.size), fresh])
         self.next_id += n
         if self.pending.size:
-            pieces, ids = np.concatenate([self.pending, pieces]), np.concatenate(
-                [self.pending_ids, ids])
+            pieces = np.concatenate([self.pending, pieces])
         self.pending, self.pending_ids = pieces, ids  # the fresh arrays are ours (no copy)
+
+    def ids_of(self, count: int) -> np.ndarray:
+        """Sample ids of the first ``count`` pending pieces."""
+        if self.pending_ids is not None:
+            return self.pending_ids[:count]
+        first = self.next_id - self.pending.size
+        return np.arange(first, first + count, dtype=np.int64)
 
     def next_window(self, d: int) -> PackedBatch:
         """Exactly ``d`` packed sequences; leftover samples wait for the next window."""
@@ -199,10 +219,11 @@ class CorpusStream:
             self.draw((d + 1 - (offsets.size - 1)) * self.packed_length)
         cut = int(offsets[d])
         batch = PackedBatch(
-            self.pending[:cut], offsets[: d + 1], self.pending_ids[:cut], self.packed_length
+            self.pending[:cut], offsets[: d + 1], self.ids_of(cut), self.packed_length
         )
         self.pending = self.pending[cut:]
-        self.pending_ids = self.pending_ids[cut:]
+        if self.pending_ids is not None:
+            self.pending_ids = self.pending_ids[cut:]
         return batch
 
 
