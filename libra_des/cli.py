@@ -131,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run_command(argv: list[str]) -> int:
     """Parse the command line and run the chosen command's handler."""
     # The whole run: numpy's OpenBLAS loads with the command's imports, scipy's own when
-    # numba first loads a kernel (its BLAS check imports scipy.linalg; startup.py).
+    # the flow network's solver imports scipy.linalg (startup.py).
     with blas_threads(chosen_command(argv)):
         parser = build_parser(argv)
         args = parser.parse_args(argv)

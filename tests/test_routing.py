@@ -14,6 +14,7 @@ from libra_des.workload.predictors import (
     LOOKAHEAD_RANGES,
     PathTable,
     make_predictor,
+    scored_prediction,
     topk_agreement,
 )
 from libra_des.workload.routing import (
@@ -118,6 +119,20 @@ def test_predictor_accuracy_is_top_k_agreement() -> None:
         assert abs(topk_agreement(pred, t.layer(1)) - a) < 0.01
         ordered = np.sort(pred, axis=1)
         assert not np.any(ordered[:, 1:] == ordered[:, :-1])
+
+
+def test_noisy_predictor_scores_itself_as_top_k_agreement() -> None:
+    # Its agreement comes from its own misses; the rows it returns must give the same number.
+    t = trace(layers=2, skew=2.0)
+    for kind, a, bias in (("lookahead", 0.9, "popular"), ("injected", 0.3, "random"),
+                          ("injected", 0.0, "popular"), ("lookahead", 1.0, "random")):
+        predictor = make_predictor(kind, "qwen3", 2, accuracy=a, error_bias=bias)
+        pred, agreement = scored_prediction(predictor, t, 1, np.random.default_rng(3))
+        assert agreement == topk_agreement(pred, t.layer(1))
+        again = predictor.predict(t, 1, np.random.default_rng(3))
+        assert np.array_equal(again, pred)
+    oracle = make_predictor("oracle", "qwen3", 2)
+    assert scored_prediction(oracle, t, 0, np.random.default_rng(0))[1] == 1.0
 
 
 def test_lookahead_defaults_to_paper_ranges() -> None:

@@ -23,11 +23,13 @@ from libra_des.config import scenario
 
 #: Modules a ``plan --json`` run must not load: the scenario models and every balancer (the
 #: registry's first look-up), the simulator and its graph, rich (no table, no progress bar),
-#: the optional extras, scipy.special (the normal law is numpy's and math's). (TAP's kernels
-#: and numba it does load, and with numba's BLAS check scipy.linalg.)
+#: the optional extras, scipy.special (the normal law is numpy's and math's), scipy.linalg
+#: (numba's BLAS check would import it; startup.numba_target hides it). (TAP's kernels and
+#: numba it does load.)
 HEAVY = (
     "libra_des.config.scenario", "libra_des.plan.balancers.shipped", "libra_des.kinds.training",
-    "simpy", "networkx", "rich", "scipy.stats", "scipy.special", "matplotlib", "pandas", "torch",
+    "simpy", "networkx", "rich", "scipy.stats", "scipy.special", "scipy.linalg", "matplotlib",
+    "pandas", "torch",
 )
 PLAN = ["plan", "--workload", "longctx-1m", "--gbs", "16", "--windows", "2", "--json"]
 #: Runs the plan command in a fresh interpreter; prints its exit code, the heavy modules it
@@ -96,3 +98,22 @@ def test_shipped_scenarios_still_load_through_config(tmp_path: Path) -> None:
     sc = config.load_scenario(config.ROOT / "scenarios" / "quickstart.yaml")
     assert isinstance(sc, scenario.TrainingScenario)
     assert config.require_training(sc, "test") is sc
+
+
+#: Sets numba up as a run does, then compiles a kernel that calls ``np.dot`` (BLAS).
+DOT_AFTER_SETUP = (
+    "import sys\n"
+    "import numpy as np\n"
+    "from libra_des.base.startup import BLAS_CHECK_MODULE, numba_target\n"
+    "numba = numba_target()\n"
+    "before = 'scipy.linalg' in sys.modules\n"
+    "left = BLAS_CHECK_MODULE in sys.modules\n"
+    "dot = numba.njit(lambda a, b: np.dot(a, b))\n"
+    "print(before, left, float(dot(np.arange(3.0), np.arange(3.0))))\n"
+)
+
+
+def test_numba_setup_skips_scipy_linalg_and_dot_still_compiles() -> None:
+    done = subprocess.run([sys.executable, "-c", DOT_AFTER_SETUP], capture_output=True,
+                          text=True, check=True, timeout=120)
+    assert done.stdout.split() == ["False", "False", "5.0"]

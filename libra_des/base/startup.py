@@ -14,7 +14,7 @@ C heap's reuse of freed memory (:func:`reuse_heap`).
   the collector paused and then frozen (:func:`numba_target`): they are long-lived, and
   walking them cost a run more than its own allocations did.
 * **OpenBLAS's worker threads** (numpy's BLAS, and scipy's own copy, which loads with
-  scipy.linalg when numba first loads a kernel: numba's BLAS check imports it) spin-wait on
+  scipy.linalg: the flow network's solver imports it) spin-wait on
   the other cores after the library loads, whether or not any BLAS call follows; on a busy
   machine that CPU is taken from the command itself. :func:`blas_threads` runs the commands
   of :data:`ONE_BLAS_THREAD`, which do no large linear algebra, with one BLAS thread
@@ -62,6 +62,8 @@ HEAP_KEEP = 256 << 20
 #: mode and MoE runs spend 0.1 s either way; benchmarks/README.md). Cyclic garbage waits
 #: longer to be freed; the run's own data is mostly acyclic, freed by reference counts.
 YOUNG_COLLECTION = 100_000
+#: The module numba's BLAS check imports (see :func:`numba_target`).
+BLAS_CHECK_MODULE = "scipy.linalg.cython_blas"
 #: The file whose presence in the cache folder says its kernels were compiled once already.
 COMPILED_MARKER = "compiled-once"
 #: What the first compile into an empty cache folder costs, for its one line (measured on
@@ -100,15 +102,22 @@ def numba_target() -> ModuleType:
     """numba imported and its CPU target's typing and lowering registries built, once per
     process, with the collector paused and what exists then frozen (``gc.freeze``).
 
-    numba builds the registries on a process's first kernel dispatch (its BLAS check imports
-    scipy.linalg there): with numba's import, about 80,000 long-lived objects the collector
-    tracks (``gc.get_objects``), which it would otherwise walk while they are built and in
-    every full collection after (measured: most of a
-    ``scale-16384`` step's collection time, benchmarks/README.md, "The closing round").
+    numba builds the registries on a process's first kernel dispatch: with numba's import,
+    about 80,000 long-lived objects the collector tracks (``gc.get_objects``), which it would
+    otherwise walk while they are built and in every full collection after (measured: most of
+    a ``scale-16384`` step's collection time, benchmarks/README.md, "The closing round").
     Frozen objects are never collected: modules and registries live as long as the process
-    anyway."""
+    anyway.
+
+    While the registries load, :data:`BLAS_CHECK_MODULE` is hidden: numba's lowering of
+    ``np.correlate`` and ``np.convolve`` imports it once to learn whether BLAS exists, which
+    imports all of scipy.linalg (0.2-0.4 s of CPU, measured; benchmarks/README.md) and starts
+    scipy's own OpenBLAS threads, in every process that loads a kernel. No kernel here uses
+    those two functions, and ``np.dot`` inside a kernel still finds BLAS: numba imports the
+    module again when such a kernel compiles, after the entry is gone."""
     enabled = gc.isenabled()
     gc.disable()
+    hidden = hide_module(BLAS_CHECK_MODULE)
     try:
         import numba
         from numba.core.registry import cpu_target
@@ -116,10 +125,22 @@ def numba_target() -> ModuleType:
         cpu_target.typing_context.refresh()
         cpu_target.target_context.refresh()
     finally:
+        if hidden:
+            del sys.modules[BLAS_CHECK_MODULE]
         gc.freeze()
         if enabled:
             gc.enable()
     return numba
+
+
+def hide_module(name: str) -> bool:
+    """Make ``import name`` fail at once (``None`` in ``sys.modules``: its parent packages
+    are not imported either) unless it is imported already; True when hidden (the caller
+    removes the entry again)."""
+    if name in sys.modules:
+        return False
+    sys.modules[name] = None  # type: ignore[assignment]
+    return True
 
 
 @contextmanager

@@ -46,6 +46,17 @@ class Predictor(Protocol):
         ...
 
 
+def scored_prediction(
+    predictor: Predictor, trace: RoutingTrace, layer: int, rng: np.random.Generator
+) -> tuple[np.ndarray, float]:
+    """``predictor``'s prediction of ``layer`` and its :func:`topk_agreement` with the
+    routing (a noisy predictor knows its hits from its own misses)."""
+    if isinstance(predictor, NoisyPredictor):
+        return predictor.predict_scored(trace, layer, rng)
+    predicted = predictor.predict(trace, layer, rng)
+    return predicted, topk_agreement(predicted, trace.layer(layer))
+
+
 def topk_agreement(predicted: np.ndarray, routed: np.ndarray) -> float:
     """Mean over tokens of ``|predicted ∩ routed| / k`` (rows hold distinct experts; the hits
     counted by ``agreement_kernel``)."""
@@ -82,6 +93,15 @@ class NoisyPredictor:
     error_bias: str = "popular"
 
     def predict(self, trace: RoutingTrace, layer: int, rng: np.random.Generator) -> np.ndarray:
+        return self.predict_scored(trace, layer, rng)[0]
+
+    def predict_scored(
+        self, trace: RoutingTrace, layer: int, rng: np.random.Generator
+    ) -> tuple[np.ndarray, float]:
+        """The prediction and its top-k agreement with the routing. A replacement is never
+        one of the row's routed experts, so the hits are exactly the kept experts: the
+        agreement is ``1 - misses / size`` without comparing rows (the same number
+        :func:`topk_agreement` gives, as an integer count over the same size)."""
         routed = trace.layer(layer).astype(np.int64)
         miss = draw_misses(rng, routed.shape, float(self.accuracy[layer]))
         if self.error_bias == "popular":
@@ -89,7 +109,9 @@ class NoisyPredictor:
         else:
             weights = np.ones(trace.num_experts)
         weights = weights / weights.sum()
-        return replace_misses(routed, miss, weights, rng, confusion(weights, rng))
+        predicted = replace_misses(routed, miss, weights, rng, confusion(weights, rng))
+        hits = miss.size - int(np.count_nonzero(miss))
+        return predicted, hits / miss.size if miss.size else 1.0
 
 
 def draw_misses(rng: np.random.Generator, shape: tuple[int, ...], accuracy: float) -> np.ndarray:

@@ -31,7 +31,7 @@ from libra_des.workload.predictors import (
     Predictor,
     make_predictor,
     predictor_kind,
-    topk_agreement,
+    scored_prediction,
 )
 from libra_des.workload.routing import (
     RouterModel,
@@ -349,8 +349,8 @@ def run_batch(
         routed = trace.layer(layer)
         predicted = None
         if predictor is not None:
-            predicted = predictor.predict(trace, layer, pred_rng)
-            accuracy.append(topk_agreement(predicted, routed))
+            predicted, agreement = scored_prediction(predictor, trace, layer, pred_rng)
+            accuracy.append(agreement)
         plan = planner.plan(routed, shape.origin, predicted, layer)
         noise = variance.factors(noise_rng, np.arange(shape.tokens.size), 5, batch)
         plans.append(plan)
