@@ -183,26 +183,25 @@ def test_checks_catch_a_skipped_op_and_lost_bytes(monkeypatch: pytest.MonkeyPatc
     from libra_des.errors import CheckError
     from libra_des.sim.training.pipeline import PipelineSim
 
-    real_finished = PipelineSim.finished
+    real_count = PipelineSim.count
 
-    def drop_sends(self: PipelineSim, e: int, d: int, i: int) -> None:
-        real_finished(self, e, d, i)
-        if (e, d, i) == (0, 0, 0):
-            self.counters.p2p_sent -= self.p2p_bytes  # one hand-off never left
+    def drop_sends(self: PipelineSim, ran: np.ndarray) -> None:
+        real_count(self, ran)
+        self.counters.p2p_sent -= self.p2p_bytes  # one hand-off never left
 
-    monkeypatch.setattr(PipelineSim, "finished", drop_sends)
+    monkeypatch.setattr(PipelineSim, "count", drop_sends)
     with pytest.raises(CheckError, match="bytes sent equal bytes received"):
         simulate(scenario([]))
-    monkeypatch.setattr(PipelineSim, "finished", real_finished)
+    monkeypatch.setattr(PipelineSim, "count", real_count)
 
-    real_execute = PipelineSim.execute
+    real_walk = PipelineSim.walk
 
-    def run_twice(self: PipelineSim, e: int, d: int, i: int) -> Any:
-        if (e, d, i) == (0, 0, 0):
-            self.ran[e, d, i] += 1
-        return real_execute(self, e, d, i)
+    def run_twice(self: PipelineSim) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        start, finish, ran = real_walk(self)
+        ran[0, 0, 0] += 1
+        return start, finish, ran
 
-    monkeypatch.setattr(PipelineSim, "execute", run_twice)
+    monkeypatch.setattr(PipelineSim, "walk", run_twice)
     with pytest.raises(CheckError, match="every tile ran exactly once"):
         simulate(scenario([]))
 

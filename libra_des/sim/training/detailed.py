@@ -30,13 +30,13 @@ import simpy
 
 from libra_des.plan.step import StepPlan
 from libra_des.sim.network.model import NetworkModel
-from libra_des.sim.training.pipeline import PipelineSim, SyncFn
+from libra_des.sim.training.pipeline import EventPipelineSim, SyncFn
 from libra_des.sim.training.schedules import Schedule
 from libra_des.sim.training.stagetimes import DeviceTimes, Layout
 
 
-class DetailedPipelineSim(PipelineSim):
-    """A :class:`PipelineSim` whose ops and hand-offs run on a network model (the flow
+class DetailedPipelineSim(EventPipelineSim):
+    """An :class:`EventPipelineSim` whose ops and hand-offs run on a network model (the flow
     model at ``detailed`` fidelity)."""
 
     def __init__(

@@ -1,19 +1,20 @@
-"""SimPy execution of a pipeline schedule over pipeline entities (fast fidelity).
+"""A training step's pipeline schedule over pipeline entities: the timeline of every op.
 
-Each (entity, device) pair is one SimPy process that walks its op order: it waits for the op's
-input (the previous virtual stage's activation or the next one's gradient, plus the
-point-to-point transfer time), then stays busy for the op's precomputed duration. Waiting is a
-counter check plus at most one event per dependency, so a step costs O(ops) events.
+At fast fidelity (:class:`PipelineSim`) every op's duration is known before the step runs,
+so the timeline is a recurrence over the ops in dependency order, computed for all entities
+at once. The detailed mode (``sim.training.detailed``) times ops as they run on the network
+model, so it walks the same schedule as SimPy processes (:class:`EventPipelineSim`).
 
-After its last op a device joins the gradient synchronisation of its stage: one shared event
-fires when every entity has finished (a counter, not ``AllOf``), and the bucketed collective
-timeline is then computed in closed form (buckets overlap the tail of the backward pass).
+After its last op a device joins the gradient synchronisation of its stage once every
+entity has finished; the bucketed collective timeline is then computed in closed form
+(buckets overlap the tail of the backward pass).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -76,10 +77,22 @@ def consumers_of(
 
 
 SyncFn = Callable[[int, np.ndarray, np.ndarray], tuple[list[tuple[float, float]], float]]
+#: A device's gradient synchronisation as ``sync`` returns it: (bucket intervals, end).
+Synced = tuple[list[tuple[float, float]], float]
 
 
 class PipelineSim:
-    """Builds the processes for one step and runs them to completion."""
+    """One step's pipeline at fast fidelity: every op's start and finish by a recurrence.
+
+    An op's duration is fixed before the step runs, so its start is the later of its
+    device's previous finish and its input's arrival (the producer's finish, plus the
+    hand-off time across stages), and the whole timeline follows from one walk of the ops
+    in dependency order, every pipeline entity at once (one numpy operation over the
+    entities per op). Each start and finish is the float SimPy would compute (``now +
+    (arrival - now)`` for a wait, ``start + duration``): :class:`EventPipelineSim`, the same
+    walk as SimPy processes, gives the same arrays bit for bit (tests/test_schedules.py).
+    ``events`` counts one per op and one per gradient synchronisation.
+    """
 
     def __init__(
         self,
@@ -90,29 +103,169 @@ class PipelineSim:
         sync: SyncFn,
     ) -> None:
         self.schedule = schedule
-        self.env = simpy.Environment()
-        self.dur = [d.tolist() for d in durations]  # per device [E][n]
+        self.durations = durations
         self.entities = durations[0].shape[0]
-        p, n = schedule.stages, len(schedule.orders[0])
+        p = schedule.stages
         # [src device, dst device] hand-off seconds (a scalar applies to every boundary).
         self.p2p_s = (np.zeros((p, p)) + np.asarray(p2p_seconds, dtype=float)).tolist()
         self.p2p_bytes = p2p_bytes
         self.sync = sync
         self.deps = dependencies(schedule)
         self.consumers = consumers_of(self.deps)
+        self.counters = Counters()
+        #: Called with (simulated seconds, share of ops finished) as the run goes: a progress
+        #: bar's hook; it never changes what is simulated.
+        self.watch: Callable[[float, float], None] | None = None
+
+    def run(self) -> PipelineRun:
+        start, finish, ran = self.walk()
+        self.count(ran)
+        synced = self.synchronise(start, finish, ran)
+        events = int(ran.sum()) + sum(1 for out in synced if out is not None)
+        return assemble(start, finish, ran, synced, events, self.counters)
+
+    def walk(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(start, finish, ran) ``[E, p, n]``: each device takes its ops in order while
+        their inputs are done; an op whose input never comes stays unrun (NaN, 0)."""
+        order = self.schedule.orders
+        e_count, p, n = self.entities, self.schedule.stages, len(order[0])
+        start = np.full((e_count, p, n), np.nan)
+        finish = np.full((e_count, p, n), np.nan)
+        ran = np.zeros((e_count, p, n), dtype=np.int64)
+        done = np.zeros((p, n), dtype=bool)
+        dur = [np.asarray(d, dtype=float) for d in self.durations]
+        now = np.zeros((p, e_count))
+        nxt = [0] * p
+        watched = Watched(self.watch, e_count * sum(len(o) for o in order))
+        moved = True
+        while moved:
+            moved = False
+            for d in range(p):
+                while nxt[d] < len(order[d]):
+                    i, dep = nxt[d], self.deps[d][nxt[d]]
+                    if dep is not None and not done[dep]:
+                        break
+                    at = now[d] if dep is None else self.arrival(finish, now[d], d, dep)
+                    start[:, d, i] = at
+                    now[d] = finish[:, d, i] = at + dur[d][:, i]
+                    ran[:, d, i], done[d, i] = 1, True
+                    nxt[d] += 1
+                    moved = True
+                    watched.add(now[d], e_count)
+        return start, finish, ran
+
+    def arrival(self, finish: np.ndarray, now: np.ndarray, d: int, dep: tuple[int, int]
+                ) -> np.ndarray:
+        """When device ``d``, free at ``now``, starts an op whose input is op ``dep``: it
+        waits for the producer's finish, then for the hand-off from another stage."""
+        dd, ii = dep
+        produced = finish[:, dd, ii]
+        waited = np.maximum(now, produced)
+        ready = produced + self.p2p_s[dd][d] if dd != d else produced
+        return np.where(ready > waited, waited + (ready - waited), waited)
+
+    def count(self, ran: np.ndarray) -> None:
+        """The conservation counters: each op run, each hand-off sent and received."""
+        order, executed = self.schedule.orders, self.counters.executed
+        for d, ops in enumerate(order):
+            for i, op in enumerate(ops):
+                runs = ran[:, d, i]
+                key = (self.schedule.virtual_stage(d, op), op.kind, op.microbatch)
+                for e in np.flatnonzero(runs).tolist():
+                    executed[(e, *key)] = executed.get((e, *key), 0) + int(runs[e])
+                done = int(runs.sum())
+                sent = len(self.consumers.get((d, i), ()))
+                self.counters.p2p_sent += self.p2p_bytes * sent * done
+                dep = self.deps[d][i]
+                if dep is not None and dep[0] != d:
+                    self.counters.p2p_received += self.p2p_bytes * done
+
+    def synchronise(self, start: np.ndarray, finish: np.ndarray, ran: np.ndarray
+                    ) -> list[Synced | None]:
+        """Each device's gradient synchronisation once all its entities are done, devices
+        in the order they finish (as the event walk calls ``sync``); None where a device
+        never finished."""
+        p = self.schedule.stages
+        out: list[Synced | None] = [None] * p
+        complete = [d for d in range(p) if np.all(ran[:, d, :len(self.schedule.orders[d])])]
+        for d in sorted(complete, key=lambda d: (float(np.nanmax(finish[:, d, :])), d)):
+            out[d] = self.sync(d, start[:, d, :], finish[:, d, :])
+        return out
+
+
+@dataclass
+class Watched:
+    """The progress hook of the recurrence: called every :data:`WATCH_EVERY` ops with the
+    latest finish so far and the share of ops done (both only grow)."""
+
+    hook: Callable[[float, float], None] | None
+    total: int
+    ops: int = 0
+    latest: float = 0.0
+
+    def add(self, finished: np.ndarray, ops: int) -> None:
+        if self.hook is None:
+            return
+        before, self.ops = self.ops, self.ops + ops
+        self.latest = max(self.latest, float(finished.max(initial=0.0)))
+        if self.ops // WATCH_EVERY > before // WATCH_EVERY:
+            self.hook(self.latest, self.ops / max(self.total, 1))
+
+
+def assemble(
+    start: np.ndarray, finish: np.ndarray, ran: np.ndarray, synced: list[Synced | None],
+    events: int, counters: Counters,
+) -> PipelineRun:
+    """The step's :class:`PipelineRun` (a device that never synchronised ends at 0)."""
+    outs = [out if out is not None else ([], 0.0) for out in synced]
+    last_b = np.nanmax(finish, axis=(0, 2))
+    ends = np.array([out[1] for out in outs])
+    total = np.array([sum(b - a for a, b in out[0]) for out in outs])
+    exposed = np.maximum(ends - last_b, 0.0)
+    return PipelineRun(
+        start=start,
+        finish=finish,
+        ran=ran,
+        sync_end=ends,
+        sync_exposed=exposed,
+        sync_hidden=np.maximum(total - exposed, 0.0),
+        buckets=tuple(tuple(out[0]) for out in outs),
+        events=events,
+        counters=counters,
+    )
+
+
+class EventPipelineSim(PipelineSim):
+    """The same walk as SimPy processes, for ops whose durations are only known as they run
+    (the detailed mode's subclass replays each op on the network model).
+
+    Each (entity, device) pair is one SimPy process that walks its op order: it waits for
+    the op's input (the previous virtual stage's activation or the next one's gradient,
+    plus the point-to-point transfer time), then runs the op (:meth:`execute`: here, busy
+    for its precomputed duration). Waiting is a counter check plus at most one event per
+    dependency, so a step costs O(ops) events. After its last op a device joins the
+    gradient synchronisation of its stage: one shared event fires when every entity has
+    finished (a counter, not ``AllOf``).
+    """
+
+    @cached_property
+    def env(self) -> simpy.Environment:
+        return simpy.Environment()
+
+    def prepare(self) -> None:
+        """The walk's state: each op's start, run count and finish, the waiting consumers,
+        and each device's count of finished entities."""
+        p, n = self.schedule.stages, len(self.schedule.orders[0])
+        self.dur = [d.tolist() for d in self.durations]  # per device [E][n]
         self.start = np.full((self.entities, p, n), np.nan)
         self.ran = np.zeros((self.entities, p, n), dtype=np.int64)
         self.fin: list[list[list[float | None]]] = [
-            [[None] * len(o) for o in schedule.orders] for _ in range(self.entities)
+            [[None] * len(o) for o in self.schedule.orders] for _ in range(self.entities)
         ]
         self.waiters: dict[tuple[int, int, int], simpy.Event] = {}
-        self.counters = Counters()
         self.done = [0] * p
         self.all_done = [self.env.event() for _ in range(p)]
-        self.sync_out: list[tuple[list[tuple[float, float]], float]] = [([], 0.0)] * p
-        #: Called every WATCH_EVERY events with (simulated seconds, share of ops finished):
-        #: a progress bar's hook; it never changes what is simulated.
-        self.watch: Callable[[float, float], None] | None = None
+        self.sync_out: list[Synced | None] = [None] * p
         self.ops_done = 0
 
     def device(self, e: int, d: int) -> Generator[Any, Any, None]:
@@ -177,6 +330,7 @@ class PipelineSim:
             yield self.env.timeout(end - self.env.now)
 
     def run(self) -> PipelineRun:
+        self.prepare()
         p = self.schedule.stages
         for e in range(self.entities):
             for d in range(p):
@@ -194,18 +348,4 @@ class PipelineSim:
             if self.watch is not None and events % WATCH_EVERY == 0:
                 self.watch(float(self.env.now), self.ops_done / total)
         finish = np.array(self.fin, dtype=float)
-        last_b = np.nanmax(finish, axis=(0, 2))
-        ends = np.array([out[1] for out in self.sync_out])
-        total = np.array([sum(b - a for a, b in out[0]) for out in self.sync_out])
-        exposed = np.maximum(ends - last_b, 0.0)
-        return PipelineRun(
-            start=self.start,
-            finish=finish,
-            ran=self.ran,
-            sync_end=ends,
-            sync_exposed=exposed,
-            sync_hidden=np.maximum(total - exposed, 0.0),
-            buckets=tuple(tuple(out[0]) for out in self.sync_out),
-            events=events,
-            counters=self.counters,
-        )
+        return assemble(self.start, finish, self.ran, self.sync_out, events, self.counters)
