@@ -18,6 +18,9 @@ Definitions (per step, then averaged over steps unless a key says otherwise):
   all DP replicas and pools.
 * ``ecmp`` (with ``network.ecmp_samples`` > 1): step time and exposed communication under
   each ECMP hash sample, with their mean, min, max and standard deviation across samples.
+* ``events``: the simulation's events over all steps: at fast fidelity one per op and one per
+  gradient synchronisation (the timeline's recurrence, ``sim.training.pipeline``); in
+  detailed mode the SimPy events processed.
 """
 
 from __future__ import annotations
