@@ -6,7 +6,8 @@ a bare SimPy timeout loop timed in the same run (absolute seconds mean little on
 machines; the ratio travels between them). Also prints the ratio of the simulator's own event
 rate to the bare loop's, and the median CPU seconds (its helper processes included)
 against the CPU of a bare loop of 1 M timeouts (``x bare 1M``, median of 3, as
-``scale_study.py`` times it).
+``scale_study.py`` times it) and the median of each run's CPU over a bare loop timed just
+before it (``x pair``).
 
     python benchmarks/moe_speed.py [--repeats 3] [--cases paper-moe-breakdown:libra,...]
 
@@ -58,16 +59,19 @@ def main() -> None:
     print(f"bare SimPy timeout loop: {base:,.0f} events/s (median of 3); "
           f"1 M timeouts: {floor:.2f} s CPU (median of 3)")
     print(f"{'case':<30}{'events':>9}{'wall s':>9}{'bare-equiv ev':>15}{'rate/bare':>11}"
-          f"{'CPU s':>8}{'x bare 1M':>11}")
+          f"{'CPU s':>8}{'x bare 1M':>11}{'x pair':>8}")
     total = 0.0
     for case in args.cases.split(","):
-        runs = [one_run(case) for _ in range(args.repeats)]
+        # Each run paired with a bare loop timed just before it (scale_study.BARE's reason).
+        pairs = [(bare_loop_cpu(), one_run(case)) for _ in range(args.repeats)]
+        runs = [r for _, r in pairs]
         events = runs[0][0]
         wall = statistics.median(r[1] for r in runs)
         cpu = statistics.median(r[2] for r in runs)
+        paired = statistics.median(r[2] / b for b, r in pairs)
         total += wall
         print(f"{case:<30}{events:>9}{wall:>9.2f}{wall * base:>15,.0f}"
-              f"{events / wall / base:>11.4f}{cpu:>8.2f}{cpu / floor:>11.2f}")
+              f"{events / wall / base:>11.4f}{cpu:>8.2f}{cpu / floor:>11.2f}{paired:>8.2f}")
     print(f"{'total (sum of medians)':<30}{'':>9}{total:>9.2f}{total * base:>15,.0f}")
     print("'bare-equiv ev': the wall time as events of the bare loop (lower is faster);")
     print("'rate/bare': the simulator's event rate over the bare loop's (higher is faster).")

@@ -4,9 +4,11 @@ One step of ``scenarios/scale-4096.yaml``'s layout (CP 8 x PP 8, pools of 8 repl
 16 microbatches per replica) at DP 16, 64 and 256: 1,024, 4,096 and 16,384 GPUs, in fast and
 in detailed fidelity. Each run is a fresh interpreter (networkx and simpy imported before the
 timer, as in ``scale_vs_base.py``; numba, which the run imports lazily, is inside it).
-Printed: CPU seconds (median of ``--repeats``), peak RSS, SimPy events, and CPU against a
-bare SimPy loop of 1 M timeouts timed in the same run (median of 3); also numba's import and
-target set-up alone in a fresh interpreter, a fixed part of each row.
+Printed: CPU seconds (median of ``--repeats``), peak RSS, the simulation's events, CPU
+against a bare SimPy loop of 1 M timeouts timed at the start of the run (median of 3,
+``x bare``) and against a bare loop timed in a fresh interpreter right before each repeat
+(median of the paired ratios, ``x pair``, and of those loops' seconds, ``pair s``); also
+numba's import and target set-up alone in a fresh interpreter, a fixed part of each row.
 The growth exponent (CPU ~ GPUs ** k) is printed per fidelity between the smallest and the
 largest size. ``--ecmp K`` also times detailed mode with ``network.ecmp_samples=K`` against
 K = 1 at the smallest size, where the scenario schema has that field (otherwise one line says
@@ -57,6 +59,24 @@ print(json.dumps({"cpu": time.process_time() - c0}))
 """
 
 
+#: The bare loop of :func:`bare_loop_cpu` in a fresh interpreter (simpy imported first), timed
+#: right before each run of a row: on a machine whose speed drifts within seconds (the 2-core
+#: development VM: the same loop took 0.8 to 1.6 s in one minute), a ratio against a loop
+#: timed minutes earlier says more about the drift than about the run.
+BARE = """
+import json, time
+import simpy
+env = simpy.Environment()
+def proc(env):
+    for _ in range(1_000_000):
+        yield env.timeout(1.0)
+env.process(proc(env))
+c0 = time.process_time()
+env.run()
+print(json.dumps({"cpu": time.process_time() - c0}))
+"""
+
+
 def bare_loop_cpu(n: int = 1_000_000) -> float:
     """CPU seconds of a bare SimPy loop of ``n`` timeouts (the floor of any SimPy run)."""
     import simpy
@@ -89,9 +109,16 @@ def run_once(sets: list[str], code: str = CHILD) -> dict:
 
 
 def median_row(sets: list[str], repeats: int) -> dict:
-    runs = [run_once(sets) for _ in range(repeats)]
+    """Medians over ``repeats`` runs, each paired with a bare loop timed just before it:
+    ``paired`` is the median of the runs' ratios to their own bare loop."""
+    bare, runs = [], []
+    for _ in range(repeats):
+        bare.append(run_once([], BARE)["cpu"])
+        runs.append(run_once(sets))
     return {"cpu": statistics.median(r["cpu"] for r in runs),
-            "peak_mib": max(r["peak_mib"] for r in runs), "events": runs[0]["events"]}
+            "peak_mib": max(r["peak_mib"] for r in runs), "events": runs[0]["events"],
+            "paired": statistics.median(r["cpu"] / b for r, b in zip(runs, bare, strict=True)),
+            "bare": statistics.median(bare)}
 
 
 def has_ecmp_field() -> bool:
@@ -142,13 +169,15 @@ def main() -> None:
     startup = statistics.median(run_once([], STARTUP)["cpu"] for _ in range(3))
     print(f"numba's import and target set-up in a fresh process: {startup:.2f} s CPU "
           f"(median of 3; inside every row's CPU)")
-    print(f"{'fidelity':<10}{'GPUs':>7}{'CPU s':>9}{'x bare':>8}{'peak MiB':>10}{'events':>10}")
+    print(f"{'fidelity':<10}{'GPUs':>7}{'CPU s':>9}{'x bare':>8}{'x pair':>8}{'pair s':>8}"
+          f"{'peak MiB':>10}{'events':>10}")
     rows: list[tuple[str, int, dict]] = []
     for fidelity in args.fidelities.split(","):
         for gpus in sizes:
             row = median_row(sets_for(gpus, fidelity, []), args.repeats)
             rows.append((fidelity, gpus, row))
             print(f"{fidelity:<10}{gpus:>7}{row['cpu']:>9.2f}{row['cpu'] / floor:>8.2f}"
+                  f"{row['paired']:>8.2f}{row['bare']:>8.2f}"
                   f"{row['peak_mib']:>10.0f}{row['events'] or 0:>10}", flush=True)
         own = [(g, r["cpu"]) for f, g, r in rows if f == fidelity]
         if len(own) > 1:
