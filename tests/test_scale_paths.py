@@ -51,6 +51,10 @@ def test_pair_bytes_round_trip() -> None:
         packed = PairBytes.of(m)
         assert packed.values.size == np.count_nonzero(m)
         assert np.array_equal(packed.dense(), m) and packed.dense().dtype == np.float64
+        whole = np.round(m * 1e6)  # byte counts: whole numbers, summed exactly in any order
+        assert np.array_equal(PairBytes.of(whole).sent(), whole.sum(axis=1))
+        assert np.array_equal(PairBytes.of(whole).received(), whole.sum(axis=0))
+        assert np.allclose(packed.received(), m.sum(axis=0), rtol=1e-12, atol=0)
     with pytest.raises(ValueError):
         PairBytes.of(np.zeros((2, 3)))
 

@@ -40,6 +40,16 @@ class PairBytes:
         out[self.flat] = self.values
         return out.reshape(self.workers, self.workers)
 
+    def sent(self) -> np.ndarray:
+        """``[W]`` bytes each worker sends (the dense matrix's row sums), from the stored
+        entries alone; added in entry order, so equal to the dense sums wherever the bytes
+        are whole numbers (every exchange's are; otherwise within rounding)."""
+        return np.bincount(self.flat // self.workers, self.values, minlength=self.workers)
+
+    def received(self) -> np.ndarray:
+        """``[W]`` bytes each worker receives (the column sums), as :meth:`sent`."""
+        return np.bincount(self.flat % self.workers, self.values, minlength=self.workers)
+
 
 @dataclass(frozen=True)
 class AttentionPlan:
@@ -104,8 +114,8 @@ class AttentionPlan:
         copy it receives (the QKV projection's backward does not need its output), so only
         its head-split O is extra; TAP keeps the worker's own Q, K, V beside the remote ones.
         """
-        computed_for_others = self.return_bytes.sum(axis=1)
+        computed_for_others = self.returns.sent()
         if computed_for_others.size == 0:
             return 0.0
-        received = 0.0 if self.swaps_qkv else self.dispatch_bytes.sum(axis=0)
+        received = 0.0 if self.swaps_qkv else self.dispatch.received()
         return float((received + computed_for_others).max())
