@@ -17,7 +17,8 @@ scenarios alike. The baseline is any checkout of the package, e.g. a worktree of
         --set parallelism.dp=2048 --repeats 1      # 131,072 GPUs
     python benchmarks/scale_vs_base.py --base ../base --new-set variance.fleet=true
 
-Results must be identical: the script also compares result.json-style metrics of the two.
+Results must be identical: the script also compares result.json-style metrics of the two
+(``--ignore KEYS`` leaves top-level keys out, and a difference names the keys that moved).
 """
 
 from __future__ import annotations
@@ -77,6 +78,12 @@ def run_once(tree: Path, name: str, sets: list[str], preload: str) -> dict:
     return row
 
 
+def compared(result: str, left_out: list[str]) -> dict:
+    """A run's result as compared: its top-level keys less ``left_out``."""
+    data = json.loads(result)
+    return {k: v for k, v in data.items() if k not in left_out}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", required=True, type=Path, help="baseline checkout")
@@ -88,6 +95,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--preload", default="networkx,simpy",
                         help="modules imported before the timer in both trees")
+    parser.add_argument("--ignore", default="",
+                        help="top-level result keys left out of the comparison (comma-"
+                             "separated; e.g. events, where the trees count them differently)")
     args = parser.parse_args()
     fields = ("wall", "cpu", "peak_mib", "proc")
     print(f"{'scenario':<14}{'GPUs':>8}{'tree':>6}{'wall s':>9}{'cpu s':>9}{'peak MiB':>10}"
@@ -105,7 +115,12 @@ def main() -> None:
             print(f"{name:<14}{runs[label][0]['gpus']:>8}{label:>6}{m['wall']:>9.2f}"
                   f"{m['cpu']:>9.2f}{m['peak_mib']:>10.0f}{m['proc']:>9.2f}")
         ratio = {f: med["new"][f] / med["base"][f] for f in fields}
-        same = runs["new"][0]["result"] == runs["base"][0]["result"]
+        left_out = [k for k in args.ignore.split(",") if k]
+        new, base = (compared(runs[k][0]["result"], left_out) for k in ("new", "base"))
+        same = new == base
+        if not same:
+            print("differing keys: " + ", ".join(sorted(
+                k for k in new.keys() | base.keys() if new.get(k) != base.get(k))))
         print(f"{name:<14}{'':>8}{'ratio':>6}{ratio['wall']:>9.3f}{ratio['cpu']:>9.3f}"
               f"{ratio['peak_mib']:>10.3f}{ratio['proc']:>9.3f}   identical metrics: {same}")
 
