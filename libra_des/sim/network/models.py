@@ -97,11 +97,12 @@ def flow_topology(topology: Topology, cost: CostModel) -> Topology:
 def detailed_training_wall(gpus: int) -> float:
     """Detailed over fast fidelity's time for one step. Measured with
     ``benchmarks/scale_study.py`` (scale-4096's layout, one step, medians of 3; table in
-    benchmarks/README.md, "The collector and route segments"): 6.5x at 1,024 GPUs, 20.5x at
-    4,096 and 66x at 16,384. The ratio grows a little slower than the GPUs; GPUs / 150 stays
-    above every measured ratio by a third or more, with at least 10 (our assumption for
-    small runs, whose fixed costs dominate)."""
-    return max(10.0, gpus / 150)
+    benchmarks/README.md, "The fast timeline as a recurrence"): 9.3x at 1,024 GPUs, 22.3x at
+    4,096 and 75.8x at 16,384 (the fast step got cheaper, so the ratios rose from 6.5x, 20.5x
+    and 66x). The ratio grows a little slower than the GPUs; GPUs / 120 stays above every
+    measured ratio by a third or more, with at least 12.5 (our assumption for small runs,
+    whose fixed costs dominate)."""
+    return max(12.5, gpus / 120)
 
 
 def detailed_moe_wall(ep: int) -> float:
