@@ -257,3 +257,28 @@ def test_real_trace_file_drives_the_run(tmp_path: Path, traces: list[RoutingTrac
     assert r["tokens"] == traces[0].tokens
     with pytest.raises(InputError):
         run("balancer.slots=5000")
+
+
+@pytest.mark.parametrize("overrides", [
+    ("balancer.policy=libra", "variance.enabled=true"),
+    ("balancer.policy=harmoeny",),
+    ("balancer.policy=lina", "overlap.interference=off"),
+    ("balancer.policy=eplb", "fidelity=detailed"),
+])
+def test_stage_callbacks_equal_stage_processes(
+    overrides: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The layer's stages as callbacks must give the times SimPy processes give: every
+    # number of the result but the event count, to the last bit (copies beside dispatch,
+    # compute slowed by in-flight communication, noise, both network models).
+    from reference import moe_stages
+
+    from libra_des.sim.moe import batch
+
+    fast = run(*overrides, "model.layers=6")
+    monkeypatch.setattr(batch, "launch", moe_stages.launch)
+    slow = run(*overrides, "model.layers=6")
+    assert fast.pop("events") < slow.pop("events")
+    for key in WALL_CLOCK_FIELDS:
+        fast.pop(key, None), slow.pop(key, None)
+    assert fast == slow

@@ -13,7 +13,9 @@ Assumptions:
   At ``detailed`` fidelity the traffic runs as flows on the topology
   (:mod:`libra_des.sim.network.flow_model`).
 * A stage starts when all its dependencies have ended (GPU streams, barriers and data
-  dependencies are all expressed as dependencies).
+  dependencies are all expressed as dependencies). Stages are callbacks on SimPy events, not
+  processes: a stage begins from its last dependency's callback, and its end is a timeout's
+  or its traffic's (the same simulated times a process would give, in fewer events).
 
 Exposed / hidden time comes from the layer's critical path: walking back from the layer's last
 stage through the latest-ending dependency, each stage on the path is exposed for its whole
@@ -24,7 +26,7 @@ else a stage took is hidden.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -127,16 +129,35 @@ class Contention:
             self.changed.succeed()
         self.changed = self.env.event()
 
-    def compute(self, work: float) -> Generator[simpy.Event, Any, None]:
-        """Serve ``work`` solo seconds at the speed the in-flight communication leaves."""
-        left, began = work, self.env.now
-        while left > 1e-15:
+    def serve(self, work: float, then: Callable[[], None]) -> None:
+        """Serve ``work`` solo seconds at the speed the in-flight communication leaves, then
+        call ``then``. Each segment lasts until its timeout or the next change of the
+        in-flight count, whichever is processed first; the other is then stale."""
+        env, began = self.env, self.env.now
+
+        def segment(left: float) -> None:
+            if left <= 1e-15:
+                self.slowed_s += max(env.now - began - work, 0.0)
+                then()
+                return
             rate = 1.0 / self.kernel if self.active else 1.0
-            t0, done = self.env.now, self.env.timeout(left / rate)
-            yield done | self.changed
-            # A Timeout counts as triggered once scheduled: only `processed` says it fired.
-            left = 0.0 if done.processed else left - (self.env.now - t0) * rate
-        self.slowed_s += max(self.env.now - began - work, 0.0)
+            t0, done, changed = env.now, env.timeout(left / rate), self.changed
+            live = [True]
+
+            def ended(_: simpy.Event) -> None:
+                if live[0]:
+                    live[0] = False
+                    segment(0.0)
+
+            def moved(_: simpy.Event) -> None:
+                if live[0]:
+                    live[0] = False
+                    segment(left - (env.now - t0) * rate)
+
+            done.callbacks.append(ended)
+            after(changed, moved)
+
+        segment(work)
 
 
 @dataclass(eq=False)
@@ -173,35 +194,65 @@ class Stage:
 
 
 def launch(env: simpy.Environment, stage: Stage, net: NetworkModel | None) -> simpy.Event:
-    """Start ``stage`` as a process once its dependencies are done; returns its done event."""
+    """Start ``stage`` once its dependencies are done; returns its done event.
+
+    Callbacks, not a SimPy process: a stage counts its dependencies still to finish and
+    begins from the last one's callback, at the same simulated time as a process waiting on
+    ``AllOf`` would (without its start, condition and end events)."""
     stage.done = env.event()
-    env.process(execute(env, stage, net))
+    pending = [d.done for d in stage.deps if d.done is not None and not d.done.processed]
+    if not pending:
+        begin(env, stage, net)
+        return stage.done
+    left = [len(pending)]
+
+    def arrived(_: simpy.Event) -> None:
+        left[0] -= 1
+        if left[0] == 0:
+            begin(env, stage, net)
+
+    for event in pending:
+        event.callbacks.append(arrived)
     return stage.done
 
 
-def execute(
-    env: simpy.Environment, stage: Stage, net: NetworkModel | None
-) -> Generator[simpy.Event, Any, None]:
-    pending = [d.done for d in stage.deps if d.done is not None and not d.done.processed]
-    if pending:
-        yield env.all_of(pending)
+def begin(env: simpy.Environment, stage: Stage, net: NetworkModel | None) -> None:
+    """Run ``stage`` from now: its traffic on the network, or its work on the GPU (slowed by
+    in-flight communication when the run has a :class:`Contention`) or the CPU."""
     stage.start = env.now
     cont: Contention | None = getattr(env, "contention", None)
+
+    def finish() -> None:
+        stage.end = env.now
+        assert stage.done is not None
+        stage.done.succeed()
+
     if stage.traffic is not None:
         assert net is not None, "a communication stage needs a network model"
         held = cont is not None and cont.holds_sms(stage)
         if held and cont is not None:
             cont.toggle(1)
-        yield stage.traffic.start(net)
-        if held and cont is not None:
-            cont.toggle(-1)
+
+        def moved(_: simpy.Event) -> None:
+            if held and cont is not None:
+                cont.toggle(-1)
+            finish()
+
+        after(stage.traffic.start(net), moved)
     elif stage.work > 0 and cont is not None and stage.gpu is not None:
-        yield from cont.compute(stage.work)
+        cont.serve(stage.work, finish)
     elif stage.work > 0:
-        yield env.timeout(stage.work)
-    stage.end = env.now
-    assert stage.done is not None
-    stage.done.succeed()
+        env.timeout(stage.work).callbacks.append(lambda _: finish())
+    else:
+        finish()
+
+
+def after(event: simpy.Event, callback: Callable[[simpy.Event], None]) -> None:
+    """Call ``callback`` when ``event`` is processed (now, if it has been already)."""
+    if event.callbacks is None:
+        callback(event)
+    else:
+        event.callbacks.append(callback)
 
 
 def expose(exposed: dict[str, float], stage: Stage) -> None:
