@@ -62,7 +62,8 @@ def main() -> None:
           f"{'CPU s':>8}{'x bare 1M':>11}{'x pair':>8}")
     total = 0.0
     for case in args.cases.split(","):
-        # Each run paired with a bare loop timed just before it (scale_study.BARE's reason).
+        # Each run paired with a bare loop timed just before it, in this process (the
+        # machine's speed drifts: scale_study.BARE).
         pairs = [(bare_loop_cpu(), one_run(case)) for _ in range(args.repeats)]
         runs = [r for _, r in pairs]
         events = runs[0][0]

@@ -66,7 +66,8 @@ def main() -> None:
             f"{1e3 * wall / gpus:>8.2f}"
         )
     print("events/s and 'vs bare' count the whole step (planning and numpy costing included);")
-    print("'simpy/bare' is the event rate inside SimPy alone against the bare timeout loop.")
+    print("'simpy/bare' is the event rate inside the pipeline's run against the bare timeout")
+    print("loop: at fast fidelity its events are the recurrence's ops, not SimPy events.")
 
 
 if __name__ == "__main__":

@@ -59,21 +59,15 @@ print(json.dumps({"cpu": time.process_time() - c0}))
 """
 
 
-#: The bare loop of :func:`bare_loop_cpu` in a fresh interpreter (simpy imported first), timed
-#: right before each run of a row: on a machine whose speed drifts within seconds (the 2-core
-#: development VM: the same loop took 0.8 to 1.6 s in one minute), a ratio against a loop
-#: timed minutes earlier says more about the drift than about the run.
+#: :func:`bare_loop_cpu` in a fresh interpreter, timed right before each run of a row: on a
+#: machine whose speed drifts within seconds (the 2-core development VM: the same loop took
+#: 0.8 to 1.6 s in one minute), a ratio against a loop timed minutes earlier says more about
+#: the drift than about the run.
 BARE = """
-import json, time
-import simpy
-env = simpy.Environment()
-def proc(env):
-    for _ in range(1_000_000):
-        yield env.timeout(1.0)
-env.process(proc(env))
-c0 = time.process_time()
-env.run()
-print(json.dumps({"cpu": time.process_time() - c0}))
+import json, sys
+sys.path.insert(0, "benchmarks")
+from scale_study import bare_loop_cpu
+print(json.dumps({"cpu": bare_loop_cpu()}))
 """
 
 

@@ -133,6 +133,12 @@ def test_noisy_predictor_scores_itself_as_top_k_agreement() -> None:
         assert np.array_equal(again, pred)
     oracle = make_predictor("oracle", "qwen3", 2)
     assert scored_prediction(oracle, t, 0, np.random.default_rng(0))[1] == 1.0
+    # Fewer than 2k experts: a row can run out of outside experts, so the rows are compared.
+    few = RoutingTrace.of_layers(np.tile(np.arange(3, dtype=np.int16), (1, 50, 1)),
+                                 np.zeros(50, dtype=np.int32), np.zeros(50, dtype=np.int16), 4)
+    injected = make_predictor("injected", "qwen3", 1, accuracy=0.0, error_bias="random")
+    pred, agreement = scored_prediction(injected, few, 0, np.random.default_rng(1))
+    assert agreement == topk_agreement(pred, few.layer(0)) > 0.0
 
 
 def test_lookahead_defaults_to_paper_ranges() -> None:

@@ -113,8 +113,11 @@ def numba_target() -> ModuleType:
     ``np.correlate`` and ``np.convolve`` imports it once to learn whether BLAS exists, which
     imports all of scipy.linalg (0.2-0.4 s of CPU, measured; benchmarks/README.md) and starts
     scipy's own OpenBLAS threads, in every process that loads a kernel. No kernel here uses
-    those two functions, and ``np.dot`` inside a kernel still finds BLAS: numba imports the
-    module again when such a kernel compiles, after the entry is gone."""
+    those two functions (a kernel that did would get numba's plain loop for them: numba keeps
+    the answer for the process), and ``np.dot`` inside a kernel still finds BLAS: numba
+    imports the module again when such a kernel compiles, after the entry is gone. The set-up
+    runs when the first kernel module is imported, before any thread of ours starts: another
+    thread importing scipy.linalg during it would be refused."""
     enabled = gc.isenabled()
     gc.disable()
     hidden = hide_module(BLAS_CHECK_MODULE)
@@ -125,7 +128,7 @@ def numba_target() -> ModuleType:
         cpu_target.typing_context.refresh()
         cpu_target.target_context.refresh()
     finally:
-        if hidden:
+        if hidden and sys.modules.get(BLAS_CHECK_MODULE, False) is None:
             del sys.modules[BLAS_CHECK_MODULE]
         gc.freeze()
         if enabled:

@@ -42,12 +42,14 @@ class PairBytes:
 
     def sent(self) -> np.ndarray:
         """``[W]`` bytes each worker sends (the dense matrix's row sums), from the stored
-        entries alone; added in entry order, so equal to the dense sums wherever the bytes
-        are whole numbers (every exchange's are; otherwise within rounding)."""
+        entries alone, added in entry order: the dense sums exactly where the bytes are whole
+        numbers (TAP's and DistCA's exchanges), else within rounding (Ulysses' per-rank
+        shares at a CP degree that is not a power of two: about 1e-16 relative)."""
         return np.bincount(self.flat // self.workers, self.values, minlength=self.workers)
 
     def received(self) -> np.ndarray:
-        """``[W]`` bytes each worker receives (the column sums), as :meth:`sent`."""
+        """``[W]`` bytes each worker receives (the column sums, which numpy also adds in
+        row order: the same floats)."""
         return np.bincount(self.flat % self.workers, self.values, minlength=self.workers)
 
 

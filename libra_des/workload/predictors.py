@@ -99,9 +99,11 @@ class NoisyPredictor:
         self, trace: RoutingTrace, layer: int, rng: np.random.Generator
     ) -> tuple[np.ndarray, float]:
         """The prediction and its top-k agreement with the routing. A replacement is never
-        one of the row's routed experts, so the hits are exactly the kept experts: the
+        one of the row's routed experts while the row has experts outside it to spare (at
+        least ``2 * top_k`` experts), so the hits are exactly the kept experts: the
         agreement is ``1 - misses / size`` without comparing rows (the same number
-        :func:`topk_agreement` gives, as an integer count over the same size)."""
+        :func:`topk_agreement` gives, as an integer count over the same size); with fewer
+        experts the rows are compared."""
         routed = trace.layer(layer).astype(np.int64)
         miss = draw_misses(rng, routed.shape, float(self.accuracy[layer]))
         if self.error_bias == "popular":
@@ -110,6 +112,9 @@ class NoisyPredictor:
             weights = np.ones(trace.num_experts)
         weights = weights / weights.sum()
         predicted = replace_misses(routed, miss, weights, rng, confusion(weights, rng))
+        if trace.num_experts < 2 * trace.top_k:
+            # A row may run out of experts outside it to replace its misses with: count.
+            return predicted, topk_agreement(predicted, routed)
         hits = miss.size - int(np.count_nonzero(miss))
         return predicted, hits / miss.size if miss.size else 1.0
 

@@ -91,7 +91,9 @@ class PipelineSim:
     entities per op). Each start and finish is the float SimPy would compute (``now +
     (arrival - now)`` for a wait, ``start + duration``): :class:`EventPipelineSim`, the same
     walk as SimPy processes, gives the same arrays bit for bit (tests/test_schedules.py).
-    ``events`` counts one per op and one per gradient synchronisation.
+    The hand-off counters are products here and running sums there: equal for whole-byte
+    activations, else within rounding. ``events`` counts one per op and one per gradient
+    synchronisation.
     """
 
     def __init__(
@@ -183,8 +185,10 @@ class PipelineSim:
     def synchronise(self, start: np.ndarray, finish: np.ndarray, ran: np.ndarray
                     ) -> list[Synced | None]:
         """Each device's gradient synchronisation once all its entities are done, devices
-        in the order they finish (as the event walk calls ``sync``); None where a device
-        never finished."""
+        in the order they finish, ties in device order; None where a device never finished.
+        The event walk takes tied devices in its event queue's order instead; ``sync``'s
+        result does not depend on the order, only the interference ledger's sums may, in
+        their last bit."""
         p = self.schedule.stages
         out: list[Synced | None] = [None] * p
         complete = [d for d in range(p) if np.all(ran[:, d, :len(self.schedule.orders[d])])]

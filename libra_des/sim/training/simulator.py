@@ -1,10 +1,10 @@
-"""One or more training steps of DP x PP x CP long-context training, executed in SimPy.
+"""One or more training steps of DP x PP x CP long-context training.
 
 Describe -> elaborate -> run: the scenario (describe) is elaborated into a topology, a cost
-model, a variance model and, per step, a :class:`~libra_des.plan.step.StepPlan`; the step is
-then run as SimPy processes
-(:mod:`libra_des.sim.training.pipeline`) over precomputed, noise-folded op
-durations (:mod:`libra_des.sim.training.stagetimes`). A network model that replays training
+model, a variance model and, per step, a :class:`~libra_des.plan.step.StepPlan`; the step's
+timeline is then walked over precomputed, noise-folded op durations
+(:mod:`libra_des.sim.training.stagetimes`) by the pipeline's recurrence
+(:mod:`libra_des.sim.training.pipeline`). A network model that replays training
 (``detailed``: the flow-level network; :mod:`libra_des.sim.network.models`) replaces the
 analytic attention exchange with per-chunk traffic on it (:mod:`libra_des.sim.training.detailed`).
 """
