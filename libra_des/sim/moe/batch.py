@@ -339,8 +339,10 @@ def run_batch(
     variance: VarianceModel,
     rngs: tuple[np.random.Generator, np.random.Generator],
     batch: int,
+    keep_stages: bool = True,
 ) -> list[LayerRecord]:
-    """Plan, cost and execute every MoE layer of one batch (``rngs``: prediction, noise)."""
+    """Plan, cost and execute every MoE layer of one batch (``rngs``: prediction, noise;
+    ``keep_stages``: each record lists its stages, for a timeline)."""
     pred_rng, noise_rng = rngs
     gpus = range(shape.tokens.size)
     predictor = planner.predictor
@@ -376,7 +378,8 @@ def run_batch(
         prefetched = issued
     # Spans last: a copy issued in layer l ends during layer l+1.
     return [
-        layer_record(plan, c, stages, start, seconds, exposed, accuracy[i] if accuracy else None)
+        layer_record(plan, c, stages, start, seconds, exposed, accuracy[i] if accuracy else None,
+                     keep_stages)
         for i, (plan, c, (stages, start, seconds, exposed)) in enumerate(
             zip(plans, costs, layers, strict=True))
     ]
@@ -384,7 +387,7 @@ def run_batch(
 
 def layer_record(
     plan: MoeLayerPlan, c: LayerCosts, stages: list[Stage], start: float, seconds: float,
-    exposed: dict[str, float], accuracy: float | None,
+    exposed: dict[str, float], accuracy: float | None, keep_stages: bool = True,
 ) -> LayerRecord:
     return LayerRecord(
         seconds=seconds,
@@ -401,5 +404,6 @@ def layer_record(
         bytes={"dispatch": c.dispatch_bytes, "combine": c.combine_bytes,
                "replica_copy": c.copy_bytes, "metadata": c.metadata_bytes,
                "routing_d2h": c.routing_bytes},
-        stages=tuple((name, s.gpu, a, b) for s in stages for name, a, b in s.pieces()),
+        stages=tuple((name, s.gpu, a, b) for s in stages for name, a, b in s.pieces())
+        if keep_stages else (),
     )

@@ -169,7 +169,7 @@ class MoeRun:
         totals.load_ratio.append([])
         assert self.net is not None
         for rec in run_batch(env, self.net, self.wiring, self.planner, trace, shape, costs_of,
-                             self.variance, self.rngs, b):
+                             self.variance, self.rngs, b, totals.timeline is not None):
             totals.add(rec)
         totals.dense_s += dense
         totals.batch_s.append(env.now - start)
