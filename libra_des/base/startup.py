@@ -115,35 +115,39 @@ def numba_target() -> ModuleType:
     scipy's own OpenBLAS threads, in every process that loads a kernel. No kernel here uses
     those two functions (a kernel that did would get numba's plain loop for them: numba keeps
     the answer for the process), and ``np.dot`` inside a kernel still finds BLAS: numba
-    imports the module again when such a kernel compiles, after the entry is gone. The set-up
-    runs when the first kernel module is imported, before any thread of ours starts: another
-    thread importing scipy.linalg during it would be refused."""
+    imports the module again when such a kernel compiles, after the entry is back or gone.
+    The set-up runs when the first kernel module is imported, before any thread of ours
+    starts: another thread importing scipy.linalg during it would be refused."""
     enabled = gc.isenabled()
     gc.disable()
-    hidden = hide_module(BLAS_CHECK_MODULE)
     try:
-        import numba
-        from numba.core.registry import cpu_target
+        with module_hidden(BLAS_CHECK_MODULE):
+            import numba
+            from numba.core.registry import cpu_target
 
-        cpu_target.typing_context.refresh()
-        cpu_target.target_context.refresh()
+            cpu_target.typing_context.refresh()
+            cpu_target.target_context.refresh()
     finally:
-        if hidden and sys.modules.get(BLAS_CHECK_MODULE, False) is None:
-            del sys.modules[BLAS_CHECK_MODULE]
         gc.freeze()
         if enabled:
             gc.enable()
     return numba
 
 
-def hide_module(name: str) -> bool:
-    """Make ``import name`` fail at once (``None`` in ``sys.modules``: its parent packages
-    are not imported either) unless it is imported already; True when hidden (the caller
-    removes the entry again)."""
-    if name in sys.modules:
-        return False
+@contextmanager
+def module_hidden(name: str) -> Iterator[None]:
+    """``import name`` fails at once inside (``None`` in ``sys.modules``: its parent
+    packages are not imported either), whether or not it was imported before, so numba
+    answers its BLAS check the same way in every process; the entry is put back after."""
+    before = sys.modules.get(name)
     sys.modules[name] = None  # type: ignore[assignment]
-    return True
+    try:
+        yield
+    finally:
+        if before is not None:
+            sys.modules[name] = before
+        elif sys.modules.get(name, False) is None:
+            del sys.modules[name]
 
 
 @contextmanager
