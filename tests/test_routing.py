@@ -14,7 +14,6 @@ from libra_des.workload.predictors import (
     LOOKAHEAD_RANGES,
     PathTable,
     make_predictor,
-    scored_prediction,
     topk_agreement,
 )
 from libra_des.workload.routing import (
@@ -112,10 +111,10 @@ def test_adjacent_layers_are_correlated() -> None:
 def test_predictor_accuracy_is_top_k_agreement() -> None:
     t = trace(layers=3)
     rng = np.random.default_rng(0)
-    assert make_predictor("oracle", "qwen3", 3).predict(t, 1, rng) is not None
+    assert make_predictor("oracle", "qwen3", 3).predict(t, 1, rng).agreement == 1.0
     assert topk_agreement(t.layer(1), t.layer(1)) == 1.0
     for a in (0.9, 0.5, 0.1):
-        pred = make_predictor("lookahead", "qwen3", 3, accuracy=a).predict(t, 1, rng)
+        pred = make_predictor("lookahead", "qwen3", 3, accuracy=a).predict(t, 1, rng).experts
         assert abs(topk_agreement(pred, t.layer(1)) - a) < 0.01
         ordered = np.sort(pred, axis=1)
         assert not np.any(ordered[:, 1:] == ordered[:, :-1])
@@ -127,17 +126,15 @@ def test_noisy_predictor_scores_itself_as_top_k_agreement() -> None:
     for kind, a, bias in (("lookahead", 0.9, "popular"), ("injected", 0.3, "random"),
                           ("injected", 0.0, "popular"), ("lookahead", 1.0, "random")):
         predictor = make_predictor(kind, "qwen3", 2, accuracy=a, error_bias=bias)
-        pred, agreement = scored_prediction(predictor, t, 1, np.random.default_rng(3))
+        pred, agreement = predictor.predict(t, 1, np.random.default_rng(3))
         assert agreement == topk_agreement(pred, t.layer(1))
-        again = predictor.predict(t, 1, np.random.default_rng(3))
-        assert np.array_equal(again, pred)
     oracle = make_predictor("oracle", "qwen3", 2)
-    assert scored_prediction(oracle, t, 0, np.random.default_rng(0))[1] == 1.0
+    assert oracle.predict(t, 0, np.random.default_rng(0)).agreement == 1.0
     # Fewer than 2k experts: a row can run out of outside experts, so the rows are compared.
     few = RoutingTrace.of_layers(np.tile(np.arange(3, dtype=np.int16), (1, 50, 1)),
                                  np.zeros(50, dtype=np.int32), np.zeros(50, dtype=np.int16), 4)
     injected = make_predictor("injected", "qwen3", 1, accuracy=0.0, error_bias="random")
-    pred, agreement = scored_prediction(injected, few, 0, np.random.default_rng(1))
+    pred, agreement = injected.predict(few, 0, np.random.default_rng(1))
     assert agreement == topk_agreement(pred, few.layer(0)) > 0.0
 
 
@@ -155,7 +152,7 @@ def test_injected_errors_follow_their_bias() -> None:
     for bias in ("popular", "random"):
         pred = make_predictor("injected", "qwen3", 1, accuracy=0.0, error_bias=bias).predict(
             t, 0, np.random.default_rng(1)
-        )
+        ).experts
         assert topk_agreement(pred, t.layer(0)) == 0.0
         mean_pop[bias] = load[pred].mean()
     assert mean_pop["popular"] > 1.5 * mean_pop["random"]
@@ -167,7 +164,7 @@ def test_lina_path_table_beats_popularity_only() -> None:
     table = PathTable.build(profile)
     rng = np.random.default_rng(0)
     popular = np.argsort(-profile.expert_load(), axis=1)[:, :K]
-    lina = np.mean([topk_agreement(table.predict(served, i, rng), served.layer(i))
+    lina = np.mean([table.predict(served, i, rng).agreement
                     for i in range(1, served.layers)])
     base = np.mean([topk_agreement(np.broadcast_to(popular[i], (served.tokens, K)),
                                    served.layer(i)) for i in range(1, served.layers)])

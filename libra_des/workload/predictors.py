@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
@@ -36,25 +36,23 @@ LOOKAHEAD_RANGES = {"qwen3": (0.865, 0.917), "glm": (0.727, 0.796)}
 REJECTION_ROUNDS = 6
 
 
+class Prediction(NamedTuple):
+    """A predictor's ``[tokens, top_k]`` experts of one layer and their top-k agreement with
+    the layer's routing (:func:`topk_agreement`, or the same number found another way)."""
+
+    experts: np.ndarray
+    agreement: float
+
+
 class Predictor(Protocol):
-    """Predicts ``[tokens, top_k]`` experts of ``layer`` for the tokens of ``trace``."""
+    """Predicts ``[tokens, top_k]`` experts of ``layer`` for the tokens of ``trace``, and
+    scores them against the routing."""
 
     @property
     def name(self) -> str: ...
 
-    def predict(self, trace: RoutingTrace, layer: int, rng: np.random.Generator) -> np.ndarray:
+    def predict(self, trace: RoutingTrace, layer: int, rng: np.random.Generator) -> Prediction:
         ...
-
-
-def scored_prediction(
-    predictor: Predictor, trace: RoutingTrace, layer: int, rng: np.random.Generator
-) -> tuple[np.ndarray, float]:
-    """``predictor``'s prediction of ``layer`` and its :func:`topk_agreement` with the
-    routing (a noisy predictor knows its hits from its own misses)."""
-    if isinstance(predictor, NoisyPredictor):
-        return predictor.predict_scored(trace, layer, rng)
-    predicted = predictor.predict(trace, layer, rng)
-    return predicted, topk_agreement(predicted, trace.layer(layer))
 
 
 def topk_agreement(predicted: np.ndarray, routed: np.ndarray) -> float:
@@ -74,8 +72,8 @@ def model_family(model_name: str) -> str:
 class Oracle:
     name: str = "oracle"
 
-    def predict(self, trace: RoutingTrace, layer: int, rng: np.random.Generator) -> np.ndarray:
-        return trace.layer(layer)
+    def predict(self, trace: RoutingTrace, layer: int, rng: np.random.Generator) -> Prediction:
+        return Prediction(trace.layer(layer), 1.0)
 
 
 @dataclass(frozen=True)
@@ -92,12 +90,7 @@ class NoisyPredictor:
     accuracy: np.ndarray  # [layers]
     error_bias: str = "popular"
 
-    def predict(self, trace: RoutingTrace, layer: int, rng: np.random.Generator) -> np.ndarray:
-        return self.predict_scored(trace, layer, rng)[0]
-
-    def predict_scored(
-        self, trace: RoutingTrace, layer: int, rng: np.random.Generator
-    ) -> tuple[np.ndarray, float]:
+    def predict(self, trace: RoutingTrace, layer: int, rng: np.random.Generator) -> Prediction:
         """The prediction and its top-k agreement with the routing. A replacement is never
         one of the row's routed experts while the row has experts outside it to spare (at
         least ``2 * top_k`` experts), so the hits are exactly the kept experts: the
@@ -114,9 +107,9 @@ class NoisyPredictor:
         predicted = replace_misses(routed, miss, weights, rng, confusion(weights, rng))
         if trace.num_experts < 2 * trace.top_k:
             # A row may run out of experts outside it to replace its misses with: count.
-            return predicted, topk_agreement(predicted, routed)
+            return Prediction(predicted, topk_agreement(predicted, routed))
         hits = miss.size - int(np.count_nonzero(miss))
-        return predicted, hits / miss.size if miss.size else 1.0
+        return Prediction(predicted, hits / miss.size if miss.size else 1.0)
 
 
 def draw_misses(rng: np.random.Generator, shape: tuple[int, ...], accuracy: float) -> np.ndarray:
@@ -231,10 +224,11 @@ class PathTable:
         first = np.argsort(-load0, kind="stable")[:k]
         return cls(counts, first)
 
-    def predict(self, trace: RoutingTrace, layer: int, rng: np.random.Generator) -> np.ndarray:
+    def predict(self, trace: RoutingTrace, layer: int, rng: np.random.Generator) -> Prediction:
         k, e = trace.top_k, trace.num_experts
         if layer == 0:
-            return np.broadcast_to(self.first, (trace.tokens, k)).copy()
+            first = np.broadcast_to(self.first, (trace.tokens, k)).copy()
+            return Prediction(first, topk_agreement(first, trace.layer(0)))
         prev = trace.layer(layer - 1)
         out = np.empty((trace.tokens, k), dtype=np.int64)
         rows = min(CHUNK, trace.tokens)
@@ -248,7 +242,7 @@ class PathTable:
             onehot[np.arange(n)[:, None], prev[lo : lo + n]] = 1.0
             thin_matmul(onehot[:n], self.counts[layer], scores[:n])
             out[lo : lo + n] = top_k_ascending(scores[:n], k, scratch.head(n))
-        return out
+        return Prediction(out, topk_agreement(out, trace.layer(layer)))
 
 
 def layer_accuracy(model_name: str, layers: int, accuracy: float | None) -> np.ndarray:

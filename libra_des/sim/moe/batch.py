@@ -31,7 +31,6 @@ from libra_des.workload.predictors import (
     Predictor,
     make_predictor,
     predictor_kind,
-    scored_prediction,
 )
 from libra_des.workload.routing import (
     RouterModel,
@@ -351,7 +350,7 @@ def run_batch(
         routed = trace.layer(layer)
         predicted = None
         if predictor is not None:
-            predicted, agreement = scored_prediction(predictor, trace, layer, pred_rng)
+            predicted, agreement = predictor.predict(trace, layer, pred_rng)
             accuracy.append(agreement)
         plan = planner.plan(routed, shape.origin, predicted, layer)
         noise = variance.factors(noise_rng, np.arange(shape.tokens.size), 5, batch)
