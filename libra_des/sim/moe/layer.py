@@ -142,16 +142,18 @@ class Contention:
                 return
             rate = 1.0 / self.kernel if self.active else 1.0
             t0, done, changed = env.now, env.timeout(left / rate), self.changed
-            live = [True]
+            live = True
 
             def ended(_: simpy.Event) -> None:
-                if live[0]:
-                    live[0] = False
+                nonlocal live
+                if live:
+                    live = False
                     segment(0.0)
 
             def moved(_: simpy.Event) -> None:
-                if live[0]:
-                    live[0] = False
+                nonlocal live
+                if live:
+                    live = False
                     segment(left - (env.now - t0) * rate)
 
             done.callbacks.append(ended)
@@ -204,11 +206,12 @@ def launch(env: simpy.Environment, stage: Stage, net: NetworkModel | None) -> si
     if not pending:
         begin(env, stage, net)
         return stage.done
-    left = [len(pending)]
+    left = len(pending)
 
     def arrived(_: simpy.Event) -> None:
-        left[0] -= 1
-        if left[0] == 0:
+        nonlocal left
+        left -= 1
+        if left == 0:
             begin(env, stage, net)
 
     for event in pending:

@@ -12,6 +12,7 @@ entity has finished; the bucketed collective timeline is then computed in closed
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -81,20 +82,9 @@ SyncFn = Callable[[int, np.ndarray, np.ndarray], tuple[list[tuple[float, float]]
 Synced = tuple[list[tuple[float, float]], float]
 
 
-class PipelineSim:
-    """One step's pipeline at fast fidelity: every op's start and finish by a recurrence.
-
-    An op's duration is fixed before the step runs, so its start is the later of its
-    device's previous finish and its input's arrival (the producer's finish, plus the
-    hand-off time across stages), and the whole timeline follows from one walk of the ops
-    in dependency order, every pipeline entity at once (one numpy operation over the
-    entities per op). Each start and finish is the float SimPy would compute (``now +
-    (arrival - now)`` for a wait, ``start + duration``): :class:`EventPipelineSim`, the same
-    walk as SimPy processes, gives the same arrays bit for bit (tests/test_schedules.py).
-    The hand-off counters are products here and running sums there: equal for whole-byte
-    activations, else within rounding. ``events`` counts one per op and one per gradient
-    synchronisation.
-    """
+class Pipeline(ABC):
+    """One step's pipeline over precomputed op durations: the schedule, its dependencies
+    and hand-offs, the gradient synchronisation and the conservation counters."""
 
     def __init__(
         self,
@@ -118,6 +108,26 @@ class PipelineSim:
         #: Called with (simulated seconds, share of ops finished) as the run goes: a progress
         #: bar's hook; it never changes what is simulated.
         self.watch: Callable[[float, float], None] | None = None
+
+    @abstractmethod
+    def run(self) -> PipelineRun:
+        """Every op's start and finish, and each device's gradient synchronisation."""
+
+
+class PipelineSim(Pipeline):
+    """One step's pipeline at fast fidelity: every op's start and finish by a recurrence.
+
+    An op's duration is fixed before the step runs, so its start is the later of its
+    device's previous finish and its input's arrival (the producer's finish, plus the
+    hand-off time across stages), and the whole timeline follows from one walk of the ops
+    in dependency order, every pipeline entity at once (one numpy operation over the
+    entities per op). Each start and finish is the float SimPy would compute (``now +
+    (arrival - now)`` for a wait, ``start + duration``): :class:`EventPipelineSim`, the same
+    walk as SimPy processes, gives the same arrays bit for bit (tests/test_schedules.py).
+    The hand-off counters are products here and running sums there: equal for whole-byte
+    activations, else within rounding. ``events`` counts one per op and one per gradient
+    synchronisation.
+    """
 
     def run(self) -> PipelineRun:
         start, finish, ran = self.walk()
@@ -239,7 +249,7 @@ def assemble(
     )
 
 
-class EventPipelineSim(PipelineSim):
+class EventPipelineSim(Pipeline):
     """The same walk as SimPy processes, for ops whose durations are only known as they run
     (the detailed mode's subclass replays each op on the network model).
 

@@ -67,7 +67,7 @@ from libra_des.sim.training.overlap import (
     handoff_durations,
     stretched_buckets,
 )
-from libra_des.sim.training.pipeline import PipelineRun, PipelineSim
+from libra_des.sim.training.pipeline import Pipeline, PipelineRun, PipelineSim
 from libra_des.sim.training.schedules import Op, Schedule, build_schedule
 from libra_des.sim.training.stagetimes import DeviceTimes, Layout, device_times
 from libra_des.workload.packing import PackedBatch, make_stream
@@ -291,7 +291,7 @@ def simulate_step(
                        float(t.interf_comm.mean(axis=0).sum()))
     p2p = p2p_times(scenario, cluster, lin)
     sync = sync_fn(scenario, cluster, schedule, lin, ledger)
-    sim: PipelineSim
+    sim: Pipeline
     fidelity = network_models.get(scenario.fidelity)
     recorders: list[Recorder] = []
     routings = ecmp_routings(scenario)
