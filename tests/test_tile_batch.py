@@ -210,3 +210,20 @@ def test_batch_attention_plans_check_input_as_plan_pool() -> None:
     with pytest.raises(InputError):  # a sequence longer than L, named by build_tiles
         attention_plans([[np.array([LENGTH + 1], dtype=np.int64)]],
                         **kw)  # type: ignore[arg-type]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    blocks=st.lists(st.integers(1, 6), min_size=0, max_size=40),
+    run=st.integers(1, 4),
+    broken=st.booleans(),
+)
+def test_descending_is_the_stable_argsort(blocks: list[int], run: int, broken: bool) -> None:
+    """The kernel's tile order equals numpy's stable argsort of -f, with runs of equal f
+    (ties between runs and inside them), and with one run broken (the whole-sort path)."""
+    from libra_des.plan.tap_batch_kernel import descending
+
+    f = np.repeat(np.array(blocks, dtype=np.int64), run)
+    if broken and f.size > 1:
+        f[-1] += 1
+    assert descending(f, run).tolist() == np.argsort(-f, kind="stable").tolist()

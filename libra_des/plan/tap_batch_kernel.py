@@ -6,16 +6,18 @@ slices, argsort, CSR offsets, a dozen argument conversions a kernel call, the fo
 :class:`~libra_des.plan.types.AttentionPlan`'s sums and sparse matrices) about as much again.
 :func:`attention_rows` runs that Python's arithmetic here, pool after pool, on the batch's
 tile arrays (``tile_batch.TileBatch``, ids batch-global), calling the very kernels the
-per-pool planner calls (:func:`tap_kernel.greedy`, :func:`tap_kernel.exchange`,
+per-pool planner calls (:func:`tap_kernel.greedy`, :func:`tap_kernel.pair_bytes`,
 :func:`tap_kernel.worker_work`) on each pool's slice made pool-local; the per-pool path
 (``tap.plan_tiles``) stays the definition and ``tests/test_tile_batch.py`` compares the two
 bit for bit.
 
 Every operation repeats the per-pool one's in the same order: the capacity
 ``(1 + slack) * Σf / W`` in float64; the tile order a stable sort of ``-f`` (a stable sort's
-permutation is unique, so numba's merge sort gives numpy's); the document-length division
-only where the worker has pairs; the nonzero entries of each byte matrix in row-major order
-(``np.flatnonzero``'s).
+permutation is unique, so numba's merge sort of the blocks, :func:`descending`, gives
+numpy's); the document-length division only where the worker has pairs; the nonzero entries
+of each byte matrix in row-major order (``np.flatnonzero``'s). The byte matrices come from
+:func:`tap_kernel.pair_bytes` without the KV rows the per-pool plan lists (exact integer
+sums, so the same bits).
 """
 
 from __future__ import annotations
@@ -49,6 +51,29 @@ def local_holdings(sample: np.ndarray, samples: int) -> np.ndarray:
     for j in range(samples):
         ptr[j + 1] += ptr[j]
     return ptr
+
+
+@numba.njit(cache=True, nogil=True)
+def descending(f: np.ndarray, run: int) -> np.ndarray:
+    """``np.argsort(-f, kind="stable")``: tile ids by decreasing ``f``, ties by id.
+
+    A block's ``run`` head-shard tiles are consecutive ids with the block's FLOPs
+    (``tile_batch``), so where ``f`` is constant over every aligned run the order is the
+    runs' own stable order, each run expanded in id order: a sort of ``1 / run`` the length.
+    Any other ``f`` is sorted whole.
+    """
+    n = f.shape[0]
+    if run <= 1 or n % run:
+        return np.argsort(-f, kind="mergesort")
+    for t in range(n):
+        if f[t] != f[t - t % run]:
+            return np.argsort(-f, kind="mergesort")
+    runs = np.argsort(-f[::run], kind="mergesort")
+    order = np.empty(n, dtype=np.int64)
+    for i in range(runs.shape[0]):
+        for h in range(run):
+            order[i * run + h] = runs[i] * run + h
+    return order
 
 
 @numba.njit(cache=True, nogil=True)
@@ -89,11 +114,11 @@ def attention_rows(
         hw = hold_worker[r0:r1] - s0 * cp
         ht = hold_tokens[r0:r1]
         capacity = (1.0 + slack) * float(f.sum()) / w
-        order = np.argsort(-f, kind="mergesort")
+        order = descending(f, h_count)
         chosen, load, _ = tap_kernel.greedy(
             order, f, home, q_bytes[t0:t1] + o_bytes[t0:t1], ptr, gids, glen, h_count,
             hold_ptr, hw, ht, w, kv_bpt, capacity)
-        _, _, _, _, dispatch, ret = tap_kernel.exchange(
+        dispatch, ret = tap_kernel.pair_bytes(
             ptr, gids, chosen, (j1 - j0) * h_count, h_count, hold_ptr, hw, ht, kv_bpt, home,
             q_bytes[t0:t1], o_bytes[t0:t1], w)
         weight, sums = tap_kernel.worker_work(chosen, f, doc_len[t0:t1], w)

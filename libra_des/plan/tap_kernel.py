@@ -307,24 +307,44 @@ def holdings(lens: np.ndarray, sizes: np.ndarray, cp: int, packed_length: int
 
 
 @numba.njit(cache=True, nogil=True)
-def pair_bytes(kv_src: np.ndarray, kv_dst: np.ndarray, kv_bytes: np.ndarray,
-               q_home: np.ndarray, worker: np.ndarray, q_bytes: np.ndarray,
-               o_bytes: np.ndarray, workers: int) -> tuple[np.ndarray, np.ndarray, int]:
-    """``tap.exchange_plan``'s [W, W] dispatch (KV rows, then each remote tile's Q) and
-    return (each remote tile's O) bytes, added in that order as ``np.bincount`` adds them
-    (float64 sums of integer byte counts), and the count of remote tiles."""
+def pair_bytes(group_ptr: np.ndarray, group_ids: np.ndarray, worker: np.ndarray, groups: int,
+               h_count: int, hold_ptr: np.ndarray, hold_worker: np.ndarray,
+               hold_tokens: np.ndarray, kv_bytes_per_token: int, q_home: np.ndarray,
+               q_bytes: np.ndarray, o_bytes: np.ndarray, workers: int
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """``tap.exchange_plan``'s [W, W] dispatch (the KV pieces :func:`kv_fetches` lists, then
+    each remote tile's Q) and return (each remote tile's O) bytes, from the placement.
+
+    The distinct (group, destination) pairs are found tile by tile with the greedy's
+    per-group lists of fetchers (:func:`fetched`), so no KV row is materialised. Every
+    addend is an integer byte count and every sum stays far below 2**53 (a pair moves
+    petabytes before that), so the float64 sums are exact in any order: the same matrices,
+    bit for bit, as adding the rows in :func:`kv_fetches`' order.
+    """
     dispatch = np.zeros(workers * workers)
     ret = np.zeros(workers * workers)
-    for i in range(kv_src.shape[0]):
-        dispatch[kv_src[i] * workers + kv_dst[i]] += float(kv_bytes[i])
-    remote = 0
+    head = np.full(groups, -1, dtype=np.int64)
+    nxt = np.empty(group_ids.shape[0], dtype=np.int64)
+    who = np.empty(group_ids.shape[0], dtype=np.int64)
+    entries = 0
     for t in range(worker.shape[0]):
-        src, dst = q_home[t], worker[t]
+        dst = worker[t]
+        for k in range(group_ptr[t], group_ptr[t + 1]):
+            g = group_ids[k]
+            if fetched(g, dst, head, nxt, who):
+                continue
+            who[entries], nxt[entries], head[g] = dst, head[g], entries
+            entries += 1
+            j = g // h_count
+            for e in range(hold_ptr[j], hold_ptr[j + 1]):
+                src = hold_worker[e]
+                if src != dst:
+                    dispatch[src * workers + dst] += float(hold_tokens[e] * kv_bytes_per_token)
+        src = q_home[t]
         if src != dst:
             dispatch[src * workers + dst] += float(q_bytes[t])
             ret[dst * workers + src] += float(o_bytes[t])
-            remote += 1
-    return dispatch.reshape((workers, workers)), ret.reshape((workers, workers)), remote
+    return dispatch.reshape((workers, workers)), ret.reshape((workers, workers))
 
 
 @numba.njit(cache=True, nogil=True)
@@ -356,14 +376,15 @@ def exchange(group_ptr: np.ndarray, group_ids: np.ndarray, worker: np.ndarray, g
              h_count: int, hold_ptr: np.ndarray, hold_worker: np.ndarray,
              hold_tokens: np.ndarray, kv_bytes_per_token: int, q_home: np.ndarray,
              q_bytes: np.ndarray, o_bytes: np.ndarray, workers: int) -> tuple[np.ndarray, ...]:
-    """``tap.exchange_plan``: :func:`kv_fetches` (its tokens as bytes) then
+    """``tap.exchange_plan``: :func:`kv_fetches` (its tokens as bytes) and
     :func:`pair_bytes`, in one call (one cached library to load, as :func:`tile_tables`):
     (group, source, destination, bytes) of the KV rows, dispatch and return matrices."""
     kv_group, kv_src, kv_dst, tokens = kv_fetches(
         group_ptr, group_ids, worker, groups, h_count, hold_ptr, hold_worker, hold_tokens)
+    dispatch, ret = pair_bytes(group_ptr, group_ids, worker, groups, h_count, hold_ptr,
+                               hold_worker, hold_tokens, kv_bytes_per_token, q_home, q_bytes,
+                               o_bytes, workers)
     kv_bytes = tokens * kv_bytes_per_token
-    dispatch, ret, _ = pair_bytes(kv_src, kv_dst, kv_bytes, q_home, worker, q_bytes, o_bytes,
-                                  workers)
     return kv_group, kv_src, kv_dst, kv_bytes, dispatch, ret
 
 
