@@ -5,6 +5,7 @@ exchange, the batched block table against per-sequence segments."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference.tap import exchange_reference, place_reference
@@ -91,6 +92,18 @@ def test_exchange_equals_reference(seed: int, seqs: int, cp: int, h: int, block:
     tiles = random_tiles(rng, seqs, cp, h, block, 2048, equal=False)
     placement = place(tiles, tiles.workers + extra, 0.03)
     got, want = exchange_plan(tiles, placement), exchange_reference(tiles, placement)
+    for name in ExchangePlan.__dataclass_fields__:
+        assert np.array_equal(getattr(got, name), getattr(want, name)), name
+
+
+@pytest.mark.parametrize("extra", [0, 50])
+def test_exchange_equals_reference_past_64_workers(extra: int) -> None:
+    """80 and 130 workers: a group's destinations take two and three words of bits."""
+    rng = np.random.default_rng(11)
+    tiles = random_tiles(rng, 10, 8, 2, 64, 2048, equal=False)
+    placement = place(tiles, tiles.workers + extra, 0.03)
+    got, want = exchange_plan(tiles, placement), exchange_reference(tiles, placement)
+    assert np.count_nonzero(got.dispatch[:, 64:]) > 0  # destinations past the first word
     for name in ExchangePlan.__dataclass_fields__:
         assert np.array_equal(getattr(got, name), getattr(want, name)), name
 

@@ -315,27 +315,29 @@ def pair_bytes(group_ptr: np.ndarray, group_ids: np.ndarray, worker: np.ndarray,
     """``tap.exchange_plan``'s [W, W] dispatch (the KV pieces :func:`kv_fetches` lists, then
     each remote tile's Q) and return (each remote tile's O) bytes, from the placement.
 
-    The distinct (group, destination) pairs are found tile by tile with the greedy's
-    per-group lists of fetchers (:func:`fetched`), so no KV row is materialised. Every
-    addend is an integer byte count and every sum stays far below 2**53 (a pair moves
-    petabytes before that), so the float64 sums are exact in any order: the same matrices,
-    bit for bit, as adding the rows in :func:`kv_fetches`' order.
+    The distinct (group, destination) pairs are found tile by tile, each group's
+    destinations so far kept as bits (one int64 word per 64 workers). Every addend is an
+    integer byte count and every sum stays far below 2**53 (a pair moves petabytes before
+    that), so the float64 sums are exact in any order: the same matrices, bit for bit, as
+    adding :func:`kv_fetches`' rows in their order.
     """
     dispatch = np.zeros(workers * workers)
     ret = np.zeros(workers * workers)
-    head = np.full(groups, -1, dtype=np.int64)
-    nxt = np.empty(group_ids.shape[0], dtype=np.int64)
-    who = np.empty(group_ids.shape[0], dtype=np.int64)
-    entries = 0
+    words = (workers + 63) // 64
+    seen = np.zeros(groups * words, dtype=np.int64)
+    sample_of = np.empty(groups, dtype=np.int64)  # j of g = j*H + h, with no division
+    for j in range(groups // h_count):
+        sample_of[j * h_count:(j + 1) * h_count] = j
     for t in range(worker.shape[0]):
         dst = worker[t]
+        word, bit = dst >> 6, np.int64(1) << (dst & 63)
         for k in range(group_ptr[t], group_ptr[t + 1]):
             g = group_ids[k]
-            if fetched(g, dst, head, nxt, who):
+            at = g * words + word
+            if seen[at] & bit:
                 continue
-            who[entries], nxt[entries], head[g] = dst, head[g], entries
-            entries += 1
-            j = g // h_count
+            seen[at] |= bit
+            j = sample_of[g]
             for e in range(hold_ptr[j], hold_ptr[j + 1]):
                 src = hold_worker[e]
                 if src != dst:
