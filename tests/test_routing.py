@@ -136,6 +136,10 @@ def test_noisy_predictor_scores_itself_as_top_k_agreement() -> None:
     injected = make_predictor("injected", "qwen3", 1, accuracy=0.0, error_bias="random")
     pred, agreement = injected.predict(few, 0, np.random.default_rng(1))
     assert agreement == topk_agreement(pred, few.layer(0)) > 0.0
+    # One outside expert for three misses: the rows keep two routed experts, none repeated.
+    ordered = np.sort(pred, axis=1)
+    assert not np.any(ordered[:, 1:] == ordered[:, :-1])
+    assert agreement == pytest.approx(2 / 3)
 
 
 def test_lookahead_defaults_to_paper_ranges() -> None:

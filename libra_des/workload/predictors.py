@@ -195,10 +195,12 @@ def draw_free(
     rows: np.ndarray, slot: int, weights: np.ndarray, rng: np.random.Generator,
     out: np.ndarray, taken: ExpertSets,
 ) -> None:
-    """The exact draw among each row's free experts (rows that kept colliding)."""
+    """The exact draw among each row's free experts (rows that kept colliding). A row with
+    none left (fewer than ``2 * top_k`` experts) keeps the slot's routed expert, still in
+    ``out``: a hit rather than a repeated expert."""
     free = np.where(taken.dense(rows, weights.size), 0.0, weights[None, :] + 1e-12)
     draw = (rng.random((rows.size, 1)) * free.sum(1, keepdims=True) < free.cumsum(1))
-    pick = draw.argmax(axis=1)
+    pick = np.where(free.any(axis=1), draw.argmax(axis=1), out[rows, slot])
     out[rows, slot] = pick
     taken.add(rows, pick)
 
