@@ -8,7 +8,8 @@ alternating trees so that machine load hits both alike. The third-party librarie
 others lazily inside the run) are imported before the timer in both, so that where a tree
 imports them does not decide the ratio; ``--preload ''`` times them too.
 ``proc s`` is the whole process seen from outside (every import included). Prints medians,
-the peak RSS of the process, and new/base ratios. Works for training and MoE
+the peak RSS of the process, and new/base ratios (of the medians, and the median and range of
+each repeat's own new/base CPU ratio, its two runs back to back). Works for training and MoE
 scenarios alike. The baseline is any checkout of the package, e.g. a worktree of ``main``:
 
     git worktree add ../base main --detach
@@ -123,6 +124,11 @@ def main() -> None:
                 k for k in new.keys() | base.keys() if new.get(k) != base.get(k))))
         print(f"{name:<14}{'':>8}{'ratio':>6}{ratio['wall']:>9.3f}{ratio['cpu']:>9.3f}"
               f"{ratio['peak_mib']:>10.3f}{ratio['proc']:>9.3f}   identical metrics: {same}")
+        # Each repeat's two runs ran back to back: their ratio sees the same machine speed,
+        # where the ratio of medians mixes minutes of drift.
+        pairs = [n["cpu"] / b["cpu"] for n, b in zip(runs["new"], runs["base"], strict=True)]
+        print(f"{name:<14}{'':>8}{'pairs':>6}   CPU new/base per repeat: median "
+              f"{statistics.median(pairs):.3f}, range {min(pairs):.3f}-{max(pairs):.3f}")
 
 
 if __name__ == "__main__":
