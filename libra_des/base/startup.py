@@ -62,8 +62,6 @@ HEAP_KEEP = 256 << 20
 #: mode and MoE runs spend 0.1 s either way; benchmarks/README.md). Cyclic garbage waits
 #: longer to be freed; the run's own data is mostly acyclic, freed by reference counts.
 YOUNG_COLLECTION = 100_000
-#: The module numba's BLAS check imports (see :func:`numba_target`).
-BLAS_CHECK_MODULE = "scipy.linalg.cython_blas"
 #: The file whose presence in the cache folder says its kernels were compiled once already.
 COMPILED_MARKER = "compiled-once"
 #: What the first compile into an empty cache folder costs, for its one line (measured on
@@ -109,22 +107,22 @@ def numba_target() -> ModuleType:
     Frozen objects are never collected: modules and registries live as long as the process
     anyway.
 
-    While the registries load, :data:`BLAS_CHECK_MODULE` is hidden: numba's lowering of
-    ``np.correlate`` and ``np.convolve`` imports it once to learn whether BLAS exists, which
-    imports all of scipy.linalg (0.2-0.4 s of CPU, measured; benchmarks/README.md) and starts
-    scipy's own OpenBLAS threads, in every process that loads a kernel. No kernel here uses
-    those two functions (a kernel that did would get numba's plain loop for them: numba keeps
-    the answer for the process), and ``np.dot`` inside a kernel still finds BLAS: numba
-    imports the module again when such a kernel compiles, after the entry is back or gone.
-    The set-up runs when the first kernel module is imported, before any thread of ours
-    starts: another thread importing scipy.linalg during it would be refused."""
+    While the registries load, numba's BLAS check answers "none" (:func:`blas_check_skipped`):
+    numba's lowering of ``np.correlate`` and ``np.convolve`` asks once, at import, whether
+    BLAS exists, by importing scipy.linalg's BLAS module, which imports all of scipy.linalg
+    (0.2-0.4 s of CPU, measured; benchmarks/README.md) and starts scipy's own OpenBLAS
+    threads, in every process that loads a kernel. No kernel here uses those two functions (a
+    kernel that did would get numba's plain loop for them: numba keeps the answer for the
+    process), and ``np.dot`` inside a kernel still finds BLAS: numba's own check runs again,
+    restored, when such a kernel compiles. The answer does not depend on whether scipy.linalg
+    was imported before."""
     enabled = gc.isenabled()
     gc.disable()
     try:
-        with module_hidden(BLAS_CHECK_MODULE):
-            import numba
-            from numba.core.registry import cpu_target
+        import numba
+        from numba.core.registry import cpu_target
 
+        with blas_check_skipped():
             cpu_target.typing_context.refresh()
             cpu_target.target_context.refresh()
     finally:
@@ -135,19 +133,24 @@ def numba_target() -> ModuleType:
 
 
 @contextmanager
-def module_hidden(name: str) -> Iterator[None]:
-    """``import name`` fails at once inside (``None`` in ``sys.modules``: its parent
-    packages are not imported either), whether or not it was imported before, so numba
-    answers its BLAS check the same way in every process; the entry is put back after."""
-    before = sys.modules.get(name)
-    sys.modules[name] = None  # type: ignore[assignment]
+def blas_check_skipped() -> Iterator[None]:
+    """numba's ``ensure_blas`` raises ImportError inside (numba's own error for "no BLAS"),
+    the function numba's array maths calls once, when the registries import it, to learn
+    whether BLAS exists; numba's function is put back after. numba's import itself loads none
+    of the array maths (``tests/test_startup_imports.py`` checks the answer comes out
+    "none" and that the function is numba's again)."""
+    from numba.np import linalg
+
+    check = linalg.ensure_blas
+
+    def no_blas() -> None:
+        raise ImportError("BLAS check skipped while numba's registries load")
+
+    linalg.ensure_blas = no_blas
     try:
         yield
     finally:
-        if before is not None:
-            sys.modules[name] = before
-        elif sys.modules.get(name, False) is None:
-            del sys.modules[name]
+        linalg.ensure_blas = check
 
 
 @contextmanager
