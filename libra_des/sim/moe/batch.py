@@ -338,7 +338,7 @@ def run_batch(
     variance: VarianceModel,
     rngs: tuple[np.random.Generator, np.random.Generator],
     batch: int,
-    keep_stages: bool = True,
+    keep_stages: bool,
 ) -> list[LayerRecord]:
     """Plan, cost and execute every MoE layer of one batch (``rngs``: prediction, noise;
     ``keep_stages``: each record lists its stages, for a timeline)."""
@@ -386,7 +386,7 @@ def run_batch(
 
 def layer_record(
     plan: MoeLayerPlan, c: LayerCosts, stages: list[Stage], start: float, seconds: float,
-    exposed: dict[str, float], accuracy: float | None, keep_stages: bool = True,
+    exposed: dict[str, float], accuracy: float | None, keep_stages: bool,
 ) -> LayerRecord:
     return LayerRecord(
         seconds=seconds,
