@@ -92,3 +92,19 @@ def test_an_error_in_the_drawing_thread_reaches_the_run(monkeypatch: pytest.Monk
     monkeypatch.setattr(batch_module, "generate_trace", broken)
     with pytest.raises(RuntimeError, match="generation failed"):
         simulate_moe(sc, np.random.default_rng(5), prefetch="thread")
+
+
+@pytest.mark.parametrize("policy", ["eplb", "lina"])
+def test_batches_do_not_depend_on_the_profile(policy: str) -> None:
+    """A system that learns from a profile (EPLB, Lina) is served the batches a system
+    without one is, and a planner that only draws (a helper's, the cache's) draws them too:
+    the profile has its own stream."""
+    plain = load_scenario(SCENARIO, [*SMALL, "balancer.policy=libra"])
+    profiled = load_scenario(SCENARIO, [*SMALL, f"balancer.policy={policy}"])
+    planners = [batch_module.BatchPlanner.build(sc, 8, np.random.default_rng(5), **kw)
+                for sc, kw in ((plain, {}), (profiled, {}), (profiled, {"draws_only": True}))]
+    assert planners[1].predictor is not None or planners[1].static_layout is not None
+    assert planners[2].predictor is None and planners[2].static_layout is None
+    for b in range(planners[0].batches):
+        first, *others = (p.trace(b) for p in planners)
+        assert all(np.array_equal(first.by_layer, t.by_layer) for t in others)

@@ -8,17 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from libra_des.config import RoutingSpec
 from libra_des.workload.routing import (
     LATENT_DIM,
-    RouterModel,
     ar1_step,
-    generate_trace,
-    skip_trace,
 )
 from libra_des.workload.sampling import (
     BLAS_SINGLE_THREAD,
-    skip_doubles,
     thin_matmul,
     top_k_ascending,
 )
@@ -28,28 +23,6 @@ def same_state(a: np.random.Generator, b: np.random.Generator) -> bool:
     """Both generators produce the same next draws (uint32 halves and 64-bit words)."""
     return bool(np.array_equal(a.random(5, dtype=np.float32), b.random(5, dtype=np.float32))
                 and np.array_equal(a.random(3), b.random(3)))
-
-
-@pytest.mark.parametrize("pending", [False, True])
-@pytest.mark.parametrize("count", [0, 1, 2, 7, 1000])
-def test_skip_doubles_lands_where_drawing_does(pending: bool, count: int) -> None:
-    """A pending 32-bit half (left by a float32 draw) survives the jump, as it survives
-    float64 draws."""
-    skipped, drawn = np.random.default_rng(5), np.random.default_rng(5)
-    if pending:
-        skipped.random(dtype=np.float32)
-        drawn.random(dtype=np.float32)
-    skip_doubles(skipped, count)
-    drawn.random(count)
-    assert same_state(skipped, drawn)
-
-
-def test_skip_doubles_other_bit_generators_draw() -> None:
-    skipped, drawn = np.random.Generator(np.random.Philox(3)), np.random.Generator(
-        np.random.Philox(3))
-    skip_doubles(skipped, 9)
-    drawn.random(9)
-    assert same_state(skipped, drawn)
 
 
 @settings(max_examples=40, deadline=None)
@@ -81,17 +54,6 @@ def test_ar1_step_is_the_plain_formula() -> None:
     state = np.random.default_rng(0).standard_normal((50, LATENT_DIM), dtype=np.float32)
     fast, plain = np.random.default_rng(4), np.random.default_rng(4)
     assert np.array_equal(ar1_step(state, 0.8, fast), plain_ar1(state, 0.8, plain))
-
-
-def test_skip_trace_lands_where_generating_does() -> None:
-    router = RouterModel.build("qwen3-235b-a22b", 32, 4, 4, RoutingSpec())
-    lengths = np.array([300, 257])
-    skipped, drawn = np.random.default_rng(2), np.random.default_rng(2)
-    skipped.random(dtype=np.float32)  # a pending half, which the latent normals then use
-    drawn.random(dtype=np.float32)
-    skip_trace(router, lengths, skipped)
-    generate_trace(router, lengths, np.zeros(lengths.size, dtype=np.int16), drawn)
-    assert same_state(skipped, drawn)
 
 
 @pytest.mark.parametrize("rows", [0, 1, 255, 256, 1000])

@@ -39,7 +39,6 @@ import numpy as np
 
 from libra_des.config import MOE_DATASETS, RoutingSpec
 from libra_des.errors import InputError
-from libra_des.workload.sampling import skip_doubles
 from libra_des.workload.uniform_kernel import ar1_mix, route_tokens, token_latents
 
 #: Latent state dimensions (small: it only needs to carry correlation, not semantics).
@@ -294,23 +293,6 @@ def generate_trace(
         rng.random(out=uniforms)
         route_tokens(latents.mix(state), gate, bias, tok_dataset, uniforms, by_layer[layer])
     return RoutingTrace.of_layers(by_layer, request, tok_dataset, num_experts)
-
-
-def skip_trace(
-    router: RouterModel, request_lengths: np.ndarray, rng: np.random.Generator
-) -> None:
-    """Advance ``rng`` exactly as :func:`generate_trace` would, without building the trace.
-
-    The latent states are still drawn (a normal draw takes a data-dependent number of
-    words); the uniforms are jumped over (``sampling.skip_doubles``).
-    """
-    latents = TokenLatents.of(router, request_lengths)
-    state = latents.initial(rng)
-    layers = router.gate.shape[0]
-    for layer in range(layers):
-        if layer:
-            state.step(latents.rho, rng)
-        skip_doubles(rng, latents.request.size * router.top_k)
 
 
 # ----------------------------------------------------------------------------- files

@@ -1,10 +1,8 @@
-"""Fast exact building blocks of routing and its predictors: stream skips, top-k, thin products.
+"""Fast exact building blocks of routing's predictors: top-k and thin products.
 
 Each function reproduces, bit for bit, what a plainer numpy call would give (tests/
 test_sampling.py compares them):
 
-* :func:`skip_doubles` leaves the generator exactly where drawing ``count`` float64
-  uniforms would.
 * :func:`top_k_ascending` equals the tail of ``np.argpartition(scores, e - k, axis=1)`` as
   numpy 2's AVX-512 builds return it (the k largest in ascending score order), for any row
   whose k+1 largest scores are distinct; rows with ties among them are left to
@@ -18,28 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-
-def skip_doubles(rng: np.random.Generator, count: int) -> None:
-    """Advance ``rng`` past ``count`` float64 uniforms without producing them.
-
-    numpy makes each from one 64-bit output, so a PCG64 jumps ahead by ``count`` outputs
-    (``advance``, O(log n)); a pending 32-bit half (left by a float32 draw) is not touched by
-    float64 draws, so it is put back after the jump. Other bit generators draw.
-    """
-    bits = rng.bit_generator
-    if not isinstance(bits, np.random.PCG64):
-        block = np.empty(min(count, 1 << 20))
-        for lo in range(0, count, block.size):
-            rng.random(out=block[: min(block.size, count - lo)])
-        return
-    if not count:
-        return
-    before = bits.state
-    bits.advance(count)
-    after = bits.state
-    after["has_uint32"], after["uinteger"] = before["has_uint32"], before["uinteger"]
-    bits.state = after
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,6 @@ from libra_des.workload.routing import (
     generate_trace,
     load_trace,
     request_datasets,
-    skip_trace,
 )
 
 
@@ -107,7 +106,8 @@ class Wiring:
 
 @dataclass(frozen=True)
 class BatchPlanner:
-    """Routing source, predictor and static layouts of one run."""
+    """Routing source, predictor and static layouts of one run (``rng``: the batches'
+    stream)."""
 
     scenario: Scenario
     setup: MoeSetup
@@ -128,7 +128,12 @@ class BatchPlanner:
         rng: np.random.Generator,
         traces: Sequence[RoutingTrace] | None = None,
         gpus_per_node: int = 0,
+        draws_only: bool = False,
     ) -> BatchPlanner:
+        """The run's planner, drawing its profile and its batches from two children of
+        ``rng`` (:func:`routing_streams`). ``draws_only``: a planner that only draws batches
+        (a helper process, the trace cache), built without the profile, predictor or static
+        layout, which such a planner never uses."""
         m, w, bal = scenario.model, scenario.workload, scenario.balancer
         routing = w.routing
         spec = routing if routing is not None else RoutingSpec()
@@ -148,20 +153,23 @@ class BatchPlanner:
         static = moe_system(bal.policy).capabilities.replication == "static"
         needs_profile = static or (wiring.predictor is not None
                                    and predictor_kind(wiring.predictor).needs_profile)
-        profile = profile_trace(scenario, router, source, rng, needs_profile)
+        profile_rng, batch_rng = routing_streams(rng)
+        needed = needs_profile and not draws_only
+        profile = profile_trace(scenario, router, source, profile_rng) if needed else None
         predictor = None
-        if wiring.predictor is not None:
+        if wiring.predictor is not None and not draws_only:
             predictor = make_predictor(wiring.predictor, m.name, moe_layers, bal.accuracy,
                                        bal.error_bias, profile)
         layout = None
-        if static:
+        if static and not draws_only:
             assert profile is not None
             layout = rebalance_experts(profile.expert_load(), m.experts + bal.redundant_experts,
                                        1, 1, gpus)[0]
         setup = MoeSetup(static_home(m.experts, gpus), bal.slots, bal.alpha, bal.shard_tolerance,
                          m.hidden * m.dtype_bytes, expert_bytes(m), gpus_per_node)
         timer = time.perf_counter if bal.cpu_time == "measured" else None
-        return cls(scenario, setup, wiring, batches, router, source, predictor, layout, rng, timer)
+        return cls(scenario, setup, wiring, batches, router, source, predictor, layout,
+                   batch_rng, timer)
 
     def trace(self, b: int) -> RoutingTrace:
         """Routing of batch ``b`` (generated from the stream, or sliced from a real trace)."""
@@ -201,16 +209,22 @@ def slice_requests(trace: RoutingTrace, lo: int, hi: int) -> RoutingTrace:
                                   trace.dataset[keep], trace.num_experts)
 
 
+def routing_streams(rng: np.random.Generator) -> tuple[np.random.Generator, np.random.Generator]:
+    """The profiling sample's stream and the served batches' stream: two children of a run's
+    routing stream, so drawing either never moves the other. A run whose systems need no
+    profile draws none, and a helper drawing only the batches skips nothing."""
+    profile, batches = rng.spawn(2)
+    return profile, batches
+
+
 def profile_trace(
     scenario: Scenario,
     router: RouterModel | None,
     source: Sequence[RoutingTrace] | RoutingTrace | None,
     rng: np.random.Generator,
-    needed: bool = True,
-) -> RoutingTrace | None:
-    """The profiling sample EPLB and Lina learn from: a separate draw of the same data, or
-    the whole file for a real trace. When no system needs it (``needed`` false), ``rng`` is
-    only advanced past it, so the served batches stay the same either way."""
+) -> RoutingTrace:
+    """The profiling sample EPLB and Lina learn from: a separate draw of the same data (from
+    the profile's own stream, :func:`routing_streams`), or the whole file for a real trace."""
     if router is None:
         assert isinstance(source, RoutingTrace)
         return source
@@ -218,9 +232,6 @@ def profile_trace(
     spec = w.routing or RoutingSpec()
     n = spec.profile_requests
     datasets = request_datasets(spec.dataset, n, 0, n, rng)
-    if not needed:
-        skip_trace(router, batch_lengths(w.seq_len, n), rng)
-        return None
     return generate_trace(router, batch_lengths(w.seq_len, n), datasets, rng)
 
 

@@ -91,7 +91,7 @@ def worthwhile(uniforms: int) -> bool:
 def produce(source: IO[bytes], out: IO[bytes]) -> None:
     """The spawned helper's work: its inputs from ``source``, then :func:`draw_into`."""
     scenario, gpus, rng = pickle.load(source)
-    draw_into(BatchPlanner.build(scenario, gpus, rng), out)
+    draw_into(BatchPlanner.build(scenario, gpus, rng, draws_only=True), out)
 
 
 def draw_into(planner: BatchPlanner, out: IO[bytes]) -> None:
@@ -181,7 +181,7 @@ def forked(scenario: Scenario, gpus: int, rng: np.random.Generator) -> Iterator[
         try:
             os.close(read_fd)
             with os.fdopen(write_fd, "wb") as out:
-                draw_into(BatchPlanner.build(scenario, gpus, rng), out)
+                draw_into(BatchPlanner.build(scenario, gpus, rng, draws_only=True), out)
             code = 0
         finally:
             os._exit(code)
@@ -224,7 +224,8 @@ def prefetched(
     helper = forked if forkable() else spawned
     with helper(scenario, gpus, rng) as channel:
         yield PrefetchedTraces(batches, channel,
-                               lambda: BatchPlanner.build(scenario, gpus, copy.deepcopy(rng)))
+                               lambda: BatchPlanner.build(scenario, gpus, copy.deepcopy(rng),
+                                                          draws_only=True))
 
 
 def attach(

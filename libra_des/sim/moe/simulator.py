@@ -61,7 +61,13 @@ from libra_des.hardware.variance import VarianceModel
 from libra_des.plan.moe import MoeLayerPlan
 from libra_des.sim.moe import batch as moe_policy
 from libra_des.sim.moe import setup as moe_setup
-from libra_des.sim.moe.batch import BatchPlanner, LayerRecord, Wiring, run_batch
+from libra_des.sim.moe.batch import (
+    BatchPlanner,
+    LayerRecord,
+    Wiring,
+    routing_streams,
+    run_batch,
+)
 from libra_des.sim.moe.block import NON_EXPERT, PRE_GATE
 from libra_des.sim.moe.costs import (
     LayerCosts,
@@ -270,7 +276,7 @@ def shared_traces(
         return None
 
     def make() -> list[RoutingTrace]:
-        planner = BatchPlanner.build(scenario, gpus, copy.deepcopy(rng))
+        planner = BatchPlanner.build(scenario, gpus, copy.deepcopy(rng), draws_only=True)
         return [planner.trace(b) for b in range(planner.batches)]
 
     parts = {
@@ -280,7 +286,9 @@ def shared_traces(
         "code": trace_cache.source_fingerprint(
             (moe_policy, moe_setup, routing_module, sampling, uniform_kernel)),
     }
-    return trace_cache.cached_traces(directory, rng, parts, make)
+    # Keyed by the stream the batches are drawn from (a child of ``rng``, left untouched).
+    batch_rng = routing_streams(copy.deepcopy(rng))[1]
+    return trace_cache.cached_traces(directory, batch_rng, parts, make)
 
 
 def percentiles(batch_s: Sequence[float], requests: Sequence[int]) -> dict[str, float]:
