@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from reference.tap import exchange_reference, place_reference
 
 from libra_des.config import ModelSpec
+from libra_des.plan import tap_kernel
 from libra_des.plan.attention import block_doc_len, per_block, segments
 from libra_des.plan.tap import (
     Blocks,
@@ -18,7 +19,9 @@ from libra_des.plan.tap import (
     Placement,
     TileSet,
     build_tiles,
+    csr_ptr,
     exchange_plan,
+    int64s,
     place,
     pool_blocks,
 )
@@ -106,6 +109,15 @@ def test_exchange_equals_reference_past_64_workers(extra: int) -> None:
     assert np.count_nonzero(got.dispatch[:, 64:]) > 0  # destinations past the first word
     for name in ExchangePlan.__dataclass_fields__:
         assert np.array_equal(getattr(got, name), getattr(want, name)), name
+    # The batch planner's matrices from the placement alone (a group's destinations as bits).
+    hold, workers = tiles.holdings, int(placement.loads.shape[0])
+    hold_ptr = csr_ptr(np.bincount(hold.sample, minlength=tiles.sample_lengths.size))
+    dispatch, ret = tap_kernel.pair_bytes(
+        int64s(tiles.group_ptr), int64s(tiles.group_ids), int64s(placement.worker),
+        tiles.num_groups, int(tiles.heads_split), hold_ptr, int64s(hold.worker),
+        int64s(hold.tokens), int(tiles.kv_bytes_per_token), int64s(tiles.q_home),
+        int64s(tiles.q_bytes), int64s(tiles.o_bytes), workers)
+    assert np.array_equal(dispatch, want.dispatch) and np.array_equal(ret, want.ret)
 
 
 def test_place_falls_back_when_every_worker_is_full() -> None:

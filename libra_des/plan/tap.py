@@ -369,7 +369,7 @@ def exchange_plan(tiles: TileSet, placement: Placement) -> ExchangePlan:
     Recomputed from the final placement rather than from the Δcomm trace, so the property
     "bytes moved == Σ chosen Δcomm" checks the two accountings against each other. Every
     piece of a needed group comes from the worker holding it; pieces the destination already
-    holds move nothing (``tap_kernel.kv_fetches`` and ``pair_bytes``).
+    holds move nothing (``tap_kernel.kv_fetches``).
     """
     workers = int(placement.loads.shape[0])
     hold = tiles.holdings  # rows are in sample order (see holdings())

@@ -313,16 +313,16 @@ def pair_bytes(group_ptr: np.ndarray, group_ids: np.ndarray, worker: np.ndarray,
                q_bytes: np.ndarray, o_bytes: np.ndarray, workers: int
                ) -> tuple[np.ndarray, np.ndarray]:
     """``tap.exchange_plan``'s [W, W] dispatch (the KV pieces :func:`kv_fetches` lists, then
-    each remote tile's Q) and return (each remote tile's O) bytes, from the placement.
+    each remote tile's Q) and return (each remote tile's O) bytes, from the placement alone
+    (the batch planner's path, which needs no KV rows).
 
     The distinct (group, destination) pairs are found tile by tile, each group's
     destinations so far kept as bits (one int64 word per 64 workers). Every addend is an
     integer byte count and every sum stays far below 2**53 (a pair moves petabytes before
     that), so the float64 sums are exact in any order: the same matrices, bit for bit, as
-    adding :func:`kv_fetches`' rows in their order.
+    adding :func:`kv_fetches`' rows (:func:`exchange`).
     """
     dispatch = np.zeros(workers * workers)
-    ret = np.zeros(workers * workers)
     words = (workers + 63) // 64
     seen = np.zeros(groups * words, dtype=np.int64)
     sample_of = np.empty(groups, dtype=np.int64)  # j of g = j*H + h, with no division
@@ -342,7 +342,18 @@ def pair_bytes(group_ptr: np.ndarray, group_ids: np.ndarray, worker: np.ndarray,
                 src = hold_worker[e]
                 if src != dst:
                     dispatch[src * workers + dst] += float(hold_tokens[e] * kv_bytes_per_token)
-        src = q_home[t]
+    return tile_bytes(dispatch, worker, q_home, q_bytes, o_bytes, workers)
+
+
+@numba.njit(cache=True, nogil=True)
+def tile_bytes(dispatch: np.ndarray, worker: np.ndarray, q_home: np.ndarray,
+               q_bytes: np.ndarray, o_bytes: np.ndarray, workers: int
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Each remote tile's Q added to the flat dispatch bytes (which hold the KV pieces), and
+    its O as the return bytes: both as [W, W] matrices."""
+    ret = np.zeros(workers * workers)
+    for t in range(worker.shape[0]):
+        src, dst = q_home[t], worker[t]
         if src != dst:
             dispatch[src * workers + dst] += float(q_bytes[t])
             ret[dst * workers + src] += float(o_bytes[t])
@@ -378,15 +389,17 @@ def exchange(group_ptr: np.ndarray, group_ids: np.ndarray, worker: np.ndarray, g
              h_count: int, hold_ptr: np.ndarray, hold_worker: np.ndarray,
              hold_tokens: np.ndarray, kv_bytes_per_token: int, q_home: np.ndarray,
              q_bytes: np.ndarray, o_bytes: np.ndarray, workers: int) -> tuple[np.ndarray, ...]:
-    """``tap.exchange_plan``: :func:`kv_fetches` (its tokens as bytes) and
-    :func:`pair_bytes`, in one call (one cached library to load, as :func:`tile_tables`):
-    (group, source, destination, bytes) of the KV rows, dispatch and return matrices."""
+    """``tap.exchange_plan``: :func:`kv_fetches` (its tokens as bytes), their sums, then
+    :func:`tile_bytes`, in one call (one cached library to load, as :func:`tile_tables`):
+    (group, source, destination, bytes) of the KV rows, dispatch and return matrices (the
+    ones :func:`pair_bytes` finds from the placement alone)."""
     kv_group, kv_src, kv_dst, tokens = kv_fetches(
         group_ptr, group_ids, worker, groups, h_count, hold_ptr, hold_worker, hold_tokens)
-    dispatch, ret = pair_bytes(group_ptr, group_ids, worker, groups, h_count, hold_ptr,
-                               hold_worker, hold_tokens, kv_bytes_per_token, q_home, q_bytes,
-                               o_bytes, workers)
     kv_bytes = tokens * kv_bytes_per_token
+    dispatch = np.zeros(workers * workers)
+    for i in range(kv_src.shape[0]):
+        dispatch[kv_src[i] * workers + kv_dst[i]] += float(kv_bytes[i])
+    dispatch, ret = tile_bytes(dispatch, worker, q_home, q_bytes, o_bytes, workers)
     return kv_group, kv_src, kv_dst, kv_bytes, dispatch, ret
 
 
