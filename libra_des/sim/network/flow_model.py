@@ -490,6 +490,7 @@ def send_matrix(n: int, nbytes: float, send_bytes: np.ndarray | None) -> np.ndar
         return np.full((n, n), nbytes / n)
     matrix = np.asarray(send_bytes, dtype=float)
     # NaN entries would be skipped and inf ones "sent" at once (bytes counted: inf).
-    if matrix.shape != (n, n) or not ((matrix >= 0) & (matrix < np.inf)).all():
+    # Two reductions, no temporaries: NaN makes both comparisons false.
+    if matrix.shape != (n, n) or not (matrix.min() >= 0 and matrix.max() < np.inf):
         raise InputError("send_bytes", matrix.shape, f"a non-negative finite {n}x{n} matrix")
     return matrix

@@ -41,6 +41,7 @@ class FluidState:
 
     def __init__(self, received: np.ndarray, slots: int = 64) -> None:
         from libra_des.sim.network import fluid_kernel  # lazy: numba's import is costly
+        from libra_des.sim.network.link_paths import LinkPaths
 
         self.kernel: ModuleType = fluid_kernel
         self.received = received  # bytes received per GPU, updated in place
@@ -64,6 +65,7 @@ class FluidState:
         self.routes = np.full((0, width), -1, dtype=np.int64)  # every path's links, padded
         self.pn = np.zeros(0, dtype=np.int64)
         self.paths = 0  # paths known (rows of ``routes``, ``plinks`` and ``pn`` in use)
+        self.link_paths = LinkPaths()  # which known paths cross each link
         self.gleft = np.zeros(64, dtype=np.int64)
         self.groups = 0
         # Solo runs (:meth:`solo`) record each link's peak load; the shared network does not.
@@ -163,11 +165,12 @@ class FluidState:
         for p in range(known, len(routes)):
             self.routes[p, : routes[p].size] = routes[p]
         self.paths = len(routes)
+        self.link_paths.enter(self.routes, self.paths, binding.size)
         self._widen(width)
         rows = np.arange(known, len(routes))  # the new paths
         rebound = rows[:0]
         if every and flipped.size:
-            rebound = self._crossing(flipped, binding.size, known)
+            rebound = self.link_paths.crossing(flipped, known)
             rows = np.concatenate([rebound, rows])
         # Each path's binding links, in route order, packed to the left of its row.
         hops = self.routes[rows]
@@ -185,12 +188,6 @@ class FluidState:
                 self.lflow, self.deg, self.active, self.touched, self.lmark, self.ctr,
             )
         return rebound
-
-    def _crossing(self, links: np.ndarray, nlinks: int, paths: int) -> np.ndarray:
-        """The paths among the first ``paths`` that cross one of ``links``."""
-        mark = np.zeros(nlinks, dtype=np.bool_)
-        mark[links] = True
-        return np.asarray(self.kernel.crossing(self.routes, paths, mark))
 
     def _widen(self, width: int) -> None:
         if width > self.flink.shape[1]:

@@ -481,24 +481,6 @@ def rebind(
 
 
 @numba.njit(cache=True, nogil=True)
-def crossing(routes: np.ndarray, paths: int, mark: np.ndarray) -> np.ndarray:
-    """The first ``paths`` rows of ``routes`` (links, padded on the right with -1) that
-    cross a link marked in ``mark``, ascending."""
-    out = np.empty(paths, dtype=np.int64)
-    n = 0
-    for p in range(paths):
-        for j in range(routes.shape[1]):
-            link = routes[p, j]
-            if link < 0:
-                break
-            if mark[link]:
-                out[n] = p
-                n += 1
-                break
-    return out[:n]
-
-
-@numba.njit(cache=True, nogil=True)
 def room_needed(plinks: np.ndarray, pn: np.ndarray, paths: np.ndarray, deg: np.ndarray,
                 base: int, tally: np.ndarray) -> int:
     """The longest flow list any binding link needs once flows on ``paths`` join it (``base``

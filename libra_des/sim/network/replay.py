@@ -47,6 +47,7 @@ runs count time from the coflow's start), which the tests check.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import ModuleType
 
 import numpy as np
 import simpy
@@ -244,6 +245,9 @@ class ReplayBook:
     links (``state.reserved``: the sum of the live replays' peaks on each link)."""
 
     def __init__(self, state: FluidState) -> None:
+        from libra_des.sim.network import replay_kernel  # lazy: numba's import is costly
+
+        self.kernel: ModuleType = replay_kernel
         self.state = state
         state.watch_reserved()
         # Profiles by GPUs and matrix sum; the matrix itself tells apart those that collide.
@@ -251,7 +255,8 @@ class ReplayBook:
         # Rebindings so far, and per path the last one that changed its binding links.
         self.rebinds = 0
         self.rebound_at = np.zeros(0, dtype=np.int64)
-        self.live: list[Replay] = []
+        # In start order (a dict: an end takes its replay out without a scan).
+        self.live: dict[Replay, None] = {}
         # Live replays per link: a link with none has no reservation, exactly (not a float
         # leftover of adding and subtracting peaks).
         self.replays_on = np.zeros(0, dtype=np.int64)
@@ -266,7 +271,7 @@ class ReplayBook:
         its paths since (a stale one is dropped)."""
         entries = self.profiles.get((ranks, float(matrix.sum())), [])
         for entry in entries:
-            if not np.array_equal(entry.matrix, matrix):
+            if entry.matrix.shape != matrix.shape or not (entry.matrix == matrix).all():
                 continue
             if entry.valid < self.rebinds:
                 if self.changed_since(entry.profile, entry.valid):
@@ -319,39 +324,37 @@ class ReplayBook:
     def admits(self, profile: Profile, now: float) -> bool:
         """Whether the coflow can start as a replay now: on every link it shares with live
         replays or with the network's flows, their loads and its peak leave MARGIN."""
-        state, links = self.state, profile.links
-        shared = (self.replays_on[links] > 0) | (state.deg[links] > 0)
-        if not shared.any():
+        kernel, state = self.kernel, self.state
+        links = profile.links
+        shared = kernel.shared(links, self.replays_on, state.deg)
+        if not shared.size:
             return True
-        links, peaks = links[shared], profile.peaks[shared]
-        fits = self.fits(links, peaks)
-        if fits.all():
+        short = self.unfit(shared, profile)
+        if not short.size:
             return True
-        self.refresh(links[~fits], now)  # stale holds first, then the exact check
-        return bool(self.fits(links, peaks).all())
+        self.refresh(short, now)  # stale holds first, then the exact check
+        return not self.unfit(shared, profile).size
 
-    def fits(self, links: np.ndarray, peaks: np.ndarray) -> np.ndarray:
-        """Whether each link's reservation, load and ``peaks`` leave MARGIN."""
+    def unfit(self, positions: np.ndarray, profile: Profile) -> np.ndarray:
+        """Of the profile's links at ``positions``, those whose reservation, load and the
+        profile's peak leave less than MARGIN of their capacity."""
         state = self.state
-        load = state.reserved[links] + state.loads(links) + peaks
-        return np.asarray(load <= state.cap[links] * (1.0 - MARGIN))
+        return np.asarray(self.kernel.unfit(positions, profile.links, profile.peaks,
+                                            state.reserved, state.cap, state.rate,
+                                            state.lflow, state.deg))
 
     def start(self, replay: Replay) -> None:
         links = replay.profile.links
-        self.state.reserved[links] += replay.profile.peaks
-        self.replays_on[links] += 1
+        self.kernel.reserve(links, replay.profile.peaks, self.state.reserved, self.replays_on)
         replay.held = np.ones(links.size, dtype=bool)
-        self.live.append(replay)
+        self.live[replay] = None
         self.replayed += 1
 
     def release(self, replay: Replay, which: np.ndarray) -> None:
         """``replay`` lets go of its links at positions ``which`` (still held): their
         reservation ends; a link no replay holds has none, exactly."""
-        links = replay.profile.links[which]
-        replay.held[which] = False
-        self.state.reserved[links] -= replay.profile.peaks[which]
-        self.replays_on[links] -= 1
-        self.state.reserved[links[self.replays_on[links] == 0]] = 0.0
+        self.kernel.release(replay.profile.links, replay.profile.peaks, which, replay.held,
+                            self.state.reserved, self.replays_on)
 
     def refresh(self, links: np.ndarray, now: float) -> None:
         """Live replays holding any of ``links`` let go of every link their coflow has left
@@ -374,7 +377,7 @@ class ReplayBook:
         """A replay completed (or was handed over): its reservation ends."""
         replay.live = False
         self.release(replay, np.flatnonzero(replay.held))
-        self.live.remove(replay)
+        del self.live[replay]
 
     def on(self, links: np.ndarray) -> list[Replay]:
         """Live replays holding any of ``links``."""

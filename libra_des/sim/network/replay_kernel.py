@@ -1,0 +1,71 @@
+"""Compiled (numba) bookkeeping of the replays' link reservations (:mod:`.replay`).
+
+A step starts and ends hundreds of thousands of replays at 16,384 GPUs, each over a few
+dozen links; as numpy calls, each start, end and admission check was half a dozen
+small fancy-indexing operations (about 1 us each). Here each is one pass over the replay's
+links, with the same arithmetic per link in the same order (``reserved[l] + peak``,
+``reserved[l] - peak``, and the admission sum ``reserved[l] + load(l) + peak``), so results
+do not change. Cached on disk like :mod:`.fluid_kernel`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from libra_des.base.startup import numba_module
+from libra_des.sim.network.fluid import MARGIN
+from libra_des.sim.network.fluid_kernel import _load
+
+numba = numba_module()
+
+
+@numba.njit(cache=True, nogil=True)
+def reserve(links: np.ndarray, peaks: np.ndarray, reserved: np.ndarray,
+            replays_on: np.ndarray) -> None:
+    """A replay starts: its peak joins each of its (distinct) links' reservation."""
+    for i in range(links.size):
+        reserved[links[i]] += peaks[i]
+        replays_on[links[i]] += 1
+
+
+@numba.njit(cache=True, nogil=True)
+def release(links: np.ndarray, peaks: np.ndarray, which: np.ndarray, held: np.ndarray,
+            reserved: np.ndarray, replays_on: np.ndarray) -> None:
+    """A replay lets go of its links at positions ``which``; a link no replay holds any
+    more has no reservation, exactly (not the float leftover of adding and subtracting)."""
+    for i in which:
+        link = links[i]
+        held[i] = False
+        reserved[link] -= peaks[i]
+        replays_on[link] -= 1
+        if replays_on[link] == 0:
+            reserved[link] = 0.0
+
+
+@numba.njit(cache=True, nogil=True)
+def shared(links: np.ndarray, replays_on: np.ndarray, deg: np.ndarray) -> np.ndarray:
+    """Positions of the links that live replays or the network's flows also use."""
+    out = np.empty(links.size, dtype=np.int64)
+    n = 0
+    for i in range(links.size):
+        if replays_on[links[i]] > 0 or deg[links[i]] > 0:
+            out[n] = i
+            n += 1
+    return out[:n]
+
+
+@numba.njit(cache=True, nogil=True)
+def unfit(positions: np.ndarray, links: np.ndarray, peaks: np.ndarray,
+          reserved: np.ndarray, cap: np.ndarray, rate: np.ndarray, lflow: np.ndarray,
+          deg: np.ndarray) -> np.ndarray:
+    """Of the links at ``positions``, those whose reservation, load and peak leave less than
+    MARGIN of their capacity."""
+    out = np.empty(positions.size, dtype=np.int64)
+    n = 0
+    for i in positions:
+        link = links[i]
+        load = reserved[link] + _load(link, rate, lflow, deg) + peaks[i]
+        if not load <= cap[link] * (1.0 - MARGIN):
+            out[n] = link
+            n += 1
+    return out[:n]

@@ -1,0 +1,57 @@
+"""The replays' compiled reservation bookkeeping against the numpy forms it replaced."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from libra_des.sim.network import replay_kernel as kernel
+from libra_des.sim.network.fluid import MARGIN
+
+
+def test_reserve_and_release_match_fancy_indexing_and_end_at_exact_zero() -> None:
+    rng = np.random.default_rng(3)
+    nlinks = 50
+    reserved, on = np.zeros(nlinks), np.zeros(nlinks, dtype=np.int64)
+    ref_reserved, ref_on = reserved.copy(), on.copy()
+    replays = []
+    for _ in range(40):
+        links = np.sort(rng.choice(nlinks, size=8, replace=False))
+        peaks = rng.random(8) * 1e9
+        kernel.reserve(links, peaks, reserved, on)
+        ref_reserved[links] += peaks
+        ref_on[links] += 1
+        replays.append((links, peaks, np.ones(8, dtype=bool), np.ones(8, dtype=bool)))
+    for links, peaks, held, ref_held in replays:
+        for which in (np.flatnonzero(rng.random(8) < 0.5), None):
+            which = np.flatnonzero(held) if which is None else which[held[which]]
+            kernel.release(links, peaks, which, held, reserved, on)
+            gone = links[which]
+            ref_held[which] = False
+            ref_reserved[gone] -= peaks[which]
+            ref_on[gone] -= 1
+            ref_reserved[gone[ref_on[gone] == 0]] = 0.0
+            assert np.array_equal(held, ref_held)
+            assert np.array_equal(reserved, ref_reserved) and np.array_equal(on, ref_on)
+    assert not reserved.any() and not on.any()
+
+
+def test_admission_check_matches_the_numpy_sum() -> None:
+    rng = np.random.default_rng(4)
+    nlinks, flows = 30, 40
+    cap = rng.random(nlinks) * 1e10 + 1e9
+    reserved = np.where(rng.random(nlinks) < 0.5, rng.random(nlinks) * 5e9, 0.0)
+    on = (reserved > 0).astype(np.int64)
+    deg = rng.integers(0, 3, nlinks)
+    lflow = np.zeros((nlinks, 4), dtype=np.int64)
+    for link in range(nlinks):
+        lflow[link, : deg[link]] = rng.integers(0, flows, deg[link])
+    rate = rng.random(flows) * 2e9
+    links = np.sort(rng.choice(nlinks, size=12, replace=False))
+    peaks = rng.random(12) * 5e9
+    shared = kernel.shared(links, on, deg)
+    assert np.array_equal(shared, np.flatnonzero((on[links] > 0) | (deg[links] > 0)))
+    load = np.array([rate[lflow[link, : deg[link]]].sum() for link in links])
+    fits = reserved[links] + load + peaks <= cap[links] * (1.0 - MARGIN)
+    want = links[shared][~fits[shared]]
+    got = kernel.unfit(shared, links, peaks, reserved, cap, rate, lflow, deg)
+    assert want.size and np.array_equal(got, want)
