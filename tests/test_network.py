@@ -471,3 +471,22 @@ def test_flows_within_the_done_tolerance_end_in_the_same_chained_update() -> Non
     assert topo.num_gpus == 8
     assert far_updates == near_updates + 1
     assert near == pytest.approx(far, rel=1e-6)
+
+
+def test_all_to_all_bytes_are_checked_whether_or_not_replays_run() -> None:
+    """A matrix with a negative, NaN or inf entry is refused, before and after an equal-shaped
+    valid one has been profiled for replays (a replay hit skips no check it needs)."""
+    topo = load_topology("h200-8x-nvswitch")
+    for replay in (True, False):
+        net = Network(simpy.Environment(), topo, replay=replay)
+        gpus = [0, 1, 2]
+        good = np.full((3, 3), 1e6)
+        net.collective("all_to_all", gpus, send_bytes=good)
+        net.env.run()
+        for bad in (-1.0, np.nan, np.inf):
+            matrix = good.copy()
+            matrix[0, 1] = bad
+            with pytest.raises(InputError, match="send_bytes"):
+                net.collective("all_to_all", gpus, send_bytes=matrix)
+        net.collective("all_to_all", gpus, send_bytes=good)  # found: replayed
+        net.env.run()

@@ -22,9 +22,9 @@ def test_reserve_and_release_match_fancy_indexing_and_end_at_exact_zero() -> Non
         ref_on[links] += 1
         replays.append((links, peaks, np.ones(8, dtype=bool), np.ones(8, dtype=bool)))
     for links, peaks, held, ref_held in replays:
-        for which in (np.flatnonzero(rng.random(8) < 0.5), None):
-            which = np.flatnonzero(held) if which is None else which[held[which]]
-            kernel.release(links, peaks, which, held, reserved, on)
+        for mask in (held & (rng.random(8) < 0.5), held):  # some, then the rest (in place)
+            which = np.flatnonzero(mask)
+            kernel.release(links, peaks, mask, held, reserved, on)
             gone = links[which]
             ref_held[which] = False
             ref_reserved[gone] -= peaks[which]

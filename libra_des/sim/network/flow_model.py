@@ -182,7 +182,9 @@ class Network:
         key = tuple(ranks)
         book = self.replays if not self.links.stale else None  # stale: binding not settled
         profile = book.find(key, matrix) if book is not None else None
-        if profile is not None and self._replay(profile, done):
+        if profile is None:
+            check_values(matrix)  # a matrix found equals one checked before (NaN never does)
+        elif self._replay(profile, done):
             return done
         pick = np.flatnonzero(matrix > 0)  # row-major, as listed
         pick = pick[pick % (n + 1) != 0]  # off the diagonal
@@ -485,12 +487,20 @@ def composed_steps(
 
 
 def send_matrix(n: int, nbytes: float, send_bytes: np.ndarray | None) -> np.ndarray:
-    """Bytes rank i sends rank j in an all-to-all(v): ``send_bytes``, checked, or ``nbytes/n``."""
+    """Bytes rank i sends rank j in an all-to-all(v): ``send_bytes`` (its shape checked; its
+    values by :func:`check_values` before first use) or ``nbytes/n``."""
     if send_bytes is None:
         return np.full((n, n), nbytes / n)
     matrix = np.asarray(send_bytes, dtype=float)
-    # NaN entries would be skipped and inf ones "sent" at once (bytes counted: inf).
-    # Two reductions, no temporaries: NaN makes both comparisons false.
-    if matrix.shape != (n, n) or not (matrix.min() >= 0 and matrix.max() < np.inf):
+    if matrix.shape != (n, n):
         raise InputError("send_bytes", matrix.shape, f"a non-negative finite {n}x{n} matrix")
     return matrix
+
+
+def check_values(matrix: np.ndarray) -> None:
+    """An all-to-all(v)'s bytes are non-negative and finite: NaN entries would be skipped
+    and inf ones "sent" at once (bytes counted: inf)."""
+    # Two reductions, no temporaries: NaN makes both comparisons false.
+    if not (matrix.min() >= 0 and matrix.max() < np.inf):
+        n = matrix.shape[0]
+        raise InputError("send_bytes", matrix.shape, f"a non-negative finite {n}x{n} matrix")

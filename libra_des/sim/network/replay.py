@@ -47,6 +47,7 @@ runs count time from the coflow's start), which the tests check.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import ModuleType
 
 import numpy as np
@@ -93,8 +94,9 @@ class Frame:
         return cls(links, template.cap[links].copy(), paths, plinks, template.pn[paths].copy(),
                    out)
 
-    @property
+    @cached_property
     def flows(self) -> int:
+        """Flows in all batches (read at every replay's end: counted once)."""
         return sum(flows[0].size for _, flows in self.batches)
 
     @property
@@ -351,8 +353,8 @@ class ReplayBook:
         self.replayed += 1
 
     def release(self, replay: Replay, which: np.ndarray) -> None:
-        """``replay`` lets go of its links at positions ``which`` (still held): their
-        reservation ends; a link no replay holds has none, exactly."""
+        """``replay`` lets go of its links where the mask ``which`` is set (held ones
+        only): their reservation ends; a link no replay holds has none, exactly."""
         self.kernel.release(replay.profile.links, replay.profile.peaks, which, replay.held,
                             self.state.reserved, self.replays_on)
 
@@ -363,7 +365,7 @@ class ReplayBook:
         for replay in self.on(links):
             gone = replay.held & (replay.start + replay.profile.leaves <= now)
             if gone.any():
-                self.release(replay, np.flatnonzero(gone))
+                self.release(replay, gone)
 
     def short(self, links: np.ndarray, now: float) -> np.ndarray:
         """Of ``links`` (found short of headroom for their replays), those still short once
@@ -376,7 +378,7 @@ class ReplayBook:
     def end(self, replay: Replay) -> None:
         """A replay completed (or was handed over): its reservation ends."""
         replay.live = False
-        self.release(replay, np.flatnonzero(replay.held))
+        self.release(replay, replay.held)
         del self.live[replay]
 
     def on(self, links: np.ndarray) -> list[Replay]:

@@ -31,9 +31,12 @@ def reserve(links: np.ndarray, peaks: np.ndarray, reserved: np.ndarray,
 @numba.njit(cache=True, nogil=True)
 def release(links: np.ndarray, peaks: np.ndarray, which: np.ndarray, held: np.ndarray,
             reserved: np.ndarray, replays_on: np.ndarray) -> None:
-    """A replay lets go of its links at positions ``which``; a link no replay holds any
+    """A replay lets go of its links where the mask ``which`` is set (``which`` may be
+    ``held`` itself; each link is read before it is let go); a link no replay holds any
     more has no reservation, exactly (not the float leftover of adding and subtracting)."""
-    for i in which:
+    for i in range(links.size):
+        if not which[i]:
+            continue
         link = links[i]
         held[i] = False
         reserved[link] -= peaks[i]
