@@ -96,12 +96,13 @@ def flow_topology(topology: Topology, cost: CostModel) -> Topology:
 
 def detailed_training_wall(gpus: int) -> float:
     """Detailed over fast fidelity's time for one step. Measured with
-    ``benchmarks/scale_study.py`` (scale-4096's layout, one step, medians of 3; table in
-    benchmarks/README.md, "The fast timeline as a recurrence"): 9.3x at 1,024 GPUs, 22.3x at
-    4,096 and 75.8x at 16,384 (the fast step got cheaper, so the ratios rose from 6.5x, 20.5x
-    and 66x). The ratio grows a little slower than the GPUs; ``max(12.5, GPUs / 120)`` stays
-    above every measured ratio by a third or more (at 1,024 GPUs through the floor of 12.5,
-    our assumption for small runs, whose fixed costs dominate)."""
+    ``benchmarks/scale_study.py`` (scale-4096's layout, one step, medians of 3; tables in
+    benchmarks/README.md): 7.0x at 1,024 GPUs, 22.6x at 4,096 and 59.7x at 16,384 on the
+    final main of the replay-bookkeeping round ("The replays' bookkeeping compiled"); the
+    highest measured before were 9.3x, 22.3x and 75.8x ("The fast timeline as a
+    recurrence"). The ratio grows a little slower than the GPUs; ``max(12.5, GPUs / 120)``
+    stays above every measured ratio by a third or more (at 1,024 GPUs through the floor of
+    12.5, our assumption for small runs, whose fixed costs dominate)."""
     return max(12.5, gpus / 120)
 
 
