@@ -490,3 +490,6 @@ def test_all_to_all_bytes_are_checked_whether_or_not_replays_run() -> None:
                 net.collective("all_to_all", gpus, send_bytes=matrix)
         net.collective("all_to_all", gpus, send_bytes=good)  # found: replayed
         net.env.run()
+        for nbytes in (-1.0, np.nan, np.inf):  # a uniform exchange names its own field
+            with pytest.raises(InputError, match="nbytes"):
+                net.collective("all_to_all", gpus, nbytes)

@@ -488,12 +488,14 @@ def composed_steps(
 
 def send_matrix(n: int, nbytes: float, send_bytes: np.ndarray | None) -> np.ndarray:
     """Bytes rank i sends rank j in an all-to-all(v): ``send_bytes`` (its shape checked; its
-    values by :func:`check_values` before first use) or ``nbytes/n``."""
+    values by :func:`check_values` before first use) or ``nbytes/n`` (checked here)."""
     if send_bytes is None:
+        if not 0 <= nbytes < np.inf:
+            raise InputError("nbytes", nbytes, ">= 0, finite")
         return np.full((n, n), nbytes / n)
     matrix = np.asarray(send_bytes, dtype=float)
     if matrix.shape != (n, n):
-        raise InputError("send_bytes", matrix.shape, f"a non-negative finite {n}x{n} matrix")
+        raise bad_matrix(matrix, n)
     return matrix
 
 
@@ -502,5 +504,10 @@ def check_values(matrix: np.ndarray) -> None:
     and inf ones "sent" at once (bytes counted: inf)."""
     # Two reductions, no temporaries: NaN makes both comparisons false.
     if not (matrix.min() >= 0 and matrix.max() < np.inf):
-        n = matrix.shape[0]
-        raise InputError("send_bytes", matrix.shape, f"a non-negative finite {n}x{n} matrix")
+        raise bad_matrix(matrix, matrix.shape[0])
+
+
+def bad_matrix(matrix: np.ndarray, n: int) -> InputError:
+    """The error for an all-to-all(v) matrix over ``n`` ranks of another shape or with bad
+    bytes."""
+    return InputError("send_bytes", matrix.shape, f"a non-negative finite {n}x{n} matrix")

@@ -273,7 +273,7 @@ class ReplayBook:
         its paths since (a stale one is dropped)."""
         entries = self.profiles.get((ranks, float(matrix.sum())), [])
         for entry in entries:
-            if entry.matrix.shape != matrix.shape or not (entry.matrix == matrix).all():
+            if not (entry.matrix == matrix).all():  # one shape: the key holds the ranks
                 continue
             if entry.valid < self.rebinds:
                 if self.changed_since(entry.profile, entry.valid):
