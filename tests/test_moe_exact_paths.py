@@ -17,8 +17,8 @@ from libra_des.plan.moe.assignment import (
 )
 from libra_des.plan.moe.harmoeny import harmoeny_moves
 from libra_des.plan.moe.sharding import shard_remote_tokens
+from libra_des.workload.miss_kernel import mark_misses
 from libra_des.workload.predictors import (
-    ExpertSets,
     confusion,
     replace_misses,
     topk_agreement,
@@ -94,7 +94,7 @@ def test_expert_sets_match_a_membership_table(experts: int) -> None:
     members = np.argsort(rng.random((rows, experts)), axis=1)[:, :k]
     table = np.zeros((rows, experts), dtype=bool)
     table[np.arange(rows)[:, None], members] = True
-    sets = ExpertSets.of(members, experts)
+    sets = reference.ExpertSets.of(members, experts)
     for _ in range(5):
         who, what = rng.permutation(rows)[:20], rng.integers(0, experts, 20)
         assert np.array_equal(sets.has(who, what), table[who, what])
@@ -146,7 +146,18 @@ def test_miss_replacement_draws_what_the_reference_draws(
 def test_expert_sets_hold_their_members(experts: int) -> None:
     rng = np.random.default_rng(experts)
     members = np.argsort(rng.random((50, experts)), axis=1)[:, :6].astype(np.int16)
-    sets = ExpertSets.of(members, experts)
+    sets = reference.ExpertSets.of(members, experts)
     table = np.zeros((50, experts), dtype=bool)
     table[np.arange(50)[:, None], members] = True
     assert np.array_equal(sets.dense(np.arange(50), experts), table)
+
+
+@pytest.mark.parametrize("dtype", [np.int16, np.int64])
+def test_misses_and_counts_in_one_walk(dtype: type) -> None:
+    rng = np.random.default_rng(7)
+    routed = np.argsort(rng.random((300, 40)), axis=1)[:, :6].astype(dtype)
+    uniforms = rng.random(routed.shape)
+    counts = np.zeros(40, dtype=np.int64)
+    miss = mark_misses(uniforms, routed, 0.7, counts)
+    assert np.array_equal(miss, uniforms >= 0.7)
+    assert np.array_equal(counts, np.bincount(routed.ravel(), minlength=40))

@@ -1,10 +1,12 @@
-"""The placement rounds of ``predictors.replace_misses`` (numba), row by row.
+"""The noisy predictor's hot loops (numba): its misses (:func:`mark_misses`) and the miss
+replacement of ``predictors.replace_misses`` (:func:`fill_slots`), row by row.
 
-A round places each drawn expert in its row unless the row holds it already; the others try
-again next round. Rows are distinct within a round and a placement only changes its own row,
-so placing row by row is the same as a vectorised check-then-add (tests/
-test_moe_exact_paths.py compares it with one). The rows' sets are bits of int64 words.
-Compiled functions are cached on disk (``cache=True``, see ``startup.numba_module``).
+A rejection round places each drawn expert in its row unless the row holds it already; the
+others try again next round. Rows are distinct within a round and a placement only changes
+its own row, so placing row by row is the same as a vectorised check-then-add (tests/
+test_moe_exact_paths.py compares with one, tests/reference/predictors.py). The rows' sets are
+bits of int64 words. Compiled functions are cached on disk (``cache=True``, see
+``startup.numba_module``).
 """
 
 from __future__ import annotations
@@ -15,34 +17,56 @@ from libra_des.base.startup import numba_module
 
 numba = numba_module()
 
+#: Added to every free expert's weight in the exact fallback draw, so an expert the
+#: popularity weights give (almost) nothing can still be drawn when it is all that is left.
+FREE_FLOOR = 1e-12
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def holds(r: int, d: int, words: np.ndarray) -> bool:
+    """Whether row ``r``'s set holds expert ``d``."""
+    return bool(words[r, d >> 6] & (np.int64(1) << (d & 63)))
+
 
 @numba.njit(cache=True, nogil=True, inline="always")
 def try_place(r: int, d: int, slot: int, out: np.ndarray, words: np.ndarray) -> bool:
     """Put expert ``d`` in ``out[r, slot]`` unless row ``r`` holds it already."""
-    bit = np.int64(1) << (d & 63)
-    if words[r, d >> 6] & bit:
+    if holds(r, d, words):
         return False
     out[r, slot] = d
-    words[r, d >> 6] |= bit
+    words[r, d >> 6] |= np.int64(1) << (d & 63)
     return True
 
 
 @numba.njit(cache=True, nogil=True)
+def mark_misses(
+    uniforms: np.ndarray, routed: np.ndarray, accuracy: float, counts: np.ndarray
+) -> np.ndarray:
+    """``uniforms >= accuracy`` (which routed experts the predictor misses), and each
+    expert's routed slots added to ``counts``, in one walk of the layer."""
+    miss = np.empty(routed.shape, dtype=np.bool_)
+    for r in range(routed.shape[0]):
+        for c in range(routed.shape[1]):
+            miss[r, c] = uniforms[r, c] >= accuracy
+            counts[routed[r, c]] += 1
+    return miss
+
+
+@numba.njit(cache=True, nogil=True)
 def fill_slots(
-    miss: np.ndarray, first: int, routed: np.ndarray, substitute: np.ndarray, cdf: np.ndarray,
+    miss: np.ndarray, routed: np.ndarray, substitute: np.ndarray, weights: np.ndarray,
     rng: np.random.Generator, rounds: int, out: np.ndarray, words: np.ndarray,
-    rows: np.ndarray,
-) -> tuple[int, int]:
-    """Slots ``first, first + 1, ..`` of ``predictors.replace_misses``: each missed row of a
-    slot takes its expert's ``substitute`` where free (an empty ``substitute``: none), then up
-    to ``rounds`` rejection rounds draw experts by ``cdf`` for the rows still colliding, one
-    ``rng.random()`` per row in row order (the numbers of numpy's ``rng.random(n)`` for the
-    round's ``n`` rows). Stops after the first slot that leaves rows colliding: returns
-    (that slot, how many), the rows at the front of ``rows`` (scratch, as long as a column);
-    (slots, 0) when none does. One call for several slots: typing a Generator argument costs
-    about 13 us a call."""
+) -> None:
+    """``predictors.replace_misses`` slot by slot: each missed row of a slot takes its
+    expert's ``substitute`` where free (an empty ``substitute``: none), then up to
+    ``rounds`` rejection rounds draw experts by ``weights`` for the rows still colliding, then
+    :func:`draw_free` for the rows left. One ``rng.random()`` per row in row order: the
+    numbers numpy's ``rng.random(n)`` would give each round's ``n`` rows. One call for the
+    whole layer: typing a Generator argument costs about 13 us a call."""
+    cdf = np.cumsum(weights)
     total, last = cdf[-1], cdf.size - 1
-    for slot in range(first, miss.shape[1]):
+    rows = np.empty(miss.shape[0], dtype=np.int64)
+    for slot in range(miss.shape[1]):
         n = 0
         for r in range(miss.shape[0]):
             if miss[r, slot]:
@@ -65,15 +89,42 @@ def fill_slots(
                     rows[keep] = rows[j]
                     keep += 1
             n = keep
-        if n:
-            return slot, n
-    return miss.shape[1], 0
+        for j in range(n):
+            draw_free(rows[j], slot, weights, rng, out, words)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def draw_free(
+    r: int, slot: int, weights: np.ndarray, rng: np.random.Generator, out: np.ndarray,
+    words: np.ndarray,
+) -> None:
+    """The exact draw among row ``r``'s free experts (a row that kept colliding), with
+    probabilities ``weights + FREE_FLOOR`` renormalised over them; their running sum is
+    the total. A row with none left (fewer than ``2 * top_k`` experts) keeps the slot's
+    routed expert, still in ``out``: a hit rather than a repeated expert."""
+    target = rng.random()
+    total, pick = 0.0, -1
+    for c in range(weights.size):
+        if not holds(r, c, words):
+            total += weights[c] + FREE_FLOOR
+            pick = c  # the last free expert, should rounding put the target past the sum
+    if pick < 0:
+        return
+    target *= total
+    run = 0.0
+    for c in range(weights.size):
+        if not holds(r, c, words):
+            run += weights[c] + FREE_FLOOR
+            if target < run:
+                pick = c
+                break
+    try_place(r, pick, slot, out, words)
 
 
 @numba.njit(cache=True, nogil=True)
 def set_words(members: np.ndarray, n_words: int) -> np.ndarray:
-    """``predictors.ExpertSets.of(members, ...).words``: each row's ids as bits of int64
-    words (64 ids a word)."""
+    """Each row of ``members[rows, k]`` as a set: its ids as bits of int64 words (64 ids a
+    word)."""
     words = np.zeros((members.shape[0], n_words), dtype=np.int64)
     for r in range(members.shape[0]):
         for c in range(members.shape[1]):

@@ -26,7 +26,7 @@ import numpy as np
 
 from libra_des.errors import InputError
 from libra_des.workload.agreement_kernel import topk_hits
-from libra_des.workload.miss_kernel import fill_slots, set_words
+from libra_des.workload.miss_kernel import fill_slots, mark_misses, set_words
 from libra_des.workload.routing import CHUNK, RoutingTrace, stable_seed
 from libra_des.workload.sampling import Scratch, thin_matmul, top_k_ascending
 
@@ -97,12 +97,11 @@ class NoisyPredictor:
         agreement is ``1 - misses / size`` without comparing rows (the same number
         :func:`topk_agreement` gives, as an integer count over the same size); with fewer
         experts the rows are compared."""
-        routed = trace.layer(layer).astype(np.int64)
-        miss = draw_misses(rng, routed.shape, float(self.accuracy[layer]))
-        if self.error_bias == "popular":
-            weights = np.bincount(routed.ravel(), minlength=trace.num_experts) + 1.0
-        else:
-            weights = np.ones(trace.num_experts)
+        routed = trace.layer(layer)
+        counts = np.zeros(trace.num_experts, dtype=np.int64)
+        miss = mark_misses(rng.random(routed.shape), routed, float(self.accuracy[layer]),
+                           counts)
+        weights = counts + 1.0 if self.error_bias == "popular" else np.ones(counts.size)
         weights = weights / weights.sum()
         predicted = replace_misses(routed, miss, weights, rng, confusion(weights, rng))
         if trace.num_experts < 2 * trace.top_k:
@@ -110,11 +109,6 @@ class NoisyPredictor:
             return Prediction(predicted, topk_agreement(predicted, routed))
         hits = miss.size - int(np.count_nonzero(miss))
         return Prediction(predicted, hits / miss.size if miss.size else 1.0)
-
-
-def draw_misses(rng: np.random.Generator, shape: tuple[int, ...], accuracy: float) -> np.ndarray:
-    """``rng.random(shape) >= accuracy``: which routed experts the predictor misses."""
-    return np.asarray(rng.random(shape) >= accuracy)
 
 
 def confusion(weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -132,33 +126,6 @@ def confusion(weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return sub
 
 
-@dataclass(frozen=True)
-class ExpertSets:
-    """One set of expert ids per row, as bits of int64 words (64 experts a word).
-
-    Membership tests then read one word per row instead of a ``[rows, experts]`` table.
-    """
-
-    words: np.ndarray  # [rows, ceil(experts / 64)] int64
-
-    @classmethod
-    def of(cls, members: np.ndarray, experts: int) -> ExpertSets:
-        """The sets holding each row of ``members[rows, k]`` (``miss_kernel.set_words``)."""
-        return cls(set_words(np.asarray(members, dtype=np.int64), -(-experts // 64)))
-
-    def has(self, rows: np.ndarray, expert: np.ndarray) -> np.ndarray:
-        return np.asarray((self.words[rows, expert >> 6] >> (expert & 63)) & 1 == 1)
-
-    def add(self, rows: np.ndarray, expert: np.ndarray) -> None:
-        """Add ``expert[i]`` to row ``rows[i]`` (rows distinct)."""
-        self.words[rows, expert >> 6] |= np.int64(1) << (expert & 63)
-
-    def dense(self, rows: np.ndarray, experts: int) -> np.ndarray:
-        """``[len(rows), experts]`` membership table of the given rows."""
-        bits = (self.words[rows][:, :, None] >> np.arange(64)) & 1
-        return np.asarray(bits.reshape(rows.size, -1)[:, :experts] == 1)
-
-
 def replace_misses(
     routed: np.ndarray,
     miss: np.ndarray,
@@ -170,39 +137,15 @@ def replace_misses(
     a draw with probabilities ``weights``.
 
     Slot by slot so one row never repeats an expert; rejection sampling first, then an exact
-    draw among the row's free experts for the few rows still colliding. The rounds run in
-    ``miss_kernel.fill_slots``, their uniforms drawn there one a row, in the order numpy's bulk
-    ``rng.random`` of each round would give them (rows are distinct within a round, so placing
-    row by row equals a vectorised check-then-add).
+    draw among the row's free experts for the few rows still colliding
+    (``miss_kernel.fill_slots``).
     """
-    taken = ExpertSets.of(routed, weights.size)
-    out = np.array(routed, dtype=np.int64)
-    cdf = np.cumsum(weights)
-    none = np.zeros(0, dtype=np.int64)
-    given = none if substitute is None else np.asarray(substitute, dtype=np.int64)
-    rows = np.empty(routed.shape[0], dtype=np.int64)
-    slot = 0
-    while slot < routed.shape[1]:
-        slot, left = fill_slots(miss, slot, routed, given, cdf, rng, REJECTION_ROUNDS, out,
-                                taken.words, rows)
-        if left:
-            draw_free(rows[:left], slot, weights, rng, out, taken)
-        slot += 1
-    return out.astype(routed.dtype, copy=False)
-
-
-def draw_free(
-    rows: np.ndarray, slot: int, weights: np.ndarray, rng: np.random.Generator,
-    out: np.ndarray, taken: ExpertSets,
-) -> None:
-    """The exact draw among each row's free experts (rows that kept colliding). A row with
-    none left (fewer than ``2 * top_k`` experts) keeps the slot's routed expert, still in
-    ``out``: a hit rather than a repeated expert."""
-    free = np.where(taken.dense(rows, weights.size), 0.0, weights[None, :] + 1e-12)
-    draw = (rng.random((rows.size, 1)) * free.sum(1, keepdims=True) < free.cumsum(1))
-    pick = np.where(free.any(axis=1), draw.argmax(axis=1), out[rows, slot])
-    out[rows, slot] = pick
-    taken.add(rows, pick)
+    out = routed.copy()
+    given = np.zeros(0, dtype=np.int64) if substitute is None else substitute
+    words = set_words(routed, -(-weights.size // 64))
+    fill_slots(miss, routed, np.asarray(given, dtype=np.int64), weights, rng,
+               REJECTION_ROUNDS, out, words)
+    return out
 
 
 @dataclass(frozen=True)
