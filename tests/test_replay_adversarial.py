@@ -439,3 +439,20 @@ def test_groups_alike_in_their_own_links_share_one_solo_run() -> None:
     book = net.replays
     assert book is not None and book.replayed >= 6
     assert (book.solo_runs, book.solo_shared) == (2, 1)
+
+
+def test_alike_groups_share_a_solo_run_whatever_order_their_links_were_numbered() -> None:
+    """Two groups of the same shape on other nodes, with one matrix: the second group's
+    links were numbered in another order (a transfer between its nodes ran first, so its
+    network links come before its NVLink ones), yet its frame, numbered by first use along
+    the paths, equals the first group's: one solo run serves both, and the ops end as when
+    every coflow is solved."""
+    topo = load_topology("h200-roce-railopt", {"nodes": 4})
+    matrix = np.random.default_rng(5).pareto(1.3, (4, 4)) * MB
+    first, second = [0, 1, 8, 9], [16, 17, 24, 25]
+    ops: list[Op] = [(0.0, 0, send(24, 16, MB))]
+    ops += [(1e-2 * (i + 1), 0, a2a(group, matrix)) for i in range(3) for group in (first, second)]
+    net, _ = compare(topo, ops)
+    book = net.replays
+    assert book is not None and book.replayed >= 4
+    assert (book.solo_runs, book.solo_shared) == (1, 1)

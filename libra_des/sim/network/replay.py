@@ -66,11 +66,16 @@ Batches = list[tuple[float, Flows]]
 @dataclass(frozen=True)
 class Frame:
     """A coflow's own part of the network, numbered for its solo runs: the binding links
-    its flows cross (global numbers, ascending: a local link is its index here) with their
+    its flows cross (global numbers; a local link is its index here) with their
     capacities, its paths (global numbers; a local path is its index) with their binding
-    links in local numbers, and its flows by latency on local paths. Local numbers keep the
-    global order, so a solo run does the same arithmetic in the same order as on the whole
-    network's arrays."""
+    links in local numbers, and its flows by latency on local paths.
+
+    Local numbers follow first use, not global numbers (which follow the order routes were
+    first seen in the run): paths in the order of the coflow's flows, links path by path
+    along each path. The same coflow on another group of GPUs with the same shape (another
+    pool, another rack) then reads the same local network, and one solo run serves both
+    (:attr:`key`). A solo run's arithmetic is in that order, which differs from the shared
+    network's by rounding only."""
 
     links: np.ndarray
     cap: np.ndarray
@@ -81,11 +86,11 @@ class Frame:
 
     @classmethod
     def of(cls, template: FluidState, batches: Batches) -> Frame:
-        every = np.concatenate([flows[0] for _, flows in batches])
-        paths, local = np.unique(every, return_inverse=True)
+        paths, local = by_first_use(np.concatenate([flows[0] for _, flows in batches]))
         rows = template.plinks[paths]
-        links = np.unique(rows[rows >= 0])
-        plinks = np.where(rows >= 0, np.searchsorted(links, np.maximum(rows, 0)), -1)
+        links, numbered = by_first_use(rows[rows >= 0])
+        plinks = np.full(rows.shape, -1, dtype=np.int64)
+        plinks[rows >= 0] = numbered
         out: Batches = []
         at = 0
         for delay, (p, s, d, g) in batches:
@@ -109,6 +114,16 @@ class Frame:
         for delay, (paths, sizes, _, _) in self.batches:
             parts += [np.asarray([delay, paths.size], dtype=float), paths, sizes]
         return b"".join(np.ascontiguousarray(part).tobytes() for part in parts)
+
+
+def by_first_use(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct ``ids`` in order of first appearance, and each entry's index among
+    them."""
+    distinct, first, where = np.unique(ids, return_index=True, return_inverse=True)
+    order = np.argsort(first)  # first appearances are distinct: no ties to break
+    rank = np.empty(distinct.size, dtype=np.int64)
+    rank[order] = np.arange(distinct.size)
+    return distinct[order], rank[where]
 
 
 @dataclass(frozen=True)
