@@ -55,3 +55,33 @@ def test_admission_check_matches_the_numpy_sum() -> None:
     want = links[shared][~fits[shared]]
     got = kernel.unfit(shared, links, peaks, reserved, cap, rate, lflow, deg)
     assert want.size and np.array_equal(got, want)
+
+
+def by_first_use(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct ``ids`` in order of first appearance and each entry's index among them,
+    by sorting (what the kernels number in one pass)."""
+    distinct, first, where = np.unique(ids, return_index=True, return_inverse=True)
+    order = np.argsort(first)
+    rank = np.empty(distinct.size, dtype=np.int64)
+    rank[order] = np.arange(distinct.size)
+    return distinct[order], rank[where]
+
+
+def test_first_use_numbering_matches_sorting_and_leaves_the_scratch_clean() -> None:
+    rng = np.random.default_rng(4)
+    seen = np.full(300, -1, dtype=np.int64)
+    plinks = np.where(rng.random((300, 6)) < 0.3, -1, rng.integers(0, 200, (300, 6)))
+    links_seen = np.full(200, -1, dtype=np.int64)
+    for _ in range(20):
+        ids = rng.integers(0, 300, int(rng.integers(1, 80)))
+        distinct, local = kernel.first_use(ids, seen)
+        want_distinct, want_local = by_first_use(ids)
+        assert np.array_equal(distinct, want_distinct) and np.array_equal(local, want_local)
+        assert np.array_equal(distinct[local], ids)
+        links, rows = kernel.frame_links(plinks, distinct, links_seen)
+        every = plinks[distinct]
+        want_links, numbered = by_first_use(every[every >= 0])
+        want_rows = np.full(every.shape, -1)
+        want_rows[every >= 0] = numbered
+        assert np.array_equal(links, want_links) and np.array_equal(rows, want_rows)
+        assert (seen == -1).all() and (links_seen == -1).all()

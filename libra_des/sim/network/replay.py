@@ -85,12 +85,11 @@ class Frame:
     batches: Batches
 
     @classmethod
-    def of(cls, template: FluidState, batches: Batches) -> Frame:
-        paths, local = by_first_use(np.concatenate([flows[0] for _, flows in batches]))
-        rows = template.plinks[paths]
-        links, numbered = by_first_use(rows[rows >= 0])
-        plinks = np.full(rows.shape, -1, dtype=np.int64)
-        plinks[rows >= 0] = numbered
+    def of(cls, template: FluidState, batches: Batches, numbering: Numbering) -> Frame:
+        seen = numbering.fit(template)
+        every = np.concatenate([flows[0] for _, flows in batches])
+        paths, local = seen.kernel.first_use(every, seen.paths)
+        links, plinks = seen.kernel.frame_links(template.plinks, paths, seen.links)
         out: Batches = []
         at = 0
         for delay, (p, s, d, g) in batches:
@@ -116,14 +115,28 @@ class Frame:
         return b"".join(np.ascontiguousarray(part).tobytes() for part in parts)
 
 
-def by_first_use(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct ``ids`` in order of first appearance, and each entry's index among
-    them."""
-    distinct, first, where = np.unique(ids, return_index=True, return_inverse=True)
-    order = np.argsort(first)  # first appearances are distinct: no ties to break
-    rank = np.empty(distinct.size, dtype=np.int64)
-    rank[order] = np.arange(distinct.size)
-    return distinct[order], rank[where]
+@dataclass
+class Numbering:
+    """What :meth:`Frame.of` numbers with: the compiled first-use kernels
+    (``replay_kernel.first_use``, ``frame_links``) and their scratch, -1 at every path and
+    link number so far (grown with the network)."""
+
+    kernel: ModuleType
+    paths: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    links: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    def fit(self, template: FluidState) -> Numbering:
+        """Room for every path and link ``template`` knows."""
+        self.paths = minus_ones(self.paths, template.plinks.shape[0])
+        self.links = minus_ones(self.links, template.cap.size)
+        return self
+
+
+def minus_ones(seen: np.ndarray, size: int) -> np.ndarray:
+    """``seen`` grown to ``size`` with -1s."""
+    if seen.size >= size:
+        return seen
+    return np.concatenate([seen, np.full(size - seen.size, -1, dtype=np.int64)])
 
 
 @dataclass(frozen=True)
@@ -210,13 +223,13 @@ Solo = tuple[float, np.ndarray, np.ndarray]
 
 def profile_of(
     template: FluidState, batches: Batches, sent: tuple[np.ndarray, np.ndarray],
-    solos: dict[bytes, Solo],
+    solos: dict[bytes, Solo], numbering: Numbering,
 ) -> tuple[Profile, int]:
     """Run the coflow alone to its end (``sent``: the bytes each GPU sends, see
     :func:`per_gpu`): what a replay needs, and the solves it took. ``solos`` holds solo
     runs by :attr:`Frame.key`: a frame seen before (another group of GPUs with the same
     local links, paths and flows) takes its results without running (0 solves)."""
-    frame = Frame.of(template, batches)
+    frame = Frame.of(template, batches, numbering)
     key = frame.key
     found = solos.get(key)
     solves = 0
@@ -281,6 +294,7 @@ class ReplayBook:
         # Solo runs by frame (:attr:`Frame.key`): groups of GPUs whose coflows look alike
         # locally share one; ``solo_shared`` counts the profiles that took one.
         self.solos: dict[bytes, Solo] = {}
+        self.numbering = Numbering(replay_kernel)
         self.solo_shared = 0
 
     def find(self, ranks: tuple[int, ...], matrix: np.ndarray) -> Profile | None:
@@ -303,7 +317,8 @@ class ReplayBook:
         sent: tuple[np.ndarray, np.ndarray],
     ) -> Profile:
         """Run the all-to-all alone and keep its profile."""
-        profile, solves = profile_of(self.state, batches, sent, self.solos)
+        profile, solves = profile_of(self.state, batches, sent, self.solos,
+                                     self.numbering)
         self.solo_runs += int(solves > 0)
         self.solo_shared += int(solves == 0)
         self.solo_solves += solves

@@ -72,3 +72,49 @@ def unfit(positions: np.ndarray, links: np.ndarray, peaks: np.ndarray,
             out[n] = link
             n += 1
     return out[:n]
+
+
+@numba.njit(cache=True, nogil=True)
+def first_use(ids: np.ndarray, seen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct ``ids`` in order of first appearance, and each entry's index among
+    them (``replay.Frame``'s path numbering). ``seen``: scratch holding -1 at every id,
+    left so."""
+    distinct = np.empty(ids.size, dtype=np.int64)
+    local = np.empty(ids.size, dtype=np.int64)
+    n = 0
+    for i in range(ids.size):
+        d = ids[i]
+        if seen[d] < 0:
+            seen[d] = n
+            distinct[n] = d
+            n += 1
+        local[i] = seen[d]
+    for k in range(n):
+        seen[distinct[k]] = -1
+    return distinct[:n].copy(), local
+
+
+@numba.njit(cache=True, nogil=True)
+def frame_links(plinks: np.ndarray, paths: np.ndarray,
+                seen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The binding links of ``paths`` (rows of ``plinks``, -1 past a path's last) numbered
+    by first use, path by path and along each row (``replay.Frame``'s link numbering): the
+    links in that order and the rows in those numbers. ``seen``: scratch holding -1 at every
+    link, left so."""
+    width = plinks.shape[1]
+    rows = np.full((paths.size, width), -1, dtype=np.int64)
+    links = np.empty(paths.size * width, dtype=np.int64)
+    n = 0
+    for i in range(paths.size):
+        for j in range(width):
+            link = plinks[paths[i], j]
+            if link < 0:
+                continue
+            if seen[link] < 0:
+                seen[link] = n
+                links[n] = link
+                n += 1
+            rows[i, j] = seen[link]
+    for k in range(n):
+        seen[links[k]] = -1
+    return links[:n].copy(), rows
