@@ -51,7 +51,7 @@ def all_reduce(gpus: list[int], nbytes: float) -> Callable[[Network], simpy.Even
     return lambda net: net.collective("all_reduce", gpus, nbytes)
 
 
-def mixed_ops(seed: int, count: int) -> list[list[Op]]:
+def mixed_ops(seed: int, count: int, frozen: bool = False) -> list[list[Op]]:
     """Repeated skewed all-to-alls (a few distinct matrices, so that coflows repeat), one
     sequence per GPU group, some groups overlapping; and a sequence of point-to-point
     transfers and ring all-reduces among the same GPUs (so that the set of routes settles,
@@ -59,6 +59,8 @@ def mixed_ops(seed: int, count: int) -> list[list[Op]]:
     rng = np.random.default_rng(seed)
     groups = [list(range(0, 8)), list(range(8, 16)), list(range(4, 12)), list(range(0, 32, 4))]
     matrices = [rng.pareto(1.5, (8, 8)) * MB for _ in range(3)]
+    for matrix in matrices:
+        matrix.flags.writeable = not frozen  # read-only: found again by identity
     sequences: list[list[Op]] = [
         [(float(rng.exponential(1e-3)), a2a(gpus, matrices[int(rng.integers(3))]))
          for _ in range(count)]
@@ -78,13 +80,14 @@ def mixed_ops(seed: int, count: int) -> list[list[Op]]:
     return [*sequences, others]
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_replays_end_when_solving_every_coflow_ends(seed: int) -> None:
+@pytest.mark.parametrize(("seed", "frozen"), [(0, False), (1, False), (2, False), (0, True)])
+def test_replays_end_when_solving_every_coflow_ends(seed: int, frozen: bool) -> None:
     topo = load_topology("h200-roce-railopt", {"nodes": 4})
-    ops = mixed_ops(seed, 40)
+    ops = mixed_ops(seed, 40, frozen)
     solved, plain = finish_times(topo, ops, replay=False)
     replayed, net = finish_times(topo, ops, replay=True)
     assert net.replays is not None
+    assert bool(net.replays.last) == frozen, "only read-only matrices are found by identity"
     # The test means something only if both paths ran: replays, and replays handed over.
     assert net.replays.replayed > 10
     assert net.replays.handed > 0
@@ -138,3 +141,22 @@ def test_replays_never_share_a_saturated_link() -> None:
     replayed, net = finish_times(topo, ops, replay=True)
     assert net.replays is not None and net.replays.replayed == 1 and net.replays.handed == 1
     np.testing.assert_allclose(replayed, solved, rtol=1e-9, atol=0)
+
+
+def test_a_matrix_changed_in_place_is_not_found_by_identity() -> None:
+    """A writable matrix passed again after the caller changed it must not take the profile
+    of its old content."""
+    topo = load_topology("h200-roce-railopt", {"nodes": 1})
+    gpus = list(range(8))
+
+    def run(matrix: np.ndarray, replay: bool) -> list[float]:
+        def doubled(net: Network) -> simpy.Event:
+            matrix[:] *= 2.0
+            return net.collective("all_to_all", gpus, send_bytes=matrix)
+
+        ops: list[Op] = [(0.0, a2a(gpus, matrix)), *[(1.0, a2a(gpus, matrix))] * 2,
+                         (1.0, doubled)]
+        return finish_times(topo, [ops], replay)[0]
+
+    base = np.random.default_rng(4).pareto(1.2, (8, 8)) * MB
+    np.testing.assert_allclose(run(base.copy(), True), run(base.copy(), False), rtol=1e-9)

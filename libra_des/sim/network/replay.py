@@ -270,6 +270,10 @@ class Entry:
     valid: int
 
 
+#: Read-only matrices a group's finds remember by identity (a pool's dispatch and return).
+RECENT = 2
+
+
 class ReplayBook:
     """Profiles by coflow, the live replays, and their reservations on the shared network's
     links (``state.reserved``: the sum of the live replays' peaks on each link)."""
@@ -294,12 +298,21 @@ class ReplayBook:
         # Solo runs by frame (:attr:`Frame.key`): groups of GPUs whose coflows look alike
         # locally share one; ``solo_shared`` counts the profiles that took one.
         self.solos: dict[bytes, Solo] = {}
+        # Per group, the last RECENT matrices found and their entries, for a caller that
+        # passes one read-only array per exchange again and again (its content cannot have
+        # changed): a pool's dispatch and return alternate.
+        self.last: dict[tuple[int, ...], list[tuple[np.ndarray, Entry]]] = {}
         self.numbering = Numbering(replay_kernel)
         self.solo_shared = 0
 
     def find(self, ranks: tuple[int, ...], matrix: np.ndarray) -> Profile | None:
         """The profile of this all-to-all, if one was made and no rebinding has changed
-        its paths since (a stale one is dropped)."""
+        its paths since (a stale one is dropped). The matrix found last for these GPUs,
+        passed again as the same read-only array with no rebinding since, is found without
+        summing or comparing it."""
+        for seen, known in self.last.get(ranks, ()):
+            if seen is matrix and known.valid == self.rebinds:
+                return known.profile
         entries = self.profiles.get((ranks, float(matrix.sum())), [])
         for entry in entries:
             if not (entry.matrix == matrix).all():  # one shape: the key holds the ranks
@@ -309,6 +322,10 @@ class ReplayBook:
                     entries.remove(entry)
                     return None
                 entry.valid = self.rebinds
+            if not matrix.flags.writeable and matrix.base is None:
+                recent = self.last.setdefault(ranks, [])
+                recent.insert(0, (matrix, entry))
+                del recent[RECENT:]
             return entry.profile
         return None
 

@@ -83,12 +83,15 @@ class DetailedPipelineSim(EventPipelineSim):
             ret = slot.dispatch_bytes.T + redo_r * slot.return_bytes
         m = slot.chunks
         walls = self.attn_wall.setdefault((e, d, i), [])
+        # One read-only array per direction for all the op's layers and chunks: the replay
+        # book finds a read-only matrix it found before by identity (ReplayBook.find).
+        disp, ret = read_only(disp / m), read_only(ret / m)
         for layer in range(int(t.layers[i])):
             yield self.env.timeout(float(t.pre[e, i, layer]))
             compute = float(t.compute_max[e, i, layer]) / m
             began = self.env.now
             yield from self.pooled_attention(
-                self.gpus[d][e], disp / m, ret / m, compute, m, (e, d, i)
+                self.gpus[d][e], disp, ret, compute, m, (e, d, i)
             )
             walls.append(self.env.now - began)
             yield self.env.timeout(float(t.post[e, i, layer]))
@@ -163,6 +166,12 @@ class DetailedPipelineSim(EventPipelineSim):
             yield from super().wait_for(e, d, i, dep)
             return
         yield self.arrivals.setdefault((e, d, i), self.env.event())
+
+
+def read_only(matrix: np.ndarray) -> np.ndarray:
+    """``matrix`` (an array of its own) made read-only."""
+    matrix.flags.writeable = False
+    return matrix
 
 
 def flow_times(times: tuple[DeviceTimes, ...], sim: DetailedPipelineSim) -> tuple[DeviceTimes, ...]:
