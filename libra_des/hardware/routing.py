@@ -84,9 +84,10 @@ class Routing:
             return cls("spray", 0)
         return cls("ecmp", ecmp_salts(seed, k + 1)[k])
 
-    def pick(self, src: int, dst: int, width: int) -> int:
-        """Index of the switch (of ``width``) the flow takes at one level."""
-        return flow_hash(src, dst, self.salt) % width
+    def flow(self, src: int, dst: int) -> int:
+        """The flow's hash: at a level of ``width`` switches it takes switch
+        ``flow % width`` (0 when spraying, which has one route set)."""
+        return 0 if self.mode == "spray" else flow_hash(src, dst, self.salt)
 
 
 #: What a topology routes with unless told otherwise: sample 0 of the default seed.

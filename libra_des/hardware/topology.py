@@ -397,13 +397,13 @@ class Topology:
         """The levels above the leaves a route from node ``a`` to node ``b`` climbs, up to the
         lowest whose unit holds both: each with the two nodes' units there and the switch
         index the routing takes (the same up and down; 0 when spraying)."""
-        spray = self.routing.mode == "spray"
+        hashed = self.routing.flow(src, dst)  # once per route, reduced at each level
         levels = []
         for tier in self.tiers[1:]:
             if tier.width == 0:
                 break
             unit_a, unit_b = tier.unit_of(a), tier.unit_of(b)
-            k = 0 if spray else self.routing.pick(src, dst, tier.width)
+            k = hashed % tier.width
             levels.append((tier, unit_a, unit_b, k))
             if unit_a == unit_b:
                 return levels
