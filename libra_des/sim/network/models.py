@@ -97,13 +97,13 @@ def flow_topology(topology: Topology, cost: CostModel) -> Topology:
 def detailed_training_wall(gpus: int) -> float:
     """Detailed over fast fidelity's time for one step. Measured with
     ``benchmarks/scale_study.py`` (scale-4096's layout, one step, medians of 3; tables in
-    benchmarks/README.md): 7.0x at 1,024 GPUs, 22.6x at 4,096 and 59.7x at 16,384 on the
-    final main of the replay-bookkeeping round ("The replays' bookkeeping compiled"); the
-    highest measured before were 9.3x, 22.3x and 75.8x ("The fast timeline as a
-    recurrence"). The ratio grows a little slower than the GPUs; ``max(12.5, GPUs / 120)``
-    stays above every measured ratio by a third or more (at 1,024 GPUs through the floor of
-    12.5, our assumption for small runs, whose fixed costs dominate)."""
-    return max(12.5, gpus / 120)
+    benchmarks/README.md): 6.1x at 1,024 GPUs, 14.3x at 4,096 and 51.7x at 16,384 on the
+    final main of the shared-solo-runs round ("Solo runs shared across alike pools"); 7.0x,
+    22.6x and 59.7x on the round before's, with slower replays. The ratio grows a little
+    slower than the GPUs; ``max(9, GPUs / 200)`` stays above the latest ratios by 40% or
+    more (at 1,024 GPUs through the floor of 9, our assumption for small runs, whose fixed
+    costs dominate)."""
+    return max(9.0, gpus / 200)
 
 
 def detailed_moe_wall(ep: int) -> float:
