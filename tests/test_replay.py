@@ -160,3 +160,16 @@ def test_a_matrix_changed_in_place_is_not_found_by_identity() -> None:
 
     base = np.random.default_rng(4).pareto(1.2, (8, 8)) * MB
     np.testing.assert_allclose(run(base.copy(), True), run(base.copy(), False), rtol=1e-9)
+
+
+def test_a_read_only_matrix_is_remembered_once_per_group() -> None:
+    """Found again (after a re-validation) while first in its group's list, a matrix must
+    not take the other remembered one's place."""
+    net = Network(simpy.Environment(), load_topology("h200-roce-railopt", {"nodes": 1}),
+                  replay=True)
+    book = net.replays
+    assert book is not None
+    ranks, first, second = (0, 1), np.ones((2, 2)), np.zeros((2, 2))
+    for matrix in (first, second, second):
+        book.remember(ranks, matrix, None)  # type: ignore[arg-type]  # no profile needed
+    assert [id(seen) for seen, _ in book.last[ranks]] == [id(second), id(first)]

@@ -323,11 +323,17 @@ class ReplayBook:
                     return None
                 entry.valid = self.rebinds
             if not matrix.flags.writeable and matrix.base is None:
-                recent = self.last.setdefault(ranks, [])
-                recent.insert(0, (matrix, entry))
-                del recent[RECENT:]
+                self.remember(ranks, matrix, entry)
             return entry.profile
         return None
+
+    def remember(self, ranks: tuple[int, ...], matrix: np.ndarray, entry: Entry) -> None:
+        """Keep a read-only matrix found for ``ranks`` among the group's RECENT ones (once:
+        found again after a re-validation, it would push the other one out)."""
+        recent = self.last.setdefault(ranks, [])
+        if all(seen is not matrix for seen, _ in recent):
+            recent.insert(0, (matrix, entry))
+            del recent[RECENT:]
 
     def make(
         self, ranks: tuple[int, ...], matrix: np.ndarray, batches: Batches,
