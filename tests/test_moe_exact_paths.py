@@ -154,10 +154,32 @@ def test_expert_sets_hold_their_members(experts: int) -> None:
 
 @pytest.mark.parametrize("dtype", [np.int16, np.int64])
 def test_misses_and_counts_in_one_walk(dtype: type) -> None:
+    """The counts are every routed slot; the misses are independent slots at rate
+    ``1 - accuracy``: the rate overall and per column, and the gaps between misses
+    geometric (their mean and their share of zero gaps), within 5 standard errors."""
     rng = np.random.default_rng(7)
-    routed = np.argsort(rng.random((300, 40)), axis=1)[:, :6].astype(dtype)
-    uniforms = rng.random(routed.shape)
+    routed = np.argsort(rng.random((3000, 40)), axis=1)[:, :8].astype(dtype)
     counts = np.zeros(40, dtype=np.int64)
-    miss = mark_misses(uniforms, routed, 0.7, counts)
-    assert np.array_equal(miss, uniforms >= 0.7)
-    assert np.array_equal(counts, np.bincount(routed.ravel(), minlength=40))
+    acc = 0.7
+    misses = [mark_misses(rng, routed, acc, counts) for _ in range(20)]
+    assert np.array_equal(counts, 20 * np.bincount(routed.ravel(), minlength=40))
+    miss = np.stack(misses)
+    p, n = 1.0 - acc, miss.size
+    assert abs(miss.mean() - p) < 5 * np.sqrt(p * acc / n)
+    per_column = miss.mean(axis=(0, 1))
+    assert np.all(np.abs(per_column - p) < 5 * np.sqrt(p * acc / (n / 8)))
+    gaps = np.diff(np.flatnonzero(miss[0].ravel())) - 1  # hits between two misses
+    assert abs(gaps.mean() - acc / p) < 5 * np.sqrt(acc / p**2 / gaps.size)
+    assert abs((gaps == 0).mean() - p) < 5 * np.sqrt(p * acc / gaps.size)
+
+
+def test_misses_at_the_edges_and_by_seed() -> None:
+    routed = np.zeros((100, 4), dtype=np.int16)
+    counts = np.zeros(1, dtype=np.int64)
+    rng = np.random.default_rng(0)
+    assert not mark_misses(rng, routed, 1.0, counts).any()
+    assert mark_misses(rng, routed, 0.0, counts).all()
+    assert mark_misses(rng, routed, float("nan"), counts).all()
+    assert counts[0] == 3 * routed.size
+    one, two = (mark_misses(np.random.default_rng(3), routed, 0.9, counts) for _ in range(2))
+    assert np.array_equal(one, two) and one.any() and not one.all()

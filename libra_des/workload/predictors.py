@@ -99,8 +99,7 @@ class NoisyPredictor:
         experts the rows are compared."""
         routed = trace.layer(layer)
         counts = np.zeros(trace.num_experts, dtype=np.int64)
-        miss = mark_misses(rng.random(routed.shape), routed, float(self.accuracy[layer]),
-                           counts)
+        miss = mark_misses(rng, routed, float(self.accuracy[layer]), counts)
         weights = counts + 1.0 if self.error_bias == "popular" else np.ones(counts.size)
         weights = weights / weights.sum()
         predicted = replace_misses(routed, miss, weights, rng, confusion(weights, rng))
