@@ -2,7 +2,7 @@
 
 Runs one detailed step of ``scenarios/scale-4096.yaml``'s layout at ``--dp`` replicas (64
 GPUs each) and, for every all-to-all the replay check refuses
-(``sim/network/replay.ReplayBook.admits``), looks at the links it found short of headroom:
+(``sim/network/replay.ReplayBook.begin``), looks at the links it found short of headroom:
 whether they carry live replays' reservations, shared-network flows, or both, and whether
 the coflow would have fitted with every reservation ignored (what admission by time-windowed
 reservations could at most win back). Prints the counts and the shared network's solves.
@@ -22,7 +22,7 @@ import numpy as np
 from libra_des.config import ROOT, load_scenario
 from libra_des.kinds.simulation import simulate
 from libra_des.sim.network.fluid import MARGIN
-from libra_des.sim.network.replay import Profile, ReplayBook
+from libra_des.sim.network.replay import Profile, Replay, ReplayBook
 
 
 def main() -> None:
@@ -34,23 +34,27 @@ def main() -> None:
         raise SystemExit(2)
     counts: collections.Counter[str] = collections.Counter()
     books: list[ReplayBook] = []
-    admits, init = ReplayBook.admits, ReplayBook.__init__
+    begin, init = ReplayBook.begin, ReplayBook.__init__
 
     def watched_init(self: ReplayBook, *a: Any) -> None:
         init(self, *a)
         books.append(self)
 
-    def watched(self: ReplayBook, profile: Profile, now: float) -> bool:
-        if admits(self, profile, now):
+    def watched(self: ReplayBook, profile: Profile, now: float, done: Any,
+                bytes_sent: np.ndarray) -> Replay | None:
+        replay = begin(self, profile, now, done, bytes_sent)
+        if replay is not None:
             counts["admitted"] += 1
-            return True
+            return replay
         state = self.state
         short = self.unfit(self.kernel.shared(profile.links, self.replays_on, state.deg),
                            profile)
         loads = state.loads(short)
         reserved = bool((state.reserved[short] > 0).any())
         flows = bool((loads > 0).any())
-        peaks = profile.peaks[np.searchsorted(profile.links, short)]
+        # A profile lists its links in first-use order, not sorted.
+        at = {int(link): i for i, link in enumerate(profile.links)}
+        peaks = profile.peaks[[at[int(link)] for link in short]]
         counts["refused"] += 1
         counts["short links"] += short.size
         counts["short of replays only"] += reserved and not flows
@@ -58,10 +62,10 @@ def main() -> None:
         counts["short of both"] += flows and reserved
         counts["fit with no reservations"] += bool(
             (loads + peaks <= state.cap[short] * (1.0 - MARGIN)).all())
-        return False
+        return None
 
     ReplayBook.__init__ = watched_init  # type: ignore[method-assign]
-    ReplayBook.admits = watched  # type: ignore[method-assign]
+    ReplayBook.begin = watched  # type: ignore[method-assign]
     sets = [f"parallelism.dp={args.dp}", f"parallelism.gbs={16 * args.dp}",
             "fidelity=detailed", "steps=1"]
     simulate(load_scenario(ROOT / "scenarios" / "scale-4096.yaml", sets))

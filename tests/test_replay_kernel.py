@@ -35,9 +35,10 @@ def test_reserve_and_release_match_fancy_indexing_and_end_at_exact_zero() -> Non
     assert not reserved.any() and not on.any()
 
 
-def test_admission_check_matches_the_numpy_sum() -> None:
-    rng = np.random.default_rng(4)
-    nlinks, flows = 30, 40
+def link_state(rng: np.random.Generator, nlinks: int = 30, flows: int = 40
+               ) -> tuple[np.ndarray, ...]:
+    """Random capacities, reservations (and the replays holding them), flows per link,
+    their ids and their rates."""
     cap = rng.random(nlinks) * 1e10 + 1e9
     reserved = np.where(rng.random(nlinks) < 0.5, rng.random(nlinks) * 5e9, 0.0)
     on = (reserved > 0).astype(np.int64)
@@ -45,7 +46,13 @@ def test_admission_check_matches_the_numpy_sum() -> None:
     lflow = np.zeros((nlinks, 4), dtype=np.int64)
     for link in range(nlinks):
         lflow[link, : deg[link]] = rng.integers(0, flows, deg[link])
-    rate = rng.random(flows) * 2e9
+    return cap, reserved, on, deg, lflow, rng.random(flows) * 2e9
+
+
+def test_admission_check_matches_the_numpy_sum() -> None:
+    rng = np.random.default_rng(4)
+    nlinks = 30
+    cap, reserved, on, deg, lflow, rate = link_state(rng, nlinks)
     links = np.sort(rng.choice(nlinks, size=12, replace=False))
     peaks = rng.random(12) * 5e9
     shared = kernel.shared(links, on, deg)
@@ -55,6 +62,45 @@ def test_admission_check_matches_the_numpy_sum() -> None:
     want = links[shared][~fits[shared]]
     got = kernel.unfit(shared, links, peaks, reserved, cap, rate, lflow, deg)
     assert want.size and np.array_equal(got, want)
+
+
+def same(want: list[np.ndarray], got: tuple[np.ndarray, ...]) -> bool:
+    return all(np.array_equal(a, b) for a, b in zip(want, got, strict=True))
+
+
+def test_start_if_fit_is_the_check_then_the_start_and_a_refusal_changes_nothing() -> None:
+    """The one-pass start admits exactly when no shared link is unfit; admitted, it leaves
+    what reserve() and the fancy-indexed byte sum leave; refused, every array as it was.
+    finish() is release() of every held link and the received bytes."""
+    rng = np.random.default_rng(5)
+    outcomes = set()
+    for _ in range(60):
+        cap, reserved, on, deg, lflow, rate = link_state(rng)
+        links = rng.choice(30, size=6, replace=False)  # first-use order: not sorted
+        peaks = rng.random(6) * float(rng.choice([1e8, 5e9]))
+        gpus, sent = np.sort(rng.choice(16, size=5, replace=False)), rng.random(5) * 1e6
+        bytes_sent = rng.random(16)
+        fits = not kernel.unfit(kernel.shared(links, on, deg), links, peaks, reserved, cap,
+                                rate, lflow, deg).size
+        want = [a.copy() for a in (reserved, on, bytes_sent)]
+        if fits:
+            kernel.reserve(links, peaks, want[0], want[1])
+            want[2][gpus] += sent
+        held = kernel.start_if_fit(links, peaks, reserved, cap, rate, lflow, deg, on, gpus,
+                                   sent, bytes_sent)
+        outcomes.add(fits)
+        assert held.size == (links.size if fits else 0) and held.all()
+        assert same(want, (reserved, on, bytes_sent))
+        if fits:
+            received, into = rng.random(5), rng.random(16)
+            ref_held = held.copy()
+            want = [a.copy() for a in (reserved, on, into)]
+            kernel.release(links, peaks, ref_held, ref_held, want[0], want[1])
+            want[2][gpus] += received
+            kernel.finish(links, peaks, held, reserved, on, gpus, received, into)
+            assert not held.any()
+            assert same(want, (reserved, on, into))
+    assert outcomes == {True, False}
 
 
 def by_first_use(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

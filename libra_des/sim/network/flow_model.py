@@ -218,12 +218,9 @@ class Network:
         """Start an all-to-all as a replay of ``profile`` if the check of :mod:`.replay`
         allows it."""
         assert self.replays is not None
-        if not self.replays.admits(profile, self.env.now):
+        replay = self.replays.begin(profile, self.env.now, done, self.bytes_sent)
+        if replay is None:
             return False
-        replay = Replay(self.env.now, profile, done)
-        self.replays.start(replay)
-        gpus, sent = profile.sent
-        self.bytes_sent[gpus] += sent
         self.env.timeout(profile.makespan).callbacks.append(lambda _e: self._replayed(replay))
         return True
 
@@ -231,9 +228,7 @@ class Network:
         if not replay.live:
             return  # handed over to the network, which reports its end
         assert self.replays is not None
-        self.replays.end(replay)
-        gpus, received = replay.profile.received
-        self.bytes_received[gpus] += received
+        self.replays.end(replay, self.bytes_received)
         self._replay_flows += replay.profile.flows
         replay.done.succeed()
 

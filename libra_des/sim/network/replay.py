@@ -270,6 +270,8 @@ class Entry:
     valid: int
 
 
+#: No GPUs and no bytes (what a handed-over replay adds to the bytes received).
+NOTHING = (np.zeros(0, dtype=np.int64), np.zeros(0))
 #: Read-only matrices a group's finds remember by identity (a pool's dispatch and return).
 RECENT = 2
 
@@ -398,12 +400,27 @@ class ReplayBook:
                                             state.reserved, state.cap, state.rate,
                                             state.lflow, state.deg))
 
-    def start(self, replay: Replay) -> None:
-        links = replay.profile.links
-        self.kernel.reserve(links, replay.profile.peaks, self.state.reserved, self.replays_on)
-        replay.held = np.ones(links.size, dtype=bool)
+    def begin(self, profile: Profile, now: float, done: simpy.Event,
+              bytes_sent: np.ndarray) -> Replay | None:
+        """Start the coflow as a replay of ``profile`` at ``now`` if :meth:`admits` allows
+        it, adding the bytes each GPU sends to ``bytes_sent``; None if it refuses. The check
+        as things stand, the reservations and the bytes are one kernel pass
+        (``replay_kernel.start_if_fit``); only a coflow that does not fit so goes through
+        :meth:`admits`, which lets stale holds go first."""
+        state, (gpus, sent) = self.state, profile.sent
+        held = self.kernel.start_if_fit(profile.links, profile.peaks, state.reserved, state.cap,
+                                        state.rate, state.lflow, state.deg, self.replays_on,
+                                        gpus, sent, bytes_sent)
+        if not held.size:
+            if not self.admits(profile, now):
+                return None
+            self.kernel.reserve(profile.links, profile.peaks, state.reserved, self.replays_on)
+            bytes_sent[gpus] += sent
+            held = np.ones(profile.links.size, dtype=bool)
+        replay = Replay(now, profile, done, held=held)
         self.live[replay] = None
         self.replayed += 1
+        return replay
 
     def release(self, replay: Replay, which: np.ndarray) -> None:
         """``replay`` lets go of its links where the mask ``which`` is set (held ones
@@ -428,10 +445,15 @@ class ReplayBook:
         room = state.cap[links] * (1.0 - MARGIN) - state.reserved[links]
         return links[(state.reserved[links] > 0.0) & (state.loads(links) > room)]
 
-    def end(self, replay: Replay) -> None:
-        """A replay completed (or was handed over): its reservation ends."""
+    def end(self, replay: Replay, bytes_received: np.ndarray | None = None) -> None:
+        """A replay completed (adding the bytes each GPU received to ``bytes_received``) or
+        was handed over (none given: its flows report what they deliver): its reservation
+        ends."""
         replay.live = False
-        self.release(replay, replay.held)
+        gpus, received = replay.profile.received if bytes_received is not None else NOTHING
+        self.kernel.finish(replay.profile.links, replay.profile.peaks, replay.held,
+                           self.state.reserved, self.replays_on, gpus, received,
+                           NOTHING[1] if bytes_received is None else bytes_received)
         del self.live[replay]
 
     def on(self, links: np.ndarray) -> list[Replay]:

@@ -74,6 +74,46 @@ def unfit(positions: np.ndarray, links: np.ndarray, peaks: np.ndarray,
     return out[:n]
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def add_to(gpus: np.ndarray, amounts: np.ndarray, totals: np.ndarray) -> None:
+    """``totals[gpus] += amounts`` for distinct ``gpus``."""
+    for i in range(gpus.size):
+        totals[gpus[i]] += amounts[i]
+
+
+@numba.njit(cache=True, nogil=True)
+def start_if_fit(
+    links: np.ndarray, peaks: np.ndarray, reserved: np.ndarray, cap: np.ndarray,
+    rate: np.ndarray, lflow: np.ndarray, deg: np.ndarray, replays_on: np.ndarray,
+    gpus: np.ndarray, sent: np.ndarray, bytes_sent: np.ndarray,
+) -> np.ndarray:
+    """A replay's start in one pass when it fits as things stand: no link it shares with
+    live replays or the network's flows is :func:`unfit`. Then its peaks are reserved
+    (:func:`reserve`), ``sent[i]`` is added to ``bytes_sent[gpus[i]]`` (distinct GPUs) and
+    the mask of the links it holds (all) is returned. Otherwise nothing changes and the mask
+    is empty (a coflow crosses at least one link; the caller refreshes stale holds and
+    checks again)."""
+    for i in range(links.size):
+        link = links[i]
+        if replays_on[link] > 0 or deg[link] > 0:
+            load = reserved[link] + _load(link, rate, lflow, deg) + peaks[i]
+            if not load <= cap[link] * (1.0 - MARGIN):
+                return np.zeros(0, dtype=np.bool_)
+    reserve(links, peaks, reserved, replays_on)
+    add_to(gpus, sent, bytes_sent)
+    return np.ones(links.size, dtype=np.bool_)
+
+
+@numba.njit(cache=True, nogil=True)
+def finish(links: np.ndarray, peaks: np.ndarray, held: np.ndarray, reserved: np.ndarray,
+           replays_on: np.ndarray, gpus: np.ndarray, received: np.ndarray,
+           bytes_received: np.ndarray) -> None:
+    """A replay ends: it lets go of every link it still holds (:func:`release`) and
+    ``received[i]`` is added to ``bytes_received[gpus[i]]`` (none for a hand-over)."""
+    release(links, peaks, held, held, reserved, replays_on)
+    add_to(gpus, received, bytes_received)
+
+
 @numba.njit(cache=True, nogil=True)
 def first_use(ids: np.ndarray, seen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct ``ids`` in order of first appearance, and each entry's index among
