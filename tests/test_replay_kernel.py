@@ -103,6 +103,19 @@ def test_start_if_fit_is_the_check_then_the_start_and_a_refusal_changes_nothing(
     assert outcomes == {True, False}
 
 
+def test_per_gpu_sums_by_gpu_as_unique_and_bincount_do() -> None:
+    rng = np.random.default_rng(6)
+    for span in (1, 7, 300):
+        gpus = rng.integers(40, 40 + span, 200)
+        sizes = rng.random(200) * 1e6
+        ids, where = np.unique(gpus, return_inverse=True)
+        got_ids, got = kernel.per_gpu(gpus, sizes)
+        assert np.array_equal(got_ids, ids)
+        assert np.array_equal(got, np.bincount(where, weights=sizes, minlength=ids.size))
+    empty_ids, empty = kernel.per_gpu(np.zeros(0, dtype=np.int64), np.zeros(0))
+    assert empty_ids.size == empty.size == 0
+
+
 def by_first_use(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct ``ids`` in order of first appearance and each entry's index among them,
     by sorting (what the kernels number in one pass)."""

@@ -56,7 +56,7 @@ from libra_des.hardware.topology import Topology
 from libra_des.hardware.variance import VarianceModel
 from libra_des.sim.network.fluid import FluidState
 from libra_des.sim.network.link_table import LinkTable
-from libra_des.sim.network.replay import Profile, Replay, ReplayBook, per_gpu
+from libra_des.sim.network.replay import Profile, Replay, ReplayBook
 from libra_des.sim.network.routes import RouteNumbers
 
 #: Flows to start together: path numbers, bytes, receiving GPUs, coflows.
@@ -196,7 +196,7 @@ class Network:
         batches = self._by_latency(latency, pick, flows)
         senders = gpus[pick // n]
         if book is not None and profile is None:
-            profile = book.make(key, matrix, batches, per_gpu(senders, sizes))
+            profile = book.make(key, matrix, batches, senders, sizes)
             if self._replay(profile, done):
                 return done
         np.add.at(self.bytes_sent, senders, sizes)

@@ -226,7 +226,7 @@ def profile_of(
     solos: dict[bytes, Solo], numbering: Numbering,
 ) -> tuple[Profile, int]:
     """Run the coflow alone to its end (``sent``: the bytes each GPU sends, see
-    :func:`per_gpu`): what a replay needs, and the solves it took. ``solos`` holds solo
+    ``replay_kernel.per_gpu``): what a replay needs, and the solves it took. ``solos`` holds solo
     runs by :attr:`Frame.key`: a frame seen before (another group of GPUs with the same
     local links, paths and flows) takes its results without running (0 solves)."""
     frame = Frame.of(template, batches, numbering)
@@ -241,7 +241,8 @@ def profile_of(
         solos[key] = found
     sizes, dsts = (np.concatenate([flows[k] for _, flows in batches]) for k in (1, 2))
     makespan, peaks, leaves = found
-    profile = Profile(makespan, frame.links, peaks, leaves, frame, sent, per_gpu(dsts, sizes))
+    received = numbering.kernel.per_gpu(dsts, sizes)
+    profile = Profile(makespan, frame.links, peaks, leaves, frame, sent, received)
     return profile, solves
 
 
@@ -252,12 +253,6 @@ def leaves_of(solo: FluidState, frame: Frame, fin: np.ndarray) -> np.ndarray:
     puts nothing on the link."""
     paths = np.concatenate([flows[0] for _, flows in frame.batches])
     return np.asarray(solo.kernel.last_ends(frame.plinks, frame.pn, paths, fin, frame.links.size))
-
-
-def per_gpu(gpus: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct GPUs and the bytes each moves (``sizes`` summed by ``gpus``)."""
-    ids, where = np.unique(gpus, return_inverse=True)
-    return ids, np.bincount(where, weights=sizes, minlength=ids.size)
 
 
 @dataclass(eq=False)
@@ -339,9 +334,11 @@ class ReplayBook:
 
     def make(
         self, ranks: tuple[int, ...], matrix: np.ndarray, batches: Batches,
-        sent: tuple[np.ndarray, np.ndarray],
+        senders: np.ndarray, sizes: np.ndarray,
     ) -> Profile:
-        """Run the all-to-all alone and keep its profile."""
+        """Run the all-to-all alone and keep its profile (``senders``: each flow's sending
+        GPU, ``sizes``: its bytes)."""
+        sent = self.kernel.per_gpu(senders, sizes)
         profile, solves = profile_of(self.state, batches, sent, self.solos,
                                      self.numbering)
         self.solo_runs += int(solves > 0)

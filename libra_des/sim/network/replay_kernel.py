@@ -115,6 +115,23 @@ def finish(links: np.ndarray, peaks: np.ndarray, held: np.ndarray, reserved: np.
 
 
 @numba.njit(cache=True, nogil=True)
+def per_gpu(gpus: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct ``gpus`` (ascending) and the bytes each moves: ``sizes`` summed by
+    GPU in the order given (``np.unique`` and a weighted ``np.bincount``, in one pass over
+    the span of GPU numbers)."""
+    if gpus.size == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    lo, hi = gpus.min(), gpus.max()
+    total = np.zeros(hi - lo + 1)
+    count = np.zeros(hi - lo + 1, dtype=np.int64)
+    for i in range(gpus.size):
+        total[gpus[i] - lo] += sizes[i]
+        count[gpus[i] - lo] += 1
+    ids = np.flatnonzero(count)
+    return ids + lo, total[ids]
+
+
+@numba.njit(cache=True, nogil=True)
 def first_use(ids: np.ndarray, seen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct ``ids`` in order of first appearance, and each entry's index among
     them (``replay.Frame``'s path numbering). ``seen``: scratch holding -1 at every id,
