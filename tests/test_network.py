@@ -17,6 +17,7 @@ from libra_des.errors import InputError
 from libra_des.hardware.topology import Topology, load_topology
 from libra_des.hardware.variance import VarianceModel
 from libra_des.sim.network.flow_model import Network
+from libra_des.sim.network.model import send_together
 
 MB = 1 << 20
 
@@ -90,6 +91,42 @@ def test_two_flows_on_one_bottleneck_take_twice_as_long() -> None:
     # Two GPUs sharing a NIC path would share it; two GPUs on their own rails do not.
     apart, _ = run(topo, lambda net: [net.transfer(0, 4, size), net.transfer(1, 5, size)])
     assert apart == pytest.approx(size / 12.5e9, rel=1e-12)
+
+
+def test_transfers_together_end_with_the_last_of_the_same_flows_sent_one_by_one() -> None:
+    """One coflow for a group's messages: it ends when the slowest of the same flows, sent
+    as separate transfers, would, with the same bytes sent and received; a pair that
+    crosses no link (a GPU to itself) or a message of no bytes still arrives. The
+    model-agnostic ``send_together`` falls back to one transfer each."""
+    topo = load_topology(node_spec("2us"))
+    size = 100 * MB
+    pairs = [(0, 1), (0, 2), (1, 5), (3, 3)]  # NVLink shared from GPU 0, a NIC, a self-send
+    apart, net_a = run(topo, lambda net: [net.transfer(s, d, size) for s, d in pairs])
+    together, net_t = run(topo, lambda net: net.transfers(pairs, size))
+    assert together == pytest.approx(apart, rel=1e-12) and together > 0
+    for name in ("bytes_sent", "bytes_received"):
+        assert np.array_equal(getattr(net_a, name), getattr(net_t, name))
+    assert net_t.flows_done == net_a.flows_done == len(pairs)
+    empty, net_e = run(topo, lambda net: net.transfers([(0, 1), (2, 6)], 0.0))
+    assert empty == pytest.approx(topo.latency(topo.route(2, 6)), rel=1e-12)
+    assert net_e.flows_done == 2
+    only_self, _ = run(topo, lambda net: net.transfers([(2, 2)], size))
+    assert only_self == 0.0
+    plain = AnalyticLike(simpy.Environment())
+    send_together(plain, [(0, 1), (2, 3)], size)
+    assert plain.sent == [(0, 1), (2, 3)]
+
+
+class AnalyticLike:
+    """A network model with ``transfer`` only (no ``transfers``): records each message."""
+
+    def __init__(self, env: simpy.Environment) -> None:
+        self.env = env
+        self.sent: list[tuple[int, int]] = []
+
+    def transfer(self, src: int, dst: int, nbytes: float) -> simpy.Event:
+        self.sent.append((src, dst))
+        return self.env.timeout(0.0)
 
 
 def test_rates_are_recomputed_when_a_flow_joins_and_leaves() -> None:

@@ -105,29 +105,52 @@ class Network:
     def transfer(self, src: int, dst: int, nbytes: float) -> simpy.Event:
         """Send ``nbytes`` from GPU ``src`` to GPU ``dst`` (a point-to-point message); the
         event fires on arrival."""
-        return self._send(src, dst, nbytes, True)
+        return self._send([(src, dst)], nbytes, True)
 
-    def _send(self, src: int, dst: int, nbytes: float, relay: bool) -> simpy.Event:
-        """:meth:`transfer` on the point-to-point route (``relay``) or the direct one."""
+    def transfers(self, pairs: Sequence[tuple[int, int]], nbytes: float) -> simpy.Event:
+        """Send ``nbytes`` from each ``(src, dst)`` of ``pairs`` at once, one message each
+        (a stage's hand-off from its group of GPUs); the event fires when the last arrives.
+        The messages are one coflow: the same flows as one :meth:`transfer` each, with
+        one completion to report."""
+        return self._send(pairs, nbytes, True)
+
+    def _send(
+        self, pairs: Sequence[tuple[int, int]], nbytes: float, relay: bool
+    ) -> simpy.Event:
+        """:meth:`transfers` on point-to-point routes (``relay``) or direct ones. A message
+        that crosses no link (same GPU, or no bytes) arrives after its route's latency; the
+        others are one coflow, joining the network by route latency."""
         if not 0 <= nbytes < np.inf:  # inf would count as sent and "arrive" at once
             raise InputError("nbytes", nbytes, ">= 0, finite")
-        links, latency = self.path(src, dst, relay)
         done = self.env.event()
-        self.bytes_sent[src] += nbytes
-        if links.size == 0 or nbytes == 0:
-            self.env.timeout(latency).callbacks.append(lambda _e: self._local(dst, nbytes, done))
-            return done
-        group = self.state.group(1)
-        self._waiting[group] = done
-        flows = (
-            np.array([self._path_ids[src, dst, relay]]), np.array([float(nbytes)]),
-            np.array([dst]), np.array([group]),
-        )
-        if latency > 0:
-            self.env.timeout(latency).callbacks.append(lambda _e: self._arrive(flows))
+        ids, latency, dsts = [], [], []
+        local: list[simpy.Event] = []
+        for src, dst in pairs:
+            links, delay = self.path(src, dst, relay)
+            self.bytes_sent[src] += nbytes
+            if links.size == 0 or nbytes == 0:
+                arrived = self.env.event()
+                self.env.timeout(delay).callbacks.append(self._local(dst, nbytes, arrived))
+                local.append(arrived)
+                continue
+            ids.append(self._path_ids[src, dst, relay])
+            latency.append(delay)
+            dsts.append(dst)
+        if local:  # rare: the coflow's event and the local arrivals together
+            if ids:
+                local.append(done)
+            event = self.env.all_of(local) if len(local) > 1 else local[0]
+            if not ids:
+                return event
         else:
-            self._arrive(flows)
-        return done
+            event = done
+        group = self.state.group(len(ids))
+        self._waiting[group] = done
+        flows = (np.array(ids), np.full(len(ids), float(nbytes)), np.array(dsts),
+                 np.full(len(ids), group))
+        for delay, batch in self._by_latency(np.array(latency), np.arange(len(ids)), flows):
+            self._schedule(delay, batch)
+        return event
 
     def path(self, src: int, dst: int, relay: bool = False) -> tuple[np.ndarray, float]:
         """Link numbers and total latency of the direct route or (``relay``) the
@@ -367,10 +390,17 @@ class Network:
         for event in events:
             event.succeed()
 
-    def _local(self, dst: int, nbytes: float, done: simpy.Event) -> None:
-        self.bytes_received[dst] += nbytes
-        self._local_done += 1
-        done.succeed()
+    def _local(
+        self, dst: int, nbytes: float, done: simpy.Event
+    ) -> Callable[[simpy.Event], None]:
+        """The callback delivering a message that crossed no link."""
+
+        def arrived(_event: simpy.Event) -> None:
+            self.bytes_received[dst] += nbytes
+            self._local_done += 1
+            done.succeed()
+
+        return arrived
 
     # ------------------------------------------------------------------ collectives
     def collective(
@@ -441,7 +471,7 @@ class Network:
 
         def start(i: int) -> None:
             src, dst, size = transfers[i]
-            self._send(src, dst, size, relay).callbacks.append(finished(i))
+            self._send([(src, dst)], size, relay).callbacks.append(finished(i))
 
         def finished(i: int) -> Callable[[simpy.Event], None]:
             def callback(_event: simpy.Event) -> None:

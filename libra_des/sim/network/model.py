@@ -60,6 +60,20 @@ class NetworkModel(Protocol):
         ...
 
 
+def send_together(
+    net: NetworkModel, pairs: Sequence[tuple[int, int]], nbytes: float
+) -> simpy.Event:
+    """``nbytes`` over each ``(src, dst)`` of ``pairs`` at once; the event fires when all
+    have arrived. A model may offer this as ``transfers(pairs, nbytes)`` (the flow network
+    runs the messages as one coflow, with one completion); any other takes one
+    :meth:`~NetworkModel.transfer` each."""
+    together = getattr(net, "transfers", None)
+    if together is not None:
+        event: simpy.Event = together(pairs, nbytes)
+        return event
+    return net.env.all_of([net.transfer(src, dst, nbytes) for src, dst in pairs])
+
+
 @dataclass(frozen=True, eq=False)
 class Traffic:
     """What one communication stage moves, as data: a collective ``op`` over ``gpus``

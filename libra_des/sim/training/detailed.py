@@ -29,7 +29,7 @@ import numpy as np
 import simpy
 
 from libra_des.plan.step import StepPlan
-from libra_des.sim.network.model import NetworkModel
+from libra_des.sim.network.model import NetworkModel, send_together
 from libra_des.sim.training.pipeline import EventPipelineSim, SyncFn
 from libra_des.sim.training.schedules import Schedule
 from libra_des.sim.training.stagetimes import DeviceTimes, Layout
@@ -149,17 +149,14 @@ class DetailedPipelineSim(EventPipelineSim):
     def send(self, e: int, d: int, dd: int, ii: int) -> None:
         """Start one flow per CP worker to the consuming stage."""
         arrived = self.arrivals.setdefault((e, dd, ii), self.env.event())
-        flows = [
-            self.net.transfer(src, dst, self.act_bytes)
-            for src, dst in zip(self.gpus[d][e], self.gpus[dd][e], strict=True)
-        ]
-        self.counters.p2p_sent += self.act_bytes * len(flows)
+        pairs = list(zip(self.gpus[d][e], self.gpus[dd][e], strict=True))
+        self.counters.p2p_sent += self.act_bytes * len(pairs)
 
         def done(_ev: simpy.Event) -> None:
-            self.counters.p2p_received += self.act_bytes * len(flows)
+            self.counters.p2p_received += self.act_bytes * len(pairs)
             arrived.succeed()
 
-        self.env.all_of(flows).callbacks.append(done)
+        send_together(self.net, pairs, self.act_bytes).callbacks.append(done)
 
     def wait_for(self, e: int, d: int, i: int, dep: tuple[int, int]) -> Generator[Any, Any, None]:
         if dep[0] == d:

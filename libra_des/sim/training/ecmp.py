@@ -38,7 +38,7 @@ import simpy
 
 from libra_des.hardware.routing import Routing, hashed_bounds
 from libra_des.hardware.topology import Topology
-from libra_des.sim.network.model import NetworkModel
+from libra_des.sim.network.model import NetworkModel, send_together
 
 #: A call's key: ("c", GPUs) for a collective, ("t", src, dst) for a transfer.
 CallKey = tuple[object, ...]
@@ -81,11 +81,21 @@ class Recorder:
         return event
 
     def transfer(self, src: int, dst: int, nbytes: float) -> simpy.Event:
+        self.note_pair(src, dst, nbytes)
+        return self._timed(("t", src, dst), self.net.transfer(src, dst, nbytes), -1)
+
+    def note_pair(self, src: int, dst: int, nbytes: float) -> None:
+        """Whether a message ``src -> dst`` meets a level where the hash has a choice
+        (checked once per pair)."""
         if (src, dst) not in self._pairs:
             self._pairs.add((src, dst))
             one = np.array([src]), np.array([dst]), np.array([float(nbytes)])
             self.crossed |= hashed_bounds(self.topology, *one, self.routings[:1])[1]
-        return self._timed(("t", src, dst), self.net.transfer(src, dst, nbytes), -1)
+
+    def transfers(self, pairs: Sequence[tuple[int, int]], nbytes: float) -> simpy.Event:
+        for src, dst in pairs:
+            self.note_pair(src, dst, nbytes)
+        return self._timed(("t", tuple(pairs)), send_together(self.net, pairs, nbytes), -1)
 
     def collective(
         self, op: str, gpus: Sequence[int], nbytes: float = 0.0, algorithm: str | None = None,
@@ -172,6 +182,9 @@ class LightReplay:
 
     def transfer(self, src: int, dst: int, nbytes: float) -> simpy.Event:
         return self._call(("t", src, dst))
+
+    def transfers(self, pairs: Sequence[tuple[int, int]], nbytes: float) -> simpy.Event:
+        return self._call(("t", tuple(pairs)))
 
     def collective(
         self, op: str, gpus: Sequence[int], nbytes: float = 0.0, algorithm: str | None = None,
