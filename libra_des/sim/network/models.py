@@ -97,13 +97,13 @@ def flow_topology(topology: Topology, cost: CostModel) -> Topology:
 def detailed_training_wall(gpus: int) -> float:
     """Detailed over fast fidelity's time for one step. Measured with
     ``benchmarks/scale_study.py`` (scale-4096's layout, one step, medians of 3; tables in
-    benchmarks/README.md): 6.1x at 1,024 GPUs, 14.3x at 4,096 and 51.7x at 16,384 on the
-    final main of the shared-solo-runs round ("Solo runs shared across alike pools"); 7.0x,
-    22.6x and 59.7x on the round before's, with slower replays. The ratio grows a little
-    slower than the GPUs; ``max(9, GPUs / 200)`` stays above the latest ratios by 40% or
-    more (at 1,024 GPUs through the floor of 9, our assumption for small runs, whose fixed
-    costs dominate)."""
-    return max(9.0, gpus / 200)
+    benchmarks/README.md): 4.3x at 1,024 GPUs, 14.8x at 4,096 and 66.0x at 16,384 on the
+    final main of the hand-offs-as-coflows round ("Stage hand-offs as one coflow"; detailed
+    got faster, but fast mode's 16,384-GPU step ran in 1.41 s that hour, so the ratio rose);
+    6.1x, 14.3x and 51.7x on the round before's. The ratio grows a little slower than the
+    GPUs; ``max(9, GPUs / 175)`` stays above the latest ratios by 40% or more (at 1,024 GPUs
+    through the floor of 9, our assumption for small runs, whose fixed costs dominate)."""
+    return max(9.0, gpus / 175)
 
 
 def detailed_moe_wall(ep: int) -> float:
