@@ -112,6 +112,8 @@ def test_transfers_together_end_with_the_last_of_the_same_flows_sent_one_by_one(
     assert net_e.flows_done == 2
     only_self, _ = run(topo, lambda net: net.transfers([(2, 2)], size))
     assert only_self == 0.0
+    nothing, _ = run(topo, lambda net: net.transfers([], size))
+    assert nothing == 0.0
     plain = AnalyticLike(simpy.Environment())
     send_together(plain, [(0, 1), (2, 3)], size)
     assert plain.sent == [(0, 1), (2, 3)]

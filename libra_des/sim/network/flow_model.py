@@ -122,11 +122,11 @@ class Network:
         others are one coflow, joining the network by route latency."""
         if not 0 <= nbytes < np.inf:  # inf would count as sent and "arrive" at once
             raise InputError("nbytes", nbytes, ">= 0, finite")
+        routes = [self.path(src, dst, relay) for src, dst in pairs]  # bad GPUs raise here
         done = self.env.event()
         ids, latency, dsts = [], [], []
         local: list[simpy.Event] = []
-        for src, dst in pairs:
-            links, delay = self.path(src, dst, relay)
+        for (src, dst), (links, delay) in zip(pairs, routes, strict=True):
             self.bytes_sent[src] += nbytes
             if links.size == 0 or nbytes == 0:
                 arrived = self.env.event()
@@ -136,14 +136,9 @@ class Network:
             ids.append(self._path_ids[src, dst, relay])
             latency.append(delay)
             dsts.append(dst)
-        if local:  # rare: the coflow's event and the local arrivals together
-            if ids:
-                local.append(done)
-            event = self.env.all_of(local) if len(local) > 1 else local[0]
-            if not ids:
-                return event
-        else:
-            event = done
+        if not ids:  # nothing crosses a link (or no pairs): the local arrivals only
+            return self.env.all_of(local) if len(local) != 1 else local[0]
+        event = self.env.all_of([*local, done]) if local else done
         group = self.state.group(len(ids))
         self._waiting[group] = done
         flows = (np.array(ids), np.full(len(ids), float(nbytes)), np.array(dsts),
