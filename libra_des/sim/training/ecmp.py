@@ -40,7 +40,8 @@ from libra_des.hardware.routing import Routing, hashed_bounds
 from libra_des.hardware.topology import Topology
 from libra_des.sim.network.model import NetworkModel, send_together
 
-#: A call's key: ("c", GPUs) for a collective, ("t", src, dst) for a transfer.
+#: A call's key: ("c", GPUs) for a collective, ("t", src, dst) for a transfer, ("t", pairs)
+#: for a group's transfers sent together.
 CallKey = tuple[object, ...]
 
 
