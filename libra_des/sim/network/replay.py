@@ -60,7 +60,8 @@ Flows = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 #: Batches of one coflow's flows by route latency: (seconds after the call, flows).
 Batches = list[tuple[float, Flows]]
-
+#: Distinct GPUs (ascending) and the bytes each moves (``replay_kernel.per_gpu``).
+PerGpu = tuple[np.ndarray, np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -152,8 +153,8 @@ class Profile:
     peaks: np.ndarray
     leaves: np.ndarray
     frame: Frame
-    sent: tuple[np.ndarray, np.ndarray]
-    received: tuple[np.ndarray, np.ndarray]
+    sent: PerGpu
+    received: PerGpu
 
     @property
     def batches(self) -> Batches:
@@ -175,9 +176,9 @@ class Replay:
     start: float
     profile: Profile
     done: simpy.Event
+    #: Which of the profile's links it still holds (reserves).
+    held: np.ndarray
     live: bool = True
-    #: Which of the profile's links it still holds (reserves), once started.
-    held: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
 
 @dataclass
@@ -222,13 +223,13 @@ Solo = tuple[float, np.ndarray, np.ndarray]
 
 
 def profile_of(
-    template: FluidState, batches: Batches, sent: tuple[np.ndarray, np.ndarray],
+    template: FluidState, batches: Batches, moved: tuple[PerGpu, PerGpu],
     solos: dict[bytes, Solo], numbering: Numbering,
 ) -> tuple[Profile, int]:
-    """Run the coflow alone to its end (``sent``: the bytes each GPU sends, see
-    ``replay_kernel.per_gpu``): what a replay needs, and the solves it took. ``solos`` holds solo
-    runs by :attr:`Frame.key`: a frame seen before (another group of GPUs with the same
-    local links, paths and flows) takes its results without running (0 solves)."""
+    """Run the coflow alone to its end (``moved``: the bytes each GPU sends and receives):
+    what a replay needs, and the solves it took. ``solos`` holds solo runs by
+    :attr:`Frame.key`: a frame seen before (another group of GPUs with the same local
+    links, paths and flows) takes its results without running (0 solves)."""
     frame = Frame.of(template, batches, numbering)
     key = frame.key
     found = solos.get(key)
@@ -239,11 +240,8 @@ def profile_of(
         found = (makespan, solo.peak.copy(), leaves_of(solo, frame, solo.fin[: frame.flows]))
         solves = solo.recomputations
         solos[key] = found
-    sizes, dsts = (np.concatenate([flows[k] for _, flows in batches]) for k in (1, 2))
     makespan, peaks, leaves = found
-    received = numbering.kernel.per_gpu(dsts, sizes)
-    profile = Profile(makespan, frame.links, peaks, leaves, frame, sent, received)
-    return profile, solves
+    return Profile(makespan, frame.links, peaks, leaves, frame, *moved), solves
 
 
 def leaves_of(solo: FluidState, frame: Frame, fin: np.ndarray) -> np.ndarray:
@@ -338,9 +336,10 @@ class ReplayBook:
     ) -> Profile:
         """Run the all-to-all alone and keep its profile (``senders``: each flow's sending
         GPU, ``sizes``: its bytes)."""
-        sent = self.kernel.per_gpu(senders, sizes)
-        profile, solves = profile_of(self.state, batches, sent, self.solos,
-                                     self.numbering)
+        # Received bytes summed in the batches' order (flows by latency), as they arrive.
+        by_batch, dsts = (np.concatenate([flows[k] for _, flows in batches]) for k in (1, 2))
+        moved = (self.kernel.per_gpu(senders, sizes), self.kernel.per_gpu(dsts, by_batch))
+        profile, solves = profile_of(self.state, batches, moved, self.solos, self.numbering)
         self.solo_runs += int(solves > 0)
         self.solo_shared += int(solves == 0)
         self.solo_solves += solves
@@ -411,10 +410,9 @@ class ReplayBook:
         if not held.size:
             if not self.admits(profile, now):
                 return None
-            self.kernel.reserve(profile.links, profile.peaks, state.reserved, self.replays_on)
-            bytes_sent[gpus] += sent
-            held = np.ones(profile.links.size, dtype=bool)
-        replay = Replay(now, profile, done, held=held)
+            held = self.kernel.start(profile.links, profile.peaks, state.reserved,
+                                     self.replays_on, gpus, sent, bytes_sent)
+        replay = Replay(now, profile, done, held)
         self.live[replay] = None
         self.replayed += 1
         return replay

@@ -45,13 +45,28 @@ def release(links: np.ndarray, peaks: np.ndarray, which: np.ndarray, held: np.nd
             reserved[link] = 0.0
 
 
+@numba.njit(cache=True, nogil=True, inline="always")
+def in_use(link: int, replays_on: np.ndarray, deg: np.ndarray) -> bool:
+    """Whether live replays or the network's flows use ``link``."""
+    return bool(replays_on[link] > 0 or deg[link] > 0)
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def too_full(link: int, peak: float, reserved: np.ndarray, cap: np.ndarray,
+             rate: np.ndarray, lflow: np.ndarray, deg: np.ndarray) -> bool:
+    """Whether ``link``'s reservation, load and ``peak`` leave less than MARGIN of its
+    capacity."""
+    load = reserved[link] + _load(link, rate, lflow, deg) + peak
+    return not load <= cap[link] * (1.0 - MARGIN)
+
+
 @numba.njit(cache=True, nogil=True)
 def shared(links: np.ndarray, replays_on: np.ndarray, deg: np.ndarray) -> np.ndarray:
     """Positions of the links that live replays or the network's flows also use."""
     out = np.empty(links.size, dtype=np.int64)
     n = 0
     for i in range(links.size):
-        if replays_on[links[i]] > 0 or deg[links[i]] > 0:
+        if in_use(links[i], replays_on, deg):
             out[n] = i
             n += 1
     return out[:n]
@@ -61,15 +76,12 @@ def shared(links: np.ndarray, replays_on: np.ndarray, deg: np.ndarray) -> np.nda
 def unfit(positions: np.ndarray, links: np.ndarray, peaks: np.ndarray,
           reserved: np.ndarray, cap: np.ndarray, rate: np.ndarray, lflow: np.ndarray,
           deg: np.ndarray) -> np.ndarray:
-    """Of the links at ``positions``, those whose reservation, load and peak leave less than
-    MARGIN of their capacity."""
+    """Of the links at ``positions``, those :func:`too_full` for their peak."""
     out = np.empty(positions.size, dtype=np.int64)
     n = 0
     for i in positions:
-        link = links[i]
-        load = reserved[link] + _load(link, rate, lflow, deg) + peaks[i]
-        if not load <= cap[link] * (1.0 - MARGIN):
-            out[n] = link
+        if too_full(links[i], peaks[i], reserved, cap, rate, lflow, deg):
+            out[n] = links[i]
             n += 1
     return out[:n]
 
@@ -82,26 +94,30 @@ def add_to(gpus: np.ndarray, amounts: np.ndarray, totals: np.ndarray) -> None:
 
 
 @numba.njit(cache=True, nogil=True)
+def start(links: np.ndarray, peaks: np.ndarray, reserved: np.ndarray, replays_on: np.ndarray,
+          gpus: np.ndarray, sent: np.ndarray, bytes_sent: np.ndarray) -> np.ndarray:
+    """A replay starts: its peaks are reserved (:func:`reserve`), ``sent[i]`` is added to
+    ``bytes_sent[gpus[i]]`` (distinct GPUs); returns the mask of the links it holds (all)."""
+    reserve(links, peaks, reserved, replays_on)
+    add_to(gpus, sent, bytes_sent)
+    return np.ones(links.size, dtype=np.bool_)
+
+
+@numba.njit(cache=True, nogil=True)
 def start_if_fit(
     links: np.ndarray, peaks: np.ndarray, reserved: np.ndarray, cap: np.ndarray,
     rate: np.ndarray, lflow: np.ndarray, deg: np.ndarray, replays_on: np.ndarray,
     gpus: np.ndarray, sent: np.ndarray, bytes_sent: np.ndarray,
 ) -> np.ndarray:
-    """A replay's start in one pass when it fits as things stand: no link it shares with
-    live replays or the network's flows is :func:`unfit`. Then its peaks are reserved
-    (:func:`reserve`), ``sent[i]`` is added to ``bytes_sent[gpus[i]]`` (distinct GPUs) and
-    the mask of the links it holds (all) is returned. Otherwise nothing changes and the mask
-    is empty (a coflow crosses at least one link; the caller refreshes stale holds and
-    checks again)."""
+    """:func:`start` in the same pass as the check, when the replay fits as things stand:
+    no link it shares with live replays or the network's flows is :func:`too_full`.
+    Otherwise nothing changes and the mask is empty (a coflow crosses at least one link;
+    the caller refreshes stale holds and checks again)."""
     for i in range(links.size):
-        link = links[i]
-        if replays_on[link] > 0 or deg[link] > 0:
-            load = reserved[link] + _load(link, rate, lflow, deg) + peaks[i]
-            if not load <= cap[link] * (1.0 - MARGIN):
-                return np.zeros(0, dtype=np.bool_)
-    reserve(links, peaks, reserved, replays_on)
-    add_to(gpus, sent, bytes_sent)
-    return np.ones(links.size, dtype=np.bool_)
+        if in_use(links[i], replays_on, deg) and too_full(links[i], peaks[i], reserved, cap,
+                                                          rate, lflow, deg):
+            return np.zeros(0, dtype=np.bool_)
+    return start(links, peaks, reserved, replays_on, gpus, sent, bytes_sent)
 
 
 @numba.njit(cache=True, nogil=True)
