@@ -153,7 +153,7 @@ def test_expert_sets_hold_their_members(experts: int) -> None:
 
 
 @pytest.mark.parametrize("dtype", [np.int16, np.int64])
-def test_misses_and_counts_in_one_walk(dtype: type) -> None:
+def test_misses_are_independent_slots_and_counts_every_slot(dtype: type) -> None:
     """The counts are every routed slot; the misses are independent slots at rate
     ``1 - accuracy``: the rate overall and per column, and the gaps between misses
     geometric (their mean and their share of zero gaps), within 5 standard errors."""
