@@ -90,9 +90,11 @@ def fill_slots(
     for slot in range(miss.shape[1]):
         n = 0
         for r in range(miss.shape[0]):
-            if miss[r, slot]:
-                rows[n] = r
-                n += 1
+            # Written whether missed or not, counted only if so: a branch taken about one
+            # time in nine is mispredicted about as often (a 16,384-token layer's
+            # replacement 0.83 -> 0.69 ms, benchmarks/README.md).
+            rows[n] = r
+            n += miss[r, slot]
         if substitute.size and n:
             keep = 0
             for j in range(n):
