@@ -100,11 +100,11 @@ def detailed_training_wall(gpus: int) -> float:
     benchmarks/README.md): 4.3x at 1,024 GPUs, 14.8x at 4,096 and 66.0x at 16,384 on the
     final main of the hand-offs-as-coflows round ("Stage hand-offs as one coflow"; detailed
     got faster, but fast mode's 16,384-GPU step ran in 1.41 s that hour, so the ratio rose);
-    6.1x, 14.3x and 51.7x on the round before's; the same code measured again later read
-    4.9x, 15.4x and 40.4x (fast mode's hour matters as much as detailed's). The ratio grows a
-    little slower than the GPUs; ``max(9, GPUs / 175)`` stays above the ratios measured so
-    far by 40% or more (at 1,024 GPUs through the floor of 9, our assumption for small runs,
-    whose fixed costs dominate)."""
+    6.1x, 14.3x and 51.7x on the round before's; the same code measured twice again later
+    read 4.9x, 15.4x and 40.4x, then 4.2x, 14.6x and 52.6x (fast mode's hour matters as much
+    as detailed's). The ratio grows a little slower than the GPUs; ``max(9, GPUs / 175)``
+    stays above the ratios measured so far by 40% or more (at 1,024 GPUs through the floor
+    of 9, our assumption for small runs, whose fixed costs dominate)."""
     return max(9.0, gpus / 175)
 
 
