@@ -1,9 +1,11 @@
-"""Flow-network benchmark: all-to-all(v) collectives on the max-min fair network (not a test).
+"""Flow-network benchmark: collectives on the max-min fair network (not a test).
 
-Every GPU pair sends a different number of bytes, so nearly every flow ends at its own
-instant and forces its own rate recomputation: the worst case for the detailed fidelity
-mode. Cases: GPUs 0..63 and 0..31 of h200-roce-railopt with 8 nodes, and one
+All-to-all(v) cases: every GPU pair sends a different number of bytes, so nearly every flow
+ends at its own instant and forces its own rate recomputation: the worst case for the
+detailed fidelity mode. GPUs 0..63 and 0..31 of h200-roce-railopt with 8 nodes, and one
 h200-8x-nvswitch node; sizes uniform in [0.5, 1.5] MiB or lognormal(0, 1) MiB (skewed).
+``rail64-ring``: a 64 MiB ring all-reduce over GPUs 0..63, a DAG of 64,512 single
+transfers (the per-message path every DAG collective takes).
 
 Prints the median wall seconds of ``--repeats`` runs, the SimPy events, rate
 recomputations and progressive-filling fallbacks of a run, and how many times slower than
@@ -39,14 +41,17 @@ from libra_des.sim.network import flow_model as network
 
 MIB = float(1 << 20)
 CASES = {
-    # name: (topology, topology params, GPUs, skewed sizes)
+    # name: (topology, topology params, GPUs, skewed sizes; None: a ring all-reduce)
     "rail64-uniform": ("h200-roce-railopt", {"nodes": 8}, 64, False),
     "rail64-skewed": ("h200-roce-railopt", {"nodes": 8}, 64, True),
     "rail32-uniform": ("h200-roce-railopt", {"nodes": 8}, 32, False),
     "rail32-skewed": ("h200-roce-railopt", {"nodes": 8}, 32, True),
     "nvswitch8-uniform": ("h200-8x-nvswitch", {}, 8, False),
     "nvswitch8-skewed": ("h200-8x-nvswitch", {}, 8, True),
+    "rail64-ring": ("h200-roce-railopt", {"nodes": 8}, 64, None),
 }
+#: The ring case's all-reduce size.
+RING_BYTES = 64 * MIB
 
 
 class CountingEnvironment(simpy.Environment):
@@ -65,17 +70,23 @@ def send_matrix(n: int, skewed: bool, rng: np.random.Generator) -> np.ndarray:
     return unit * MIB
 
 
-def one_run(module: ModuleType, topo: Topology, gpus: list[int], matrix: np.ndarray) -> dict:
+def one_run(module: ModuleType, topo: Topology, gpus: list[int], matrix: np.ndarray | None
+            ) -> dict:
+    """One all-to-all(v) of ``matrix``, or (None) the ring case's all-reduce."""
     env = CountingEnvironment()
     net = module.Network(env, topo)
     t0 = time.perf_counter()
-    env.run(net.collective("all_to_all", gpus, send_bytes=matrix))
+    if matrix is None:
+        env.run(net.collective("all_reduce", gpus, RING_BYTES, algorithm="ring"))
+    else:
+        env.run(net.collective("all_to_all", gpus, send_bytes=matrix))
     wall = time.perf_counter() - t0
     return {
         "wall": wall,
         "events": env.events,
         "recomputations": net.recomputations,
         "fallbacks": getattr(net, "fallbacks", -1),
+        "flows": getattr(net, "flows_done", -1),
         "sim_s": env.now,
     }
 
@@ -135,13 +146,14 @@ def main() -> None:
         topo_name, params, n, skewed = CASES[name]
         topo = load_topology(topo_name, params)
         gpus = list(range(n))
-        matrix = send_matrix(n, skewed, np.random.default_rng(args.seed))
+        matrix = None if skewed is None else send_matrix(n, skewed,
+                                                          np.random.default_rng(args.seed))
         runs = [one_run(module, topo, gpus, matrix) for _ in range(args.repeats)]
         wall = statistics.median(r["wall"] for r in runs)
         first = runs[0]
         slowdown = base * wall / first["events"]  # network seconds per event / bare ones
         print(
-            f"{name:<19}{n * (n - 1):>7}{first['events']:>8}{first['recomputations']:>8}"
+            f"{name:<19}{first['flows']:>7}{first['events']:>8}{first['recomputations']:>8}"
             f"{first['fallbacks']:>8}{wall:>9.3f}{slowdown:>9.0f}{1e3 * first['sim_s']:>9.4f}"
         )
     print("'x bare': wall seconds per SimPy event over those of the bare timeout loop;")
@@ -153,6 +165,9 @@ def compare(other: ModuleType, args: argparse.Namespace) -> None:
     print(f"per-flow finish times: {network.__file__} against {other.__file__}")
     for name in args.cases.split(","):
         topo_name, params, n, skewed = CASES[name]
+        if skewed is None:
+            print(f"{name:<19} skipped: not an all-to-all")
+            continue
         topo = load_topology(topo_name, params)
         matrix = send_matrix(n, skewed, np.random.default_rng(args.seed))
         ours = finish_times(network, topo, list(range(n)), matrix)

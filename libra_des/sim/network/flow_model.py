@@ -105,23 +105,42 @@ class Network:
     def transfer(self, src: int, dst: int, nbytes: float) -> simpy.Event:
         """Send ``nbytes`` from GPU ``src`` to GPU ``dst`` (a point-to-point message); the
         event fires on arrival."""
-        return self._send([(src, dst)], nbytes, True)
+        return self._send(src, dst, nbytes, True)
 
     def transfers(self, pairs: Sequence[tuple[int, int]], nbytes: float) -> simpy.Event:
         """Send ``nbytes`` from each ``(src, dst)`` of ``pairs`` at once, one message each
         (a stage's hand-off from its group of GPUs); the event fires when the last arrives.
         The messages are one coflow: the same flows as one :meth:`transfer` each, with
         one completion to report."""
-        return self._send(pairs, nbytes, True)
+        if len(pairs) == 1:
+            return self._send(*pairs[0], nbytes, True)
+        return self._send_group(pairs, nbytes, True)
 
-    def _send(
+    def _send(self, src: int, dst: int, nbytes: float, relay: bool) -> simpy.Event:
+        """One message on the point-to-point route (``relay``) or the direct one. Every
+        transfer of a DAG collective comes this way, so it stays one route look-up and four
+        one-element arrays (through the group path, a ring all-reduce over 64 GPUs took
+        1.34-1.73x the CPU, benchmarks/README.md)."""
+        check_bytes(nbytes)
+        links, latency = self.path(src, dst, relay)
+        done = self.env.event()
+        self.bytes_sent[src] += nbytes
+        if links.size == 0 or nbytes == 0:
+            self.env.timeout(latency).callbacks.append(self._local(dst, nbytes, done))
+            return done
+        group = self.state.group(1)
+        self._waiting[group] = done
+        self._schedule(latency, (np.array([self._path_ids[src, dst, relay]]),
+                                 np.array([float(nbytes)]), np.array([dst]), np.array([group])))
+        return done
+
+    def _send_group(
         self, pairs: Sequence[tuple[int, int]], nbytes: float, relay: bool
     ) -> simpy.Event:
         """:meth:`transfers` on point-to-point routes (``relay``) or direct ones. A message
         that crosses no link (same GPU, or no bytes) arrives after its route's latency; the
         others are one coflow, joining the network by route latency."""
-        if not 0 <= nbytes < np.inf:  # inf would count as sent and "arrive" at once
-            raise InputError("nbytes", nbytes, ">= 0, finite")
+        check_bytes(nbytes)
         routes = [self.path(src, dst, relay) for src, dst in pairs]  # bad GPUs raise here
         done = self.env.event()
         ids, latency, dsts = [], [], []
@@ -466,7 +485,7 @@ class Network:
 
         def start(i: int) -> None:
             src, dst, size = transfers[i]
-            self._send([(src, dst)], size, relay).callbacks.append(finished(i))
+            self._send(src, dst, size, relay).callbacks.append(finished(i))
 
         def finished(i: int) -> Callable[[simpy.Event], None]:
             def callback(_event: simpy.Event) -> None:
@@ -531,3 +550,10 @@ def bad_matrix(matrix: np.ndarray, n: int) -> InputError:
     """The error for an all-to-all(v) matrix over ``n`` ranks of another shape or with bad
     bytes."""
     return InputError("send_bytes", matrix.shape, f"a non-negative finite {n}x{n} matrix")
+
+
+def check_bytes(nbytes: float) -> None:
+    """A message's bytes are non-negative and finite (inf would count as sent and "arrive"
+    at once)."""
+    if not 0 <= nbytes < np.inf:
+        raise InputError("nbytes", nbytes, ">= 0, finite")
