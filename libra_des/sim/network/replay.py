@@ -263,8 +263,6 @@ class Entry:
     valid: int
 
 
-#: No GPUs and no bytes (what a handed-over replay adds to the bytes received).
-NOTHING = (np.zeros(0, dtype=np.int64), np.zeros(0))
 #: Read-only matrices a group's finds remember by identity (a pool's dispatch and return).
 RECENT = 2
 
@@ -445,10 +443,13 @@ class ReplayBook:
         was handed over (none given: its flows report what they deliver): its reservation
         ends."""
         replay.live = False
-        gpus, received = replay.profile.received if bytes_received is not None else NOTHING
-        self.kernel.finish(replay.profile.links, replay.profile.peaks, replay.held,
-                           self.state.reserved, self.replays_on, gpus, received,
-                           NOTHING[1] if bytes_received is None else bytes_received)
+        if bytes_received is None:
+            self.release(replay, replay.held)
+        else:
+            gpus, received = replay.profile.received
+            self.kernel.finish(replay.profile.links, replay.profile.peaks, replay.held,
+                               self.state.reserved, self.replays_on, gpus, received,
+                               bytes_received)
         del self.live[replay]
 
     def on(self, links: np.ndarray) -> list[Replay]:
