@@ -120,7 +120,7 @@ class Network:
         """One message on the point-to-point route (``relay``) or the direct one. Every
         transfer of a DAG collective comes this way, so it stays one route look-up and four
         one-element arrays (through the group path, a ring all-reduce over 64 GPUs took
-        1.34-1.73x the CPU, benchmarks/README.md)."""
+        1.19-1.84x the time, median 1.43x: ``benchmarks/network.py --cases rail64-ring``)."""
         check_bytes(nbytes)
         links, latency = self.path(src, dst, relay)
         done = self.env.event()
