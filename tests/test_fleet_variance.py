@@ -53,8 +53,10 @@ def test_correlated_normals_refuse_a_correlation_above_one() -> None:
 
 @pytest.mark.parametrize("scope", ["node", "rack"])
 def test_scoped_episodes_slow_whole_units_at_their_stationary_share(scope: str) -> None:
-    spec = only(**{f"{scope}_episode_rate": 0.02, f"{scope}_episode_steps": 5.0,
-                   f"{scope}_episode_factor": 1.5}, rack_nodes=2)
+    # rack_nodes sizes racks only: with node episodes alone it would be ignored (refused).
+    knobs = {f"{scope}_episode_rate": 0.02, f"{scope}_episode_steps": 5.0,
+             f"{scope}_episode_factor": 1.5, **({"rack_nodes": 2} if scope == "rack" else {})}
+    spec = only(**knobs)
     model, rng = build(spec, 512, 3)
     unit = GPN * (2 if scope == "rack" else 1)
     gpus = np.arange(512)

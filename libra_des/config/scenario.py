@@ -36,6 +36,7 @@ from libra_des.config import (
     read_yaml,
     validate,
 )
+from libra_des.config.ignored_knobs import ignored_variance_knob
 from libra_des.config.validation import check_gpus, check_model, check_training
 from libra_des.errors import InputError
 
@@ -205,6 +206,11 @@ class VarianceSpec(Frozen):
     launch_gap_seconds: float | None = Field(default=None, ge=0, le=1)
     host_stall_rate: float | None = Field(default=None, ge=0, le=1)
     host_stall_seconds: float | None = Field(default=None, ge=0, le=3600)
+
+    @model_validator(mode="after")
+    def _no_ignored_knobs(self) -> VarianceSpec:
+        ignored_variance_knob(self)
+        return self
 
 
 class MemorySpec(Frozen):
