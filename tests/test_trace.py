@@ -39,8 +39,11 @@ def check_chrome_trace(doc: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
             assert isinstance(ev["ts"], float | int) and math.isfinite(ev["ts"]), ev
         if ev["ph"] == "X":
             assert ev["dur"] >= 0 and isinstance(ev["tid"], int) and isinstance(ev["args"], dict)
-        if ev["ph"] == "M":
+        if ev["ph"] == "M" and ev["name"].endswith("_name"):
             assert ev["name"] in ("process_name", "thread_name") and ev["args"]["name"]
+        if ev["ph"] == "M" and ev["name"].endswith("_sort_index"):
+            # Tracks sort by number: a thread's index is its tid, a process's its pid.
+            assert ev["args"]["sort_index"] == ev.get("tid", ev["pid"]), ev
         if ev["ph"] == "C":
             assert ev["args"] and all(isinstance(v, float) and math.isfinite(v)
                                       for v in ev["args"].values()), ev
@@ -86,6 +89,15 @@ def test_training_trace_per_gpu_with_flows_and_counters(
     gpu_tracks = [n for n in names if " GPU " in n]
     assert len(gpu_tracks) == meta["traced_gpus"] == 2 * 2 * 8  # dp x pp x cp, one pool
     assert len(set(gpu_tracks)) == len(gpu_tracks)
+    # Tracks ordered by their sort index list GPUs in numeric order (GPU 2 before GPU 10).
+    order = {(ev["pid"], ev["tid"]): ev["args"]["sort_index"] for ev in by["M"]
+             if ev["name"] == "thread_sort_index"}
+    named = {(ev["pid"], ev["tid"]): ev["args"]["name"] for ev in by["M"]
+             if ev["name"] == "thread_name"}
+    assert order.keys() == named.keys()
+    stage0 = sorted((order[k], int(n.split()[-1])) for k, n in named.items()
+                    if n.startswith("stage 0 GPU") and k[0] == 0)
+    assert [g for _, g in stage0] == sorted(g for _, g in stage0) and len(stage0) > 9
     assert len(by["s"]) > 0  # pipeline hand-offs between the two stages
     held = [ev for ev in by["C"] if ev["name"] == "activations held (microbatches)"]
     assert held and held[-1]["args"] == {"stage 0": 0.0, "stage 1": 0.0}  # all backwards ran

@@ -43,13 +43,17 @@ GPU_TRACK_LIMIT = 256
 FLOW_LEAD_US = 1e-3
 
 
-def meta(pid: int, tid: int | None, name: str) -> dict[str, Any]:
-    """A process_name / thread_name metadata event."""
-    kind = "thread_name" if tid is not None else "process_name"
-    event: dict[str, Any] = {"ph": "M", "pid": pid, "name": kind, "args": {"name": name}}
+def meta(pid: int, tid: int | None, name: str) -> list[dict[str, Any]]:
+    """A process_name / thread_name metadata event and its sort index (the track's number),
+    so viewers order tracks by number (GPU 2 before GPU 10), not by their names as text."""
+    scope = "thread" if tid is not None else "process"
+    named: dict[str, Any] = {"ph": "M", "pid": pid, "name": f"{scope}_name",
+                             "args": {"name": name}}
+    order: dict[str, Any] = {"ph": "M", "pid": pid, "name": f"{scope}_sort_index",
+                             "args": {"sort_index": tid if tid is not None else pid}}
     if tid is not None:
-        event["tid"] = tid
-    return event
+        named["tid"] = order["tid"] = tid
+    return [named, order]
 
 
 def span(pid: int, tid: int, name: str, t0: float, t1: float, **args: Any) -> dict[str, Any]:
@@ -98,8 +102,8 @@ class Tracks:
                 label = f"stage {d} GPU {rank}" if self.per_gpu else (
                     f"stage {d} compute (GPUs {d * self.stride + e * self.width}-"
                     f"{d * self.stride + (e + 1) * self.width - 1})")
-                out.append(meta(e, tid, label))
-            out.append(meta(e, self.comm(d), f"stage {d} comm"))
+                out += meta(e, tid, label)
+            out += meta(e, self.comm(d), f"stage {d} comm")
         return out
 
 
@@ -210,7 +214,7 @@ def chrome_trace(
                     par.cp if par is not None else 1)
     events: list[dict[str, Any]] = []
     for e in chosen:
-        events.append(meta(e, None, f"rank group {e}"))
+        events += meta(e, None, f"rank group {e}")
         events += tracks.names(e)
     offset = 0.0
     for rec in records:

@@ -53,14 +53,14 @@ def moe_trace(timeline: Timeline, scenario: Scenario, gpus: int) -> dict[str, An
         tracks.setdefault((pid, name), []).append((batch, layer, start, end))
         if gpu is not None and name in LINK_STAGES:
             links.setdefault(gpu, []).extend([(start, 1), (end, -1)])
-    events: list[dict[str, Any]] = [meta(g, None, f"GPU {g}") for g in range(shown)]
-    events.append(meta(group, None, "group-wide"))
+    events: list[dict[str, Any]] = [e for g in range(shown) for e in meta(g, None, f"GPU {g}")]
+    events += meta(group, None, "group-wide")
     width = max((len(v) for v in tracks.values()), default=1)  # tids per kind, never reached
     for (pid, name), spans in sorted(tracks.items()):
         lane_of = lanes([(s, e) for _, _, s, e in spans])
         for lane in sorted(set(lane_of)):
             label = name if lane == 0 else f"{name} ({lane + 1})"
-            events.append(meta(pid, kinds.index(name) * width + lane, label))
+            events += meta(pid, kinds.index(name) * width + lane, label)
         events += [span(pid, kinds.index(name) * width + lane, f"{name} L{layer}", s, e,
                         batch=batch, layer=layer)
                    for (batch, layer, s, e), lane in zip(spans, lane_of, strict=True)]
