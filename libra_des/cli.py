@@ -123,8 +123,27 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+#: Options that take one ``KEY=VALUE`` word each.
+KEY_VALUE_OPTIONS = ("--set", "--grid")
+
+
+def split_key_value(words: Sequence[str]) -> str | None:
+    """The one-line error for ``--set KEY VALUE`` typed as two words (argparse would only
+    say the second word is not an option), else None."""
+    for option, key, value in zip(words, words[1:], words[2:], strict=False):
+        if (option in KEY_VALUE_OPTIONS and "=" not in key and not key.startswith("-")
+                and not value.startswith("-")):
+            return (f"error: {option}: got {f'{key} {value}'!r}; allowed: KEY=VALUE as one "
+                    f"word, e.g. {option} {key}={value}")
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
+    split = split_key_value(words)
+    if split is not None:
+        sys.stderr.write(split + "\n")
+        return EXIT_BAD_INPUT
     return guarded(run_command, words, command_name(words))
 
 

@@ -328,7 +328,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     """``a.b.c=value`` -> (["a","b","c"], yaml-parsed value)."""
     key, sep, value = text.partition("=")
     if not sep or not key or any(not part for part in key.split(".")):
-        raise InputError("--set", text, "dotted.key=value")
+        raise InputError("--set", text, "KEY=VALUE as one word, e.g. parallelism.dp=4")
     return key.split("."), parse_value(value, key)
 
 
