@@ -277,13 +277,45 @@ def resolve_path(ref: str, base: Path, folder: str, suffixes: Iterable[str]) -> 
     return None
 
 
+def shipped_names(folder: str) -> list[str]:
+    """The names of the YAML files shipped in ``ROOT/folder`` (their stems, sorted)."""
+    return sorted(p.stem for p in (ROOT / folder).glob("*.yaml"))
+
+
+def not_found(field: str, ref: str, folder: str, what: str) -> InputError:
+    """The error for a name or path that is nowhere: the closest shipped names, if any."""
+    import difflib  # lazy: only on this error
+
+    names = shipped_names(folder)
+    close = difflib.get_close_matches(Path(ref).stem, names, n=3, cutoff=0.6)
+    hint = (f"; did you mean {' or '.join(repr(c) for c in close)}?" if close
+            else f"; shipped: {', '.join(names)}" if len(names) <= 12 else "")
+    return InputError(field, ref, f"{what} (looked in ., {folder}/){hint}")
+
+
+def shipped_scenario(ref: str | Path) -> Path:
+    """A scenario file: ``ref`` itself if it is a file, else the shipped scenario of that
+    name (``quickstart`` -> ``ROOT/scenarios/quickstart.yaml``), so shipped scenarios run by
+    name from any folder; neither is one line naming the closest shipped names."""
+    path = Path(ref)
+    if is_file(path) or path.exists():
+        return path  # a file, or a path read_yaml will name what is wrong with
+    if path.parent == Path("."):
+        for suffix in ("", ".yaml", ".yml"):
+            shipped = ROOT / "scenarios" / f"{path.name}{suffix}"
+            if is_file(shipped):
+                return shipped
+    raise not_found("scenario", str(ref), "scenarios",
+                    "an existing YAML file or a shipped scenario name")
+
+
 def include(raw: Any, key: str, base: Path, folder: str) -> Any:
     """Replace a path-valued section with the mapping the file holds."""
     if not isinstance(raw, str):
         return raw
     found = resolve_path(raw, base, folder, (".yaml", ".yml"))
     if found is None:
-        raise InputError(key, raw, f"an existing file (looked in ., {folder}/)")
+        raise not_found(key, raw, folder, "an existing file or a shipped name")
     data = read_yaml(found, key)
     if not isinstance(data, Mapping):
         raise InputError(key, raw, "a YAML mapping")
@@ -305,7 +337,8 @@ def elaborate(raw: Mapping[str, Any], base: Path) -> dict[str, Any]:
     if isinstance(topo, str):
         found = resolve_path(topo, base, "topologies", (".yaml", ".yml"))
         if found is None:
-            raise InputError("topology", topo, "a shipped topology name or an existing file")
+            raise not_found("topology", topo, "topologies",
+                            "a shipped topology name or an existing file")
         data["topology"] = str(found)
     workload = data.get("workload")
     if isinstance(workload, dict):

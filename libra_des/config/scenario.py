@@ -34,6 +34,7 @@ from libra_des.config import (
     elaborate,
     pydantic_line,
     read_yaml,
+    shipped_scenario,
     validate,
 )
 from libra_des.config.ignored_knobs import ignored_variance_knob
@@ -479,7 +480,8 @@ def validate_scenario(data: Any) -> Scenario:
 
 
 def load_scenario(path: str | Path, overrides: Iterable[str] = ()) -> Scenario:
-    """Describe -> elaborate -> validate one scenario file."""
+    """Describe -> elaborate -> validate one scenario file (or shipped scenario name)."""
+    path = shipped_scenario(path)
     raw = read_yaml(path)
     if not isinstance(raw, Mapping):
         raise InputError("scenario", str(path), "a YAML mapping at the top level")
