@@ -2,12 +2,13 @@
 
 Rows (``MECHANISMS``) are sets of ``--set`` overrides on top of a base that has every newer
 mechanism off: the paper's median/p99 length laws with the older synthetic tail
-(``longctx-256k``/``longctx-1m``: Pareto 1.2 capped at L/2) and the calibrated per-op noise only, with free overlap (``overlap.interference=off``; the model's
-default is on). Each row switches one mechanism on; ``all`` switches on every one this build
-knows. ``corpus law`` switches to the paper scenarios' default laws (``paper-256k``/``paper-1m``:
-the paper's median and p99, a public corpus's tail); ``public corpus`` to the public corpora
-themselves (``public-wlbllm-256k``/``public-prolong-1m``; not part of ``all``). A row whose knob
-a build does not have is reported as such, not run.
+(``longctx-256k``/``longctx-1m``: Pareto 1.2 capped at L/2) and the calibrated per-op noise
+only, with free overlap (``overlap.interference=off``; the model's default is on). Each row
+switches one mechanism on; ``all`` switches on every one this build knows. ``corpus law``
+switches to the paper scenarios' default laws (``paper-256k``/``paper-1m``: the paper's median
+and p99, a public corpus's tail); ``public corpus`` to the public corpora themselves
+(``public-wlbllm-256k``/``public-prolong-1m``; not part of ``all``). A row whose knob a build
+does not have is reported as such, not run.
 ``--row NAME=K=V,K=V`` adds a row, ``--set K=V`` adds overrides to every run (both
 repeatable).
 
