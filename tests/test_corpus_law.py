@@ -120,7 +120,9 @@ def test_paper_corpus_laws_meet_the_published_median_and_p99(
 ) -> None:
     spec = load_workload(workload)
     assert spec.lengths is not None and spec.packed_length == packed
-    draw = sample_lengths(spec.lengths, 400_000, np.random.default_rng(0))
+    # 2M draws: the 256K tail is steep just above p99 (33K -> 40K by p = 0.991), so a sample
+    # quantile of 400K draws still wanders by a few percent.
+    draw = sample_lengths(spec.lengths, 2_000_000, np.random.default_rng(0))
     assert np.median(draw) == pytest.approx(median, rel=0.05)
     assert np.quantile(draw, 0.99) == pytest.approx(p99, rel=0.05)
     # Clipped at the context length as ``max`` clips every law (1M: the rescaled tail
