@@ -1,10 +1,14 @@
 """What each modelling mechanism moves: the paper scenarios re-run with one mechanism on at a time.
 
 Rows (``MECHANISMS``) are sets of ``--set`` overrides on top of a base that has every newer
-mechanism off: the paper's median/p99 length laws (``longctx-256k``/``longctx-1m``) and the
-calibrated per-op noise only, with free overlap (``overlap.interference=off``; the model's
-default is on). Each row switches one mechanism on; ``all`` switches on every one this build
-knows. A row whose knob a build does not have is reported as such, not run.
+mechanism off: the paper's median/p99 length laws with the older synthetic tail
+(``longctx-256k``/``longctx-1m``: Pareto 1.2 capped at L/2) and the calibrated per-op noise
+only, with free overlap (``overlap.interference=off``; the model's default is on). Each row
+switches one mechanism on; ``all`` switches on every one this build knows. ``corpus law``
+switches to the paper scenarios' default laws (``paper-256k``/``paper-1m``: the paper's median
+and p99, a public corpus's tail); ``public corpus`` to the public corpora themselves
+(``public-wlbllm-256k``/``public-prolong-1m``; not part of ``all``). A row whose knob a build
+does not have is reported as such, not run.
 ``--row NAME=K=V,K=V`` adds a row, ``--set K=V`` adds overrides to every run (both
 repeatable).
 
@@ -45,6 +49,7 @@ BASE = ["variance.fleet=false", "overlap.interference=off", "memory.check=warn"]
 MECHANISMS: dict[str, list[str]] = {
     "base": [],
     "corpus law": ["workload=@corpus"],
+    "public corpus": ["workload=@public"],
     "GPU speed + node/rack": ["variance.gpu_speed_sigma=0.013",
                               "variance.jitter_node_correlation=0.3",
                               "variance.node_episode_rate=2e-4",
@@ -57,7 +62,12 @@ MECHANISMS: dict[str, list[str]] = {
     "interference": ["overlap.interference=on"],
     "all": ["@all"],
 }
-CORPUS = {"256k": "workload=wlbllm-256k", "1m": "workload=prolong-1m"}
+#: The paper scenarios' default corpus laws (the paper's median and p99, a public corpus's tail)
+#: and the public corpora themselves (docs/workloads.md).
+CORPUS = {"256k": "workload=paper-256k", "1m": "workload=paper-1m"}
+PUBLIC = {"256k": "workload=public-wlbllm-256k", "1m": "workload=public-prolong-1m"}
+#: Rows that ``all`` leaves out: a second corpus law would override the first.
+NOT_IN_ALL = ("base", "all", "public corpus")
 POLICIES = ("ulysses", "wlb_llm", "distca", "libra")
 
 
@@ -67,9 +77,11 @@ def expand(row: list[str], size: str, known: dict[str, list[str]]) -> list[str]:
     for item in row:
         if item == "workload=@corpus":
             out.append(CORPUS[size])
+        elif item == "workload=@public":
+            out.append(PUBLIC[size])
         elif item == "@all":
             for name, sets in known.items():
-                if name not in ("base", "all"):
+                if name not in NOT_IN_ALL:
                     out += expand(sets, size, known)
         else:
             out.append(item)

@@ -148,3 +148,18 @@ def test_bad_files_exit_2_one_line(capsys: pytest.CaptureFixture[str], tmp_path:
     moe.write_text("kind: moe_inference\nmodel: qwen3-235b-a22b\nworkload: {}\n"
                    "balancer: {policy: libra}\n")
     assert "kind" in bad(capsys, "--scenario", str(moe))
+
+
+def test_placement_replays_random_and_vrsp_at_the_papers_pool_sizes(
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    rows = run_json(capsys, "--workload", "paper-256k", "--gbs", "64", "--windows", "2",
+                    "--placement")["results"]
+    assert [(r["pool_size"], r["policy"]) for r in rows] == [
+        (p, pol) for p in (2, 4, 8, 16, 32, 64) for pol in ("random", "vrsp")]
+    by = {(r["policy"], r["pool_size"]): r["inter_pool_imbalance"] for r in rows}
+    # One pool of the whole window is balanced under any grouping; VRSP sorts, random does not.
+    assert by["random", 64] == by["vrsp", 64] == 0
+    assert all(by["vrsp", p] <= by["random", p] for p in (2, 4, 8, 16, 32))
+    assert "--placement" in bad(capsys, "--workload", "paper-256k", "--placement",
+                                "--pool-size", "8")

@@ -21,6 +21,12 @@ if TYPE_CHECKING:
     from rich.table import Table
 
 
+#: The placement study's pool sizes and policies: the Libra training paper's placement studies
+#: sweep P over these (docs/model.md A) and compare VRSP with random grouping.
+PLACEMENT_POOL_SIZES = (2, 4, 8, 16, 32, 64)
+PLACEMENT_POLICIES = ("random", "vrsp")
+
+
 def register(subs: argparse._SubParsersAction) -> None:
     p = subs.add_parser(
         "plan",
@@ -37,6 +43,10 @@ def register(subs: argparse._SubParsersAction) -> None:
                      help="override a field of the scenario (or of the --workload file)")
     p.add_argument("--gbs", type=str, default=None, help="packed sequences per window (128)")
     p.add_argument("--pool-size", default=None, help="P, comma-separated list (8)")
+    p.add_argument("--placement", action="store_true", default=None,
+                   help="the paper's placement study: policies random,vrsp at P = "
+                   f"{','.join(map(str, PLACEMENT_POOL_SIZES))} (instead of --pool-size, "
+                   "--policy)")
     p.add_argument("--heads-split", default=None, help="H, comma-separated list (1)")
     p.add_argument("--block-size", default=None, help="B tokens, comma-separated list (16384)")
     p.add_argument("--policy", default=None,
@@ -83,14 +93,23 @@ def settings_from_args(args: argparse.Namespace) -> PlanSettings:
     def ints(flag: str, text: str | None) -> tuple[int, ...] | None:
         return tuple(int_list(flag, text)) if text else None
 
+    pools = ints("--pool-size", args.pool_size)
+    policies = None if args.policy is None else policy_list(args.policy)
+    if args.placement:
+        if pools is not None or policies is not None:
+            given = "--pool-size" if pools is not None else "--policy"
+            raise InputError("--placement", f"with {given}", "--placement alone (it sets P "
+                             "and the policies) or --pool-size/--policy without it")
+        pools, policies = PLACEMENT_POOL_SIZES, PLACEMENT_POLICIES
+
     return settings(
         workload=args.workload, scenario=args.scenario, overrides=args.set, model=args.model,
         gbs=None if args.gbs is None else one_int("--gbs", args.gbs, 0),
         cp=None if args.cp is None else one_int("--cp", args.cp, 0),
-        pool_sizes=ints("--pool-size", args.pool_size),
+        pool_sizes=pools,
         heads_splits=ints("--heads-split", args.heads_split),
         block_sizes=ints("--block-size", args.block_size),
-        policies=None if args.policy is None else policy_list(args.policy),
+        policies=policies,
         windows=one_int("--windows", args.windows, 20),
         seed=None if args.seed is None else one_int("--seed", args.seed, 0, minimum=0,
                                                      maximum=MAX_SEED),

@@ -19,8 +19,8 @@ from libra_des.commands.common import dumps
 from libra_des.errors import InputError
 
 #: ``plan`` flags that ``--tap`` does not use (it takes everything from the scenario).
-IGNORED = ("gbs", "pool_size", "heads_split", "block_size", "policy", "windows", "seed", "cp",
-           "model", "workload")
+IGNORED = ("gbs", "pool_size", "placement", "heads_split", "block_size", "policy", "windows",
+           "seed", "cp", "model", "workload")
 
 
 def tap_ranking(path: str, overrides: list[str]) -> tuple[str, Ranking | None]:

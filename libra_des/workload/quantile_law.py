@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from libra_des.errors import InputError
+from libra_des.workload.normal import ndtri
 
 FIELD = "workload.lengths.knots"
 
@@ -128,3 +129,34 @@ def ks_distance(law: QuantileLaw, data: np.ndarray) -> float:
 def ks_critical(n: int, alpha: float = 0.05) -> float:
     """One-sample Kolmogorov-Smirnov critical distance for ``n`` points (asymptotic form)."""
     return math.sqrt(-0.5 * math.log(alpha / 2)) / math.sqrt(n)
+
+
+def rescaled_tail_knots(median: float, p99: float, corpus: QuantileLaw,
+                        body_knots: int = 128, split: float = 0.99) -> list[list[float]]:
+    """Knots of a law with a published ``median`` and ``p99`` and a real corpus's tail shape.
+
+    Only a corpus's median and 99th percentile are known (a paper's summary); the rest is
+    assumed, and stated here:
+
+    * Body, ``0 < p <= split``: the lognormal with that median and p99 (closed form: mu =
+      ln median, sigma = ln(p99 / median) / Phi^-1(split)), at every ``1/body_knots`` of
+      probability and at ``split``; the first knot (``p = 0``) is one token.
+    * Tail, ``p > split``: ``corpus``'s own knots above ``split``, every length multiplied by
+      ``p99 / corpus.quantile(split)``. The tail's ratios to its p99, hence its shape (its
+      Pareto index, how far its longest document lies past p99), are the corpus's.
+
+    Median and p99 are knots, so the law meets them exactly. Nothing constrains the longest
+    length: it is the corpus's longest times the same factor (the caller's ``max`` clips it).
+    Lengths are rounded to 0.1 token, as :func:`fit_knots` rounds.
+    """
+    if not 0 < median < p99:
+        raise InputError("workload.lengths.p99", p99, f"> median={median} > 0")
+    probs = np.append(np.arange(0, math.ceil(split * body_knots)) / body_knots, split)
+    mu, sigma = math.log(median), math.log(p99 / median) / float(ndtri(split))
+    body = np.exp(mu + sigma * ndtri(probs[1:]))
+    scale = p99 / float(corpus.quantile(np.array([split]))[0])
+    above = corpus.probs > split
+    out_probs = np.concatenate([probs, corpus.probs[above]])
+    lengths = np.concatenate([[1.0], body, corpus.lengths[above] * scale])
+    lengths = np.maximum.accumulate(np.round(lengths, 1))
+    return [[float(p), float(q)] for p, q in zip(out_probs, lengths, strict=True)]

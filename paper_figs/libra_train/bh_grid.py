@@ -64,7 +64,7 @@ def make(opts: common.FigOptions) -> common.Drawn:
     data = common.replay_plans(
         opts,
         NAME,
-        workload="longctx-1m",
+        workload="paper-1m",
         policies=["vrsp"],
         pool_sizes=[8],
         gbs=gbs,
@@ -124,7 +124,7 @@ def make(opts: common.FigOptions) -> common.Drawn:
         for j, b in enumerate(blocks)
     ]
     text = common.caption(
-        "plan --workload longctx-1m (configuration simulator)",
+        "plan --workload paper-1m (configuration simulator)",
         opts,
         "planner only",
         f"{int(at_slack.sum())} of {at_slack.size} cells sit "

@@ -32,7 +32,7 @@ def make(opts: common.FigOptions) -> common.Drawn:
         out = common.replay_plans(
             opts,
             f"{NAME}/{data}",
-            workload=f"longctx-{data}",
+            workload=f"paper-{data}",
             gbs=gbs,
             windows=windows,
             pool_sizes=pools,
@@ -77,6 +77,6 @@ def make(opts: common.FigOptions) -> common.Drawn:
         opts,
         NAME,
         TITLE,
-        common.caption("plan --workload longctx-{256k,1m}", opts, "planner only"),
+        common.caption("plan --workload paper-{256k,1m}", opts, "planner only"),
         rows,
     )
