@@ -51,6 +51,7 @@ from libra_des.api.scenarios import (
     step_plan,
 )
 from libra_des.api.studies import (
+    AxisLike,
     PlanReplay,
     SweepPoint,
     SweepRun,
@@ -62,7 +63,8 @@ from libra_des.api.studies import (
 from libra_des.base.version import __version__
 
 __all__ = [
-    "Overrides", "PlanReplay", "Result", "ScenarioLike", "SweepPoint", "SweepRun", "__version__",
+    "AxisLike", "Overrides", "PlanReplay", "Result", "ScenarioLike", "SweepPoint", "SweepRun",
+    "__version__",
     "cost", "cost_choices", "cost_model", "cost_ops", "cost_report", "fabric_for",
     "load_scenario", "load_training", "moe_systems", "noise_factors", "replay_plans",
     "run_sweep", "shipped_path", "simulate", "step_plan",
