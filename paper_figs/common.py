@@ -177,7 +177,7 @@ def sweep(
     return study
 
 
-def replay_plans(opts: FigOptions, name: str, **settings: Any) -> dict[str, Any]:
+def replay_plans(opts: FigOptions, name: str, **settings: Any) -> api.PlanReplay:
     """The configuration simulator (:func:`libra_des.api.replay_plans`); its output is kept
     beside the figure's data, as ``plan.json``."""
     data = api.replay_plans(**settings)

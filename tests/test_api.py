@@ -42,6 +42,22 @@ def test_import_is_lazy() -> None:
     assert out.stdout.strip() == "[] True"
 
 
+def test_every_api_module_imports_its_work_lazily() -> None:
+    """Each use-case module imports the layers that do the work inside its functions: loading
+    all of them loads no numpy, simulator, hardware model or runner."""
+    code = (
+        "import importlib, pkgutil, sys, libra_des.api as api\n"
+        "names = [m.name for m in pkgutil.iter_modules(api.__path__)]\n"
+        "for name in names: importlib.import_module(f'libra_des.api.{name}')\n"
+        "heavy = ('numpy', 'simpy', 'networkx', 'rich', 'libra_des.hardware', 'libra_des.sim',\n"
+        "         'libra_des.kinds', 'libra_des.runs', 'libra_des.report')\n"
+        "print(len(names), [m for m in heavy if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    count, loaded = out.stdout.split(" ", 1)
+    assert int(count) >= 10 and loaded.strip() == "[]"
+
+
 def test_exports() -> None:
     from libra_des import api, errors
 

@@ -8,8 +8,14 @@ is a lazy import. A module may import its own layer or any layer ranked below it
 matplotlib may be imported only inside a function.
 
 The package's ``__init__`` is its face: it may name (lazily, by string) only the modules of
-:data:`FACE`, whose names it re-exports; a name imported from the face inside the package
-counts as an import of the module that defines it.
+:data:`FACE`, whose names it re-exports. No module inside the package imports the face
+(``from libra_des import ...`` or a bare ``import libra_des``): it imports the module it needs
+(the version is ``base/version.py``'s).
+
+The user entry points (``cli.py``, ``commands/``) import the package only through the API
+(``libra_des.api`` and its use-case modules), its errors and each other (:data:`ENTRY_IMPORTS`;
+the CLI also its process start-up, :data:`CLI_IMPORTS`); the API has no name table that hands
+modules to them by string (:func:`test_no_command_face`).
 
 ``paper_figs/`` (the paper figures, a package beside ``libra_des``) sits above all of it: it
 imports libra_des only through its public face (:data:`PUBLIC`), and libra_des never imports
@@ -46,11 +52,12 @@ LAYERS: Mapping[str, int] = {
     "commands": 10, "cli": 10,
 }
 #: The user entry points (``cli.py``, ``commands/``) reach the package only through these:
-#: the API (the package's face for them), its errors, each other, and the start-up set-up
-#: the CLI runs before numpy loads (a module or a dotted prefix of one).
+#: the API (the package's face for them), its errors and each other (a module or a dotted
+#: prefix of one).
 ENTRY_POINTS = ("libra_des.cli", "libra_des.commands")
-ENTRY_IMPORTS = ("libra_des.api", "libra_des.errors", "libra_des.commands",
-                 "libra_des.base.startup")
+ENTRY_IMPORTS = ("libra_des.api", "libra_des.errors", "libra_des.commands")
+#: ``cli.py`` alone may also import the start-up set-up it runs before numpy loads.
+CLI_IMPORTS = (*ENTRY_IMPORTS, "libra_des.base.startup")
 #: What the package face (``libra_des/__init__.py``) may re-export from, by string.
 FACE = ("libra_des.api", "libra_des.errors", "libra_des.results.tables")
 #: A string that names a module of the package (an entry string may add ``:NAME``).
@@ -133,6 +140,22 @@ def submodule(base: str, name: str) -> str:
     return f"{base}.{name}" if base.startswith("libra_des.") else base
 
 
+def face_imports(tree: ast.AST, module: str) -> list[str]:
+    """Imports of the package face (``from libra_des import X``, ``import libra_des``, or a
+    relative import of the package root) in a module of the package other than the face."""
+    if module == "libra_des":
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and absolute(node, module) == "libra_des":
+            names = ", ".join(alias.name for alias in node.names)
+            found.append(f"{module}: imports {names} from the package face (import the "
+                         "module that defines it)")
+        elif isinstance(node, ast.Import) and any(a.name == "libra_des" for a in node.names):
+            found.append(f"{module}: imports the package face libra_des")
+    return found
+
+
 def violations(sources: Mapping[str, str]) -> list[str]:
     """Every layering or optional-import breach in ``{module name: source text}``."""
     found = []
@@ -141,6 +164,8 @@ def violations(sources: Mapping[str, str]) -> list[str]:
         if layer not in LAYERS:
             found.append(f"{module}: layer {layer!r} has no rank (add it to LAYERS and the docs)")
             continue
+        found += face_imports(ast.parse(text), module)
+        allowed = CLI_IMPORTS if module == "libra_des.cli" else ENTRY_IMPORTS
         for target, top in imports(ast.parse(text), module):
             root = target.split(".")[0]
             if root in OPTIONAL and top:
@@ -157,9 +182,9 @@ def violations(sources: Mapping[str, str]) -> list[str]:
                 continue
             if dep != layer and LAYERS.get(dep, 99) > LAYERS[layer]:
                 found.append(f"{module}: imports {target} (layer {dep} is above {layer})")
-            elif within(module, ENTRY_POINTS) and not within(target, ENTRY_IMPORTS):
+            elif within(module, ENTRY_POINTS) and not within(target, allowed):
                 found.append(f"{module}: imports {target} (commands use only "
-                             f"{', '.join(ENTRY_IMPORTS)})")
+                             f"{', '.join(allowed)})")
     return found
 
 
@@ -242,7 +267,7 @@ def test_every_layer_is_documented() -> None:
          "layer sim"),
         ("libra_des.hardware.x", "def f():\n    import libra_des.plan.step", "layer plan"),
         ("libra_des.runs.sweep", "from libra_des.commands.run import simulate", "layer commands"),
-        ("libra_des.sim.x", "from libra_des import __version__, cli", "layer cli"),
+        ("libra_des.sim.x", "import libra_des.cli", "layer cli"),
         ("libra_des.config", "try:\n    import torch\nexcept ImportError:\n    pass", "torch"),
         ("libra_des.results.metrics", "class A:\n    import matplotlib.pyplot", "matplotlib"),
         ("libra_des.newthing", "import os", "no rank"),
@@ -256,7 +281,12 @@ def test_every_layer_is_documented() -> None:
         ("libra_des.workload.x", "ENTRY = 'libra_des.sim.moe.simulator:serve'", "layer sim"),
         ("libra_des.results.x", "def f(n):\n    return f'libra_des.commands.{n}'",
          "layer commands"),
-        ("libra_des.results.trace", "from libra_des import __version__, simulate", "layer api"),
+        ("libra_des.results.trace", "from libra_des.api import simulate", "layer api"),
+        # The package face, imported inside the package (even for a name it re-exports).
+        ("libra_des.results.trace", "from libra_des.base import version\n"
+                                    "from libra_des import __version__", "package face"),
+        ("libra_des.kinds.x", "def f():\n    import libra_des", "package face"),
+        ("libra_des.runs.x", "from .. import errors", "package face"),
         ("libra_des", "_EXPORTS = {'run': 'libra_des.runs.sweep'}", "layer runs"),
         # The entry points past the API: a plain, a lazy, a string import and the face.
         ("libra_des.commands.x", "from libra_des.config import load_scenario", "commands use"),
@@ -264,8 +294,10 @@ def test_every_layer_is_documented() -> None:
          "commands use"),
         ("libra_des.commands.x", "M = importlib.import_module('libra_des.runs.sweep')",
          "commands use"),
-        ("libra_des.commands.x", "from libra_des import kinds", "commands use"),
-        ("libra_des.cli", "from libra_des import __version__", "commands use"),
+        ("libra_des.commands.x", "import libra_des.kinds", "commands use"),
+        ("libra_des.commands.x", "from libra_des.base.startup import blas_threads",
+         "commands use"),
+        ("libra_des.cli", "from libra_des.base.version import __version__", "commands use"),
     ],
 )
 def test_checker_catches_breaches(module: str, text: str, expected: str) -> None:
@@ -287,13 +319,31 @@ def test_checker_catches_breaches(module: str, text: str, expected: str) -> None
         ("libra_des", "_EXPORTS = {'simulate': 'libra_des.api', 'InputError': 'libra_des.errors'}"),
         ("libra_des.commands.x", "from libra_des.api import load_scenario\n"
                                  "from libra_des.errors import InputError\n"
+                                 "from libra_des.api.planning import rank_tap\n"
                                  "from libra_des.commands.common import dumps"),
+        ("libra_des", "from libra_des.base.version import __version__"),
+        ("libra_des.kinds.x", "import libra_des.kinds as kinds\nfrom . import moe"),
         ("libra_des.cli", "from libra_des.base.startup import blas_threads\n"
                           "def f(n):\n    return f'libra_des.commands.{n}'"),
     ],
 )
 def test_checker_allows_downward_and_lazy_imports(module: str, text: str) -> None:
     assert violations({module: text}) == []
+
+
+def test_no_command_face() -> None:
+    """The commands call typed API functions: no name table hands them the package's modules
+    by string (the ``COMMAND_FACE`` that a PEP 562 ``__getattr__`` resolved), in the package,
+    paper_figs or the docs."""
+    banned = "COMMAND" + "_FACE"  # spelled apart so this file does not match itself
+    roots = (PACKAGE, PAPER_FIGS, PACKAGE.parent / "docs")
+    found = [str(p.relative_to(PACKAGE.parent)) for root in roots for p in sorted(root.rglob("*"))
+             if p.suffix in (".py", ".md") and banned in p.read_text()]
+    assert found == []
+    api = PACKAGE / "api"
+    assert api.is_dir()
+    getattrs = [p.name for p in api.glob("*.py") if "def __getattr__" in p.read_text()]
+    assert getattrs == []  # every API name is defined or imported where mypy sees it
 
 
 def test_citations_resolve_inside_the_repository() -> None:

@@ -66,6 +66,19 @@ def test_run_records_the_choice_and_plan_prints_it(capsys: pytest.CaptureFixture
     assert fixed["tap_autotune"] is None
 
 
+def test_rank_tap_is_the_runs_choice_and_refuses_non_tap_policies() -> None:
+    from libra_des.api.planning import rank_tap
+    from libra_des.errors import InputError
+
+    ranked = rank_tap(MICRO, SMALL)
+    tuned = result([])["tap_autotune"]
+    assert ranked.ranking.as_dict() == tuned and ranked.scenario
+    fitting = [c.predicted_s for c in ranked.ranking.candidates if c.fits]
+    assert ranked.ranking.best.fits and ranked.ranking.best.predicted_s == min(fitting)
+    with pytest.raises(InputError, match=r"balancer\.policy"):
+        rank_tap(MICRO, [*SMALL, "balancer.policy=ulysses"])
+
+
 def test_wlb_llm_linear_work_follows_real_tokens() -> None:
     quick = str(ROOT / "scenarios" / "quickstart.yaml")
     extra = ["workload=longctx-256k", "parallelism.pp=1", "model.layers=2", "memory.check=warn",

@@ -15,7 +15,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from libra_des.api import ALL_OPS, check_output_dir
+from libra_des.api.calibration import calibrate_node, calibration_ops, torch_missing
+from libra_des.api.outputs import check_output_dir
 
 OUTPUTS = ("profile.json", "validation.html")
 
@@ -26,7 +27,8 @@ def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--world", type=int, default=None,
                    help="ranks: gloo processes on a CPU (default 2), GPUs with NCCL (all)")
     p.add_argument("--quick", action="store_true", help="the quick size set")
-    p.add_argument("--ops", default=",".join(ALL_OPS), help=",".join(ALL_OPS))
+    ops = ",".join(calibration_ops())
+    p.add_argument("--ops", default=ops, help=ops)
     p.add_argument("--base", default="auto", help="datasheet profile (auto: from the device)")
     p.add_argument("--seed", type=int, default=0, help="seed of the long-tailed length mixes")
     p.add_argument("--out", default="runs/calibrate", help="output folder (profile.json, "
@@ -35,15 +37,12 @@ def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from libra_des.api import calibrate, torch_missing
-    from libra_des.api import calibration_options as options
-
     missing = torch_missing()
     if missing is not None:
         sys.stderr.write(missing + "\n")
         return 2
     out = Path(args.out)
     check_output_dir(out, "--out", OUTPUTS)
-    opt = options(args.device, args.ops, args.world, "quick" if args.quick else "full",
-                  args.base, args.seed, out.name or "profile")
-    return calibrate(opt, out / OUTPUTS[0], out / OUTPUTS[1], cv=True)
+    return calibrate_node(args.device, args.ops, args.world, "quick" if args.quick else "full",
+                          args.base, args.seed, out / OUTPUTS[0], out / OUTPUTS[1],
+                          out.name or "profile")

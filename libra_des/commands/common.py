@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from libra_des.api import dumps, write_atomic
+from libra_des.api.outputs import dumps, write_atomic
 from libra_des.errors import InputError
 
 __all__ = ["dumps", "int_list", "parse_list", "positive_ints", "write_atomic"]

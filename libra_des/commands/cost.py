@@ -17,8 +17,8 @@ import argparse
 import math
 from typing import Any
 
-from libra_des import api
-from libra_des.api import MAX_GPUS, MAX_TOKENS, check_numbers
+from libra_des.api import costs as api
+from libra_des.api.costs import check_numbers, cost_limits
 from libra_des.commands.common import dumps, positive_ints
 from libra_des.errors import InputError
 
@@ -59,9 +59,11 @@ def register(subs: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=handle, flag_names=FLAG_NAMES)
 
 
+#: The scenario limits: the largest cluster and the longest document.
+LIMITS = cost_limits()
 #: Upper bounds of the numeric flags: (maximum, why). Our choices, far beyond real calls.
 FLAG_LIMITS = {
-    "group": (MAX_GPUS, "GPUs of the largest supported cluster"),
+    "group": (LIMITS.gpus, "GPUs of the largest supported cluster"),
     "gpus_per_node": (1024, "GPUs per node"),
     "heads": (4096, "attention heads"),
     "kv_heads": (4096, "attention heads"),
@@ -105,9 +107,9 @@ def doc_lengths(args: argparse.Namespace) -> list[int] | None:
     if args.doc_lengths is None:
         return None
     lengths = positive_ints("--doc-lengths", args.doc_lengths)
-    if len(lengths) > 1_000_000 or max(lengths) > MAX_TOKENS:
+    if len(lengths) > 1_000_000 or max(lengths) > LIMITS.tokens:
         raise InputError("--doc-lengths", f"{len(lengths)} lengths up to {max(lengths)}",
-                         f"at most 10^6 documents of <= {MAX_TOKENS:,} tokens")
+                         f"at most 10^6 documents of <= {LIMITS.tokens:,} tokens")
     return lengths
 
 

@@ -12,7 +12,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from libra_des.api import check_output_dir, default_workers, dumps, write_atomic
+from libra_des.api.outputs import check_output_dir, dumps, write_atomic
+from libra_des.api.sweeps import default_workers
 from libra_des.commands.common import int_list
 from libra_des.errors import InputError
 

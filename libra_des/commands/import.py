@@ -37,23 +37,15 @@ def handle_chakra(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from libra_des.api import CostModel, check_device, load_profile, load_topology, read_inputs
-    from libra_des.api import replay_chakra as replay
+    from libra_des.api.chakra import replay_chakra
 
-    traces, groups = read_inputs([Path(t) for t in args.traces])
-    topo = load_topology(args.topology)
-    if topo.num_gpus < len(traces):
-        topo = load_topology(args.topology, {"nodes": -(-len(traces) // topo.gpus_per_node)})
-    profile = load_profile(args.profile)
-    warning = (check_device(profile, topo.spec.gpu, args.profile_scope, args.profile)
-               if args.profile else None)
-    result = replay(traces, groups, CostModel(profile, topo.fabric()))
-    if warning:
-        result["warnings"] = [warning]
+    replayed = replay_chakra([Path(t) for t in args.traces], args.topology, args.profile,
+                             args.profile_scope)
+    result = replayed.totals
     if args.json:
         print(dumps(result))
         return 0
-    table = Table(title=f"{len(traces)} ranks on {topo.spec.name}")
+    table = Table(title=f"{replayed.ranks} ranks on {replayed.topology}")
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_row("simulated step (s)", f"{result['step_s']:.6g}")

@@ -10,15 +10,21 @@ import argparse
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from libra_des.api import DEFAULT_MODEL, MAX_SEED, PLAN_POLICIES, PlanSettings
-from libra_des.api import plan_settings as settings
-from libra_des.api import replay_windows as replay
+from libra_des.api.planning import (
+    default_plan_model,
+    max_seed,
+    plan_policies,
+    plan_settings,
+    replay_windows,
+)
 from libra_des.commands.common import dumps, int_list, parse_list
 from libra_des.errors import InputError
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
+
+    from libra_des.api.planning import PlanSettings
 
 
 #: The placement study's pool sizes and policies: the Libra training paper's placement studies
@@ -50,12 +56,12 @@ def register(subs: argparse._SubParsersAction) -> None:
     p.add_argument("--heads-split", default=None, help="H, comma-separated list (1)")
     p.add_argument("--block-size", default=None, help="B tokens, comma-separated list (16384)")
     p.add_argument("--policy", default=None,
-                   help=f"comma-separated from {', '.join(PLAN_POLICIES)} (vrsp)")
+                   help=f"comma-separated from {', '.join(plan_policies())} (vrsp)")
     p.add_argument("--windows", type=str, default="20", help="GBS windows to replay (20)")
     p.add_argument("--seed", type=str, default=None, help="seed of the corpus stream (0)")
     p.add_argument("--cp", type=str, default=None,
                    help="CP workers per sequence (packed length / 128K)")
-    p.add_argument("--model", default=None, help=f"model name or YAML ({DEFAULT_MODEL})")
+    p.add_argument("--model", default=None, help=f"model name or YAML ({default_plan_model()})")
     p.add_argument("--tap", action="store_true",
                    help="with --scenario: rank TAP (H, B) candidates by predicted attention time "
                    "on the run's first window, as heads_split/block_size: auto do for a run")
@@ -83,8 +89,8 @@ def one_int(
 def policy_list(text: str) -> tuple[str, ...]:
     names = parse_list("--policy", text, str)
     for name in names or [""]:
-        if name not in PLAN_POLICIES:
-            raise InputError("--policy", name, " | ".join(PLAN_POLICIES))
+        if name not in plan_policies():
+            raise InputError("--policy", name, " | ".join(plan_policies()))
     return tuple(dict.fromkeys(names))
 
 
@@ -102,7 +108,7 @@ def settings_from_args(args: argparse.Namespace) -> PlanSettings:
                              "and the policies) or --pool-size/--policy without it")
         pools, policies = PLACEMENT_POOL_SIZES, PLACEMENT_POLICIES
 
-    return settings(
+    return plan_settings(
         workload=args.workload, scenario=args.scenario, overrides=args.set, model=args.model,
         gbs=None if args.gbs is None else one_int("--gbs", args.gbs, 0),
         cp=None if args.cp is None else one_int("--cp", args.cp, 0),
@@ -112,7 +118,7 @@ def settings_from_args(args: argparse.Namespace) -> PlanSettings:
         policies=policies,
         windows=one_int("--windows", args.windows, 20),
         seed=None if args.seed is None else one_int("--seed", args.seed, 0, minimum=0,
-                                                     maximum=MAX_SEED),
+                                                     maximum=max_seed()),
     )
 
 
@@ -163,10 +169,10 @@ def handle(args: argparse.Namespace) -> int:
 def rows_with_progress(s: PlanSettings, err: Console | None) -> list[dict[str, Any]]:
     """The replay's rows, with a progress bar on ``err`` when it is a terminal."""
     if err is None or not err.is_terminal:
-        return replay(s)  # no progress bar to draw (nor its import to pay)
+        return replay_windows(s)  # no progress bar to draw (nor its import to pay)
     from rich.progress import Progress
 
     total = len(s.pool_sizes) * len(s.policies) * len(s.heads_splits) * len(s.block_sizes)
     with Progress(console=err, transient=True) as bar:
         task = bar.add_task("replaying windows", total=total)
-        return replay(s, lambda: bar.advance(task))
+        return replay_windows(s, lambda: bar.advance(task))

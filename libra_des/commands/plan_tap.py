@@ -1,42 +1,29 @@
 """``libra-des plan --scenario S --tap``: the (H, B) ranking that ``auto`` TAP knobs use.
 
-Replays exactly what a run does before its first step (same window, same pools, same cost
-model and memory check; see :mod:`libra_des.plan.tap_autotune`) and prints every candidate,
-best first. Fixed ``heads_split``/``block_size`` in the scenario are ignored here: the
-ranking covers the whole grid.
+The API's :func:`~libra_des.api.planning.rank_tap` replays exactly what a run does before its
+first step (same window, same pools, same cost model and memory check); this command prints
+every candidate, best first. Fixed ``heads_split``/``block_size`` in the scenario are ignored
+here: the ranking covers the whole grid.
 """
 
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from libra_des.api import Ranking, load_scenario, require_training, tap_users, training_balancer
+from libra_des.api.planning import rank_tap
 from libra_des.commands.common import dumps
 from libra_des.errors import InputError
+
+if TYPE_CHECKING:
+    from libra_des.api.planning import Ranking
 
 #: ``plan`` flags that ``--tap`` does not use (it takes everything from the scenario).
 IGNORED = ("gbs", "pool_size", "placement", "heads_split", "block_size", "policy", "windows",
            "seed", "cp", "model", "workload")
-
-
-def tap_ranking(path: str, overrides: list[str]) -> tuple[str, Ranking | None]:
-    """(scenario name, ranking) for a training scenario with both knobs set to auto."""
-    from libra_des.api import choose_tap_knobs, elaborate_cluster, first_window
-
-    sc = require_training(load_scenario(path, [*overrides, "balancer.heads_split=auto",
-                                               "balancer.block_size=auto"]),
-                          "TAP knobs belong to training runs")
-    if not training_balancer(sc.balancer.policy).runs_tap:
-        tap = " | ".join(tap_users())
-        raise InputError("balancer.policy", sc.balancer.policy, f"{tap} (they run TAP)")
-    cluster_rng, data_rng, _ = np.random.default_rng(sc.seed).spawn(3)
-    cluster = elaborate_cluster(sc, cluster_rng)
-    _, ranking = choose_tap_knobs(sc, cluster, first_window(sc, data_rng))
-    return sc.name, ranking
 
 
 def table(name: str, ranking: Ranking) -> Table:
@@ -62,11 +49,11 @@ def handle_tap(args: argparse.Namespace) -> int:
         if value is not None and not (flag == "windows" and value == "20"):
             raise InputError(f"--{flag.replace('_', '-')}", value,
                              "not with --tap (set the scenario field with --set)")
-    name, ranking = tap_ranking(args.scenario, list(args.set))
-    assert ranking is not None  # both knobs are auto and the policy runs TAP
+    ranked = rank_tap(args.scenario, list(args.set))
     if args.json:
-        print(dumps(ranking.as_dict()))
+        print(dumps(ranked.ranking.as_dict()))
     else:
         out = Console()
-        (out if out.is_terminal else Console(width=120)).print(table(name, ranking))
+        (out if out.is_terminal else Console(width=120)).print(table(ranked.scenario,
+                                                                     ranked.ranking))
     return 0

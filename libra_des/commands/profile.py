@@ -15,25 +15,24 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 
-from libra_des.api import (
-    FORMATS,
-    FitResult,
-    Profile,
-    check_output_file,
-    datasheet_for,
-    fit_profile,
-    import_files,
+from libra_des.api.outputs import check_output_file
+from libra_des.api.profiles import (
+    import_formats,
+    import_measurements,
     load_profile,
-    resolve_profile,
-    save_profile,
+    read_measurements,
+    refit_profile,
 )
 from libra_des.commands.common import dumps
 from libra_des.commands.profile_view import compare_tables, show_tables
-from libra_des.errors import InputError
+
+if TYPE_CHECKING:
+    from libra_des.api.profiles import FitResult
 
 #: The profile layer's argument names -> this command's flags.
 FLAG_NAMES = {"format": "--format", "path": "--out", "device": "--device"}
@@ -44,7 +43,7 @@ def register(subs: argparse._SubParsersAction) -> None:
     p.set_defaults(flag_names=FLAG_NAMES)
     acts = p.add_subparsers(dest="action", required=True, parser_class=type(p))
     imp = acts.add_parser("import", help="import measurements into a profile and fit it")
-    imp.add_argument("--format", required=True, help=" | ".join(FORMATS))
+    imp.add_argument("--format", required=True, help=" | ".join(import_formats()))
     imp.add_argument("files", nargs="+", metavar="FILE", help="measurement files")
     imp.add_argument("--out", required=True, help="profile JSON to create or extend")
     imp.add_argument("--device", default=None, help="device name (default: from the files)")
@@ -73,50 +72,21 @@ def console() -> Console:
     return out if out.is_terminal else Console(width=140)
 
 
-def base_profile(out: Path, device: str | None, start_from: str | None = None) -> Profile:
-    """The profile to extend: ``out`` if it exists, else ``start_from`` or the device's datasheet
-    profile (without fits or samples)."""
-    if out.exists():
-        prof = load_profile(out)
-        return prof.model_copy(update={"device": device}) if device else prof
-    if start_from is not None:
-        start = load_profile(start_from)
-        return start.model_copy(update={"device": device or start.device, "name": out.stem,
-                                        "gpu": device or start.gpu, "fits": (),
-                                        "samples": (), "interference": ()})
-    if device is None:
-        raise InputError("--device", None, "a device name (the files do not name one)")
-    base = datasheet_for(device)
-    return base.model_copy(update={"device": device, "name": out.stem, "fits": ()})
-
-
 def handle_import(args: argparse.Namespace) -> int:
-    paths = [Path(f) for f in args.files]
-    imported = import_files(args.format, paths)
+    imported = read_measurements(args.format, [Path(f) for f in args.files])
     out = Path(args.out)
     check_output_file(out, "--out")
     if imported.skipped:
         sys.stderr.write(f"note: skipped {imported.skipped} rows without a measurement "
                          "(size 0)\n")
-    prof = base_profile(out, args.device or (None if out.exists() else imported.device),
-                        args.base)
-    fresh = {s.source for s in imported.samples}
-    kept = tuple(s for s in prof.samples if s.source not in fresh)
-    prof = prof.with_samples(kept + imported.samples)
-    prof, results = fit_profile(prof, cv=args.cv)
-    if args.strip_samples:
-        prof = prof.with_samples(())
-    save_profile(prof, out)
+    results = import_measurements(imported, out, args.device, args.base, args.cv,
+                                  args.strip_samples)
     report(results, args.json, f"{len(imported.samples)} samples imported into {out}")
     return 0
 
 
 def handle_fit(args: argparse.Namespace) -> int:
-    path = resolve_profile(args.profile)
-    prof = load_profile(path)
-    fitted, results = fit_profile(prof, cv=args.cv)
-    if results:
-        save_profile(fitted, path)
+    path, results = refit_profile(args.profile, args.cv)
     report(results, args.json, f"{len(results)} fits in {path}")
     return 0
 

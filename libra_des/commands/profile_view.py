@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections import Counter
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 
-from libra_des.api import CostModel, Fit, Profile, Sourced, group_samples, sample_size
+from libra_des.api.profiles import profile_predictions, sample_groups
 
-GIB, MIB = float(1 << 30), float(1 << 20)
+if TYPE_CHECKING:
+    from libra_des.api.profiles import Fit, Profile, Sourced
 
 
 def table(title: str, *columns: str) -> Table:
@@ -92,46 +93,10 @@ def fit_table(fits: tuple[Fit, ...]) -> Table:
 
 def sample_table(p: Profile) -> Table:
     tab = table(f"samples ({len(p.samples)})", "op", "group", "per node", "count", "sizes", "files")
-    for (op, group, gpn, _), ss in group_samples(p.samples).items():
-        sizes = [sample_size(s) for s in ss]
-        files = Counter(s.source for s in ss)
-        tab.add_row(
-            op,
-            str(group),
-            str(gpn),
-            str(len(ss)),
-            f"{min(sizes):.4g} .. {max(sizes):.4g}",
-            ", ".join(sorted(files)),
-        )
+    for g in sample_groups(p):
+        tab.add_row(g.op, str(g.group), str(g.gpus_per_node), str(g.count),
+                    f"{g.smallest:.4g} .. {g.largest:.4g}", ", ".join(g.files))
     return tab
-
-
-def queries(model: CostModel) -> list[tuple[str, float, str]]:
-    """(label, seconds, how) for a fixed set of questions asked of every profile."""
-    out: list[tuple[str, float, str]] = []
-    for op, size, group, gpn in (
-        ("all_reduce", 64 * MIB, 8, 8),
-        ("all_reduce", 1 * GIB, 8, 8),
-        ("all_gather", 64 * MIB, 8, 8),
-        ("reduce_scatter", 64 * MIB, 8, 8),
-        ("all_reduce", 1 * GIB, 16, 8),
-        ("send_recv", 64 * MIB, 2, 2),
-        ("send_recv", 64 * MIB, 2, 1),
-    ):
-        res = model.collective(op, size, group, gpn)
-        out.append(
-            (
-                f"{op} {size / MIB:.0f} MiB on {group} ({gpn}/node)",
-                res.seconds,
-                f"{res.algorithm}, busbw {res.busbw_gbs:.0f} GB/s",
-            )
-        )
-    for length in (1024, 8192, 32768):
-        secs = model.attention_docs([length] * (32768 // length), 64, 8, 128)
-        out.append((f"attention fwd, 32K tokens in {length}-token docs, 64 heads", secs, "-"))
-    secs = float(model.gemm(4096, 4096, 4096))
-    out.append(("gemm 4096^3 bf16", secs, f"{2 * 4096**3 / secs / 1e12:.0f} TFLOP/s"))
-    return out
 
 
 def compare_tables(a: Profile, b: Profile) -> list[Table]:
@@ -154,8 +119,7 @@ def compare_tables(a: Profile, b: Profile) -> list[Table]:
         f"{a.name} how",
         f"{b.name} how",
     )
-    qa = queries(CostModel(a, a.interconnect.fabric(nodes=2)))
-    qb = queries(CostModel(b, b.interconnect.fabric(nodes=2)))
-    for (label, sa, ha), (_, sb, hb) in zip(qa, qb, strict=True):
-        preds.add_row(label, f"{sa:.4g}", f"{sb:.4g}", f"{sb / sa:.3f}", ha, hb)
+    for qa, qb in zip(profile_predictions(a), profile_predictions(b), strict=True):
+        preds.add_row(qa.label, f"{qa.seconds:.4g}", f"{qb.seconds:.4g}",
+                      f"{qb.seconds / qa.seconds:.3f}", qa.how, qb.how)
     return [nums, preds]

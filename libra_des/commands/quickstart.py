@@ -13,23 +13,18 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from libra_des.api import (
-    ROOT,
+from libra_des.api import load_training, shipped_path
+from libra_des.api.outputs import (
     RUN_RECORD,
-    check_feasible,
     check_ours,
     check_output_dir,
     check_report_path,
     dumps,
-    load_scenario,
-    require_training,
-    run_record,
-    simulate_timed,
     write_atomic,
 )
-from libra_des.commands.run import summary_rows
+from libra_des.api.runs import check_feasible, run_record, simulate_timed, summary_rows
 
-DEFAULT = ROOT / "scenarios" / "quickstart.yaml"
+DEFAULT = shipped_path("scenarios/quickstart.yaml")
 
 
 def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -47,9 +42,8 @@ def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def handle(args: argparse.Namespace) -> int:
     console = Console()
     results: dict[str, dict[str, Any]] = {}
-    scenarios = {p: require_training(load_scenario(args.scenario, [*args.set,
-                                                                   f"balancer.policy={p}"]),
-                                     "quickstart compares policies")
+    scenarios = {p: load_training(args.scenario, [*args.set, f"balancer.policy={p}"],
+                                  "quickstart compares policies")
                  for p in ("libra", "ulysses")}  # both validated before any work
     for scenario in scenarios.values():
         if not args.no_preflight:
@@ -82,8 +76,7 @@ def handle(args: argparse.Namespace) -> int:
 def write_outputs(out: Path, results: dict[str, dict[str, Any]],
                   timings: dict[str, dict[str, Any]], console: Console) -> None:
     """Each policy's result.json (and run.json) and one HTML report of both."""
-    from libra_des.api import render
-    from libra_des.commands.report import drawer
+    from libra_des.api.reports import drawer, render
 
     for policy, result in results.items():
         write_atomic(out / policy / "result.json", dumps(result) + "\n")

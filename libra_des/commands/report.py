@@ -1,23 +1,18 @@
 """``libra-des report RUN_OR_SWEEP_DIR --out report.html``: one self-contained HTML page.
 
-This command decides what the page's figures are (:func:`draw_figures`, by the results'
-scenario kind) and passes them to :func:`libra_des.report.render`, which draws nothing.
+The API decides what the page's figures are (:func:`libra_des.api.reports.draw_figures`, by
+the results' scenario kind) and passes them to the report layer, which draws nothing.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from libra_des.api import write_atomic
+from libra_des.api.outputs import check_output_file, check_report_path, write_atomic
 from libra_des.errors import InputError
-
-if TYPE_CHECKING:
-    from libra_des.api import Drawer, Png, Source
 
 
 def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -37,36 +32,8 @@ def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(handler=handle)
 
 
-def draw_figures(src: Source) -> Sequence[Png]:
-    """Every report figure that applies (none for an empty input).
-
-    A sweep gets lines along each axis (and a heatmap of two axes) per headline metric of its
-    kind (the first four); runs of
-    several scenario kinds get the figures of the first run's kind over the runs of that kind.
-    """
-    from libra_des.api import DRAWINGS, of_result, sweep_figures
-
-    if not src.results:
-        return []
-    kind = of_result(next(iter(src.results.values())))
-    if src.kind == "sweep":
-        metrics = [m for m in kind.metrics if m in src.rows[0]][:4]
-        return sweep_figures(src.rows, src.axis_keys, metrics)
-    same = {name: r for name, r in src.results.items() if of_result(r) is kind}
-    return DRAWINGS[kind.name](same)
-
-
-def drawer() -> Drawer | None:
-    """:func:`draw_figures`, or None when matplotlib (the optional figs extra) is missing."""
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        return None
-    return draw_figures
-
-
 def handle(args: argparse.Namespace) -> int:
-    from libra_des.api import check_output_file, check_report_path, render
+    from libra_des.api.reports import drawer, render
 
     folder = Path(args.folder)
     out = Path(args.out) if args.out else folder / "report.html"

@@ -11,19 +11,22 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from libra_des.api import (
+from libra_des.api import load_scenario
+from libra_des.api.chakra import check_chakra_export, export_chakra
+from libra_des.api.outputs import (
     RUN_RECORD,
-    check_feasible,
     check_ours,
     check_output_dir,
     claim,
     default_folder,
-    load_scenario,
-    of_result,
     remove_stale,
+)
+from libra_des.api.runs import (
+    check_feasible,
     run_record,
     simulate_scenario,
     simulate_timed,
+    summary_rows,
     trace_ranks,
 )
 from libra_des.commands.common import dumps, int_list, write_atomic
@@ -66,16 +69,11 @@ def summary_table(result: dict[str, Any], title: str) -> Table:
     return table
 
 
-def summary_rows(r: dict[str, Any]) -> list[tuple[str, str]]:
-    """The headline rows of the result's kind (:mod:`libra_des.kinds`)."""
-    return of_result(r).summary(r)
-
-
 def handle(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, args.set)  # the kind's checks too, before work
     parsed = None if args.trace_ranks is None else int_list("--trace-ranks", args.trace_ranks, 0)
     if args.chakra is not None:
-        check_chakra(scenario, Path(args.chakra))
+        check_chakra_export(scenario, Path(args.chakra))
     ranks = trace_ranks(scenario, args.trace or args.chakra is not None, args.trace_ranks, parsed)
     if not args.no_preflight:
         estimate = check_feasible(scenario)
@@ -96,7 +94,7 @@ def handle(args: argparse.Namespace) -> int:
         scenario, progress=args.progress or not args.json, trace_ranks=ranks,
         want_trace=args.trace or args.chakra is not None)
     if args.chakra is not None and trace is not None:
-        write_chakra(trace, Path(args.chakra))
+        export_chakra(trace, Path(args.chakra))
     trace = trace if args.trace else None
     write_atomic(out / "result.json", dumps(result) + "\n")
     if not args.out:
@@ -104,7 +102,7 @@ def handle(args: argparse.Namespace) -> int:
     if trace is not None:
         write_atomic(out / "trace.json", json.dumps(trace))
     if args.table:
-        from libra_des.api import write_run_table
+        from libra_des.api.runs import write_run_table
 
         write_run_table(result, out)
     written = [f for f in files if (out / f).is_file()]  # result.parquet: with pyarrow only
@@ -117,21 +115,3 @@ def handle(args: argparse.Namespace) -> int:
         Console().print(summary_table(result | timing, title))
     return 0
 
-
-def check_chakra(scenario: Any, out: Path) -> None:
-    """``--chakra`` exports training steps only, into a writable folder (before any work)."""
-    from libra_des.api import TrainingScenario
-    from libra_des.errors import InputError
-
-    # The export reads the training trace's layout (trace.py), so only that model qualifies.
-    if not isinstance(scenario, TrainingScenario):
-        raise InputError("--chakra", scenario.kind, "a training scenario")
-    check_output_dir(out, "--chakra", ("comm_group.json",))
-
-
-def write_chakra(trace: dict[str, Any], out: Path) -> None:
-    from libra_des.api import export_chakra as export
-    from libra_des.api import write_folder
-
-    files, groups = export(trace)
-    write_folder(out, files, groups)

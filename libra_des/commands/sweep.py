@@ -11,31 +11,28 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from libra_des.api import (
-    MAX_WORKERS,
-    Executor,
-    PointRecord,
-    SweepResult,
-    SweepSpec,
-    check_feasible,
-    check_output_dir,
-    claim,
-    default_folder,
+from libra_des.api.outputs import check_output_dir, claim, default_folder
+from libra_des.api.runs import check_feasible
+from libra_des.api.sweeps import (
     default_workers,
-    local_executor,
-    parse_axis,
-    ray_executor,
+    max_workers,
+    resolve_sweep,
+    run_sweep_points,
     sigterm_as_interrupt,
+    sweep_executor,
+    sweep_spec,
 )
-from libra_des.api import resolve_sweep as resolve
-from libra_des.api import run_sweep_spec as run_sweep
 from libra_des.commands.common import dumps, int_list
 from libra_des.errors import InputError
+
+if TYPE_CHECKING:
+    from libra_des.api.sweeps import Executor, PointRecord, SweepResult, SweepSpec
 
 
 def tagged(kind: str) -> Callable[[str], tuple[str, str]]:
@@ -77,19 +74,18 @@ def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def spec_from_args(args: argparse.Namespace) -> SweepSpec:
-    axes = tuple(parse_axis(text, zipped=kind == "zip") for kind, text in args.axes)
-    return SweepSpec(scenario=args.scenario, base=tuple(args.set), axes=axes)
+    return sweep_spec(args.scenario, args.axes, args.set)
 
 
 def pick_executor(args: argparse.Namespace) -> Executor:
     if args.ray:
         if args.workers is not None:
             raise InputError("--workers", args.workers, "unset with --ray (Ray schedules tasks)")
-        return ray_executor()
+        return sweep_executor(ray=True)
     workers = int_list("--workers", args.workers or str(default_workers()))
-    if len(workers) != 1 or workers[0] > MAX_WORKERS:
-        raise InputError("--workers", args.workers, f"a single integer in 1..{MAX_WORKERS}")
-    return local_executor(workers[0])
+    if len(workers) != 1 or workers[0] > max_workers():
+        raise InputError("--workers", args.workers, f"a single integer in 1..{max_workers()}")
+    return sweep_executor(ray=False, workers=workers[0])
 
 
 #: Short column titles for the headline metrics (the index keeps the full dotted names).
@@ -138,7 +134,7 @@ def report_failures(failed: Sequence[PointRecord]) -> None:
 def handle(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
     executor = pick_executor(args)
-    points = resolve(spec)  # every point validated before any work starts
+    points = resolve_sweep(spec)  # every point validated before any work starts
     if not args.no_preflight:
         for point in points:
             check_feasible(point.scenario)
@@ -153,7 +149,8 @@ def handle(args: argparse.Namespace) -> int:
                                               disable=not err.is_terminal) as bar:
             task = bar.add_task(f"sweep ({len(points)} points)",
                                 total=len({p.id for p in points}))
-            result = run_sweep(spec, out, executor, lambda n: bar.advance(task, n), points)
+            result = run_sweep_points(spec, out, executor, lambda n: bar.advance(task, n),
+                                      points)
     except KeyboardInterrupt:
         done = len(list((out / "points").glob("*.json")))
         sys.stderr.write(f"interrupted: {done} finished points are kept in {out / 'points'}; "

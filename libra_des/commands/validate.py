@@ -1,7 +1,7 @@
 """``libra-des validate PROFILE [--json]``: replay a profile's measurements through the simulator.
 
 The replay and its per-op error table are :mod:`libra_des.hardware.profile_replay`'s (the
-API's ``replay_profile`` and ``summarise_replays``); this command prints them.
+API's :func:`~libra_des.api.profiles.validate_profile`); this command prints them.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from libra_des.api import load_profile, replay_profile, summarise_replays
+from libra_des.api.profiles import validate_profile
 from libra_des.commands.common import dumps
 
 
@@ -24,14 +24,13 @@ def register(subs: argparse._SubParsersAction) -> None:
 
 
 def handle_validate(args: argparse.Namespace) -> int:
-    profile = load_profile(Path(args.profile))
-    rows = summarise_replays(profile, replay_profile(profile))
+    checked = validate_profile(Path(args.profile))
     if args.json:
-        print(dumps({"ops": rows}))
+        print(dumps({"ops": checked.rows}))
         return 0
     out = Console()
     out = out if out.is_terminal else Console(width=180)
-    out.print(table(rows, f"{profile.device}: {len(profile.samples)} samples replayed"))
+    out.print(table(checked.rows, f"{checked.device}: {checked.samples} samples replayed"))
     return 0
 
 

@@ -13,7 +13,7 @@ the layers above the config need, declared once in a :class:`ScenarioKind`:
 * ``summary``: the ``libra-des run`` table rows of a result;
 * ``estimate`` and ``trace_ranks``: the preflight of :mod:`libra_des.kinds.preflight`.
 
-``simulation.py``, ``sweep.py``, ``preflight.py``, ``api.py``, the run command and the report
+``simulation.py``, ``sweep.py``, ``preflight.py``, the API (``api/``) and the report
 look the kind up (:func:`kind_of`, :func:`get`). The shipped kinds are the modules of
 :data:`BUILTIN`, imported by name on the first look-up, so that importing this registry
 stays cheap and ``simulation``/``preflight`` can import it while the kinds import them.

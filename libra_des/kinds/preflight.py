@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from libra_des import kinds
+import libra_des.kinds as kinds
 from libra_des.errors import InputError
 
 if TYPE_CHECKING:  # annotations only: ``plan``'s size checks need no scenario models

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from libra_des import kinds
+import libra_des.kinds as kinds
 from libra_des.config import Scenario
 
 #: Fields that measure this machine, not the model: they go to ``run.json``, never to

@@ -38,8 +38,8 @@ from typing import Any, Protocol
 
 import yaml
 
-from libra_des import __version__
 from libra_des.base.identity import code_fingerprint
+from libra_des.base.version import __version__
 from libra_des.errors import InputError
 from libra_des.report import headline, published
 from libra_des.report.headline import lookup
@@ -134,7 +134,7 @@ def read_json(path: Path, plausible: bool = True) -> dict[str, Any]:
 def check_metric_types(data: dict[str, Any], path: Path) -> None:
     """Each headline metric of the result's kind, where present, is a number (``"mfu":
     "high"`` would otherwise print as a metric)."""
-    from libra_des import kinds
+    import libra_des.kinds as kinds
 
     if not isinstance(data.get("kind"), str):
         return  # the page refuses a result without a kind where it needs one
@@ -207,7 +207,7 @@ def shown(value: Any, dotted: str) -> Any:
 
 def kind_name(src: Source) -> str:
     """The scenario kind of the first result ("" for none or an unknown one)."""
-    from libra_des import kinds
+    import libra_des.kinds as kinds
 
     first = next(iter(src.results.values()), None)
     try:

@@ -1,0 +1,24 @@
+"""Output files and folders, as every writing command treats them: JSON text, atomic writes,
+writable and owned folders, a run folder's record of its files.
+
+These come from the light modules that define them (no numpy, no simulator), so a command
+that imports this module pays for nothing else; they are typed by their definitions.
+"""
+
+from __future__ import annotations
+
+from libra_des.base.storage import dumps, write_atomic
+from libra_des.config.validation import check_output_dir, check_output_file
+from libra_des.results.outputs import (
+    RUN_RECORD,
+    check_ours,
+    check_report_path,
+    claim,
+    default_folder,
+    remove_stale,
+)
+
+__all__ = [
+    "RUN_RECORD", "check_ours", "check_output_dir", "check_output_file", "check_report_path",
+    "claim", "default_folder", "dumps", "remove_stale", "write_atomic",
+]
