@@ -40,3 +40,13 @@ def test_a_near_miss_names_the_closest_shipped_names(
 ) -> None:
     line = one_line_error(capsys, [*argv, "--out", str(tmp_path / "out")])
     assert hint in line
+
+
+def test_scenario_show_takes_a_shipped_name_from_an_empty_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from libra_des.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["scenario", "show", "quickstart", "--json"]) == 0
+    assert '"field": "parallelism.dp"' in capsys.readouterr().out

@@ -103,8 +103,10 @@ def include_raw(path: str) -> Any:
 def scenario_fields(scenario_path: str, overrides: list[str]) -> list[ScenarioField]:
     """Every leaf of the validated scenario (``--set`` applied): its value, its default and
     where the value came from."""
+    from libra_des.config import shipped_scenario
+
     scenario = load_scenario(scenario_path, overrides)
-    raw, files, set_keys = sources(Path(scenario_path), overrides)
+    raw, files, set_keys = sources(shipped_scenario(scenario_path), overrides)
     dumped = scenario.model_dump(mode="json")
     # Fields a dump leaves out while at their default (profile_scope, overlap, comm's
     # interference knobs) are listed too.
