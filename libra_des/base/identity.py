@@ -7,9 +7,10 @@
   ``ROOT / ref``), so a dump still loads.
 * :func:`content_key` replaces each file a scenario names by the SHA-256 of its bytes, so two
   clones (different folders, same files) agree and an edited topology file changes the key.
-* :func:`code_fingerprint` hashes the package's own sources (and the shipped calibration
-  profiles, which the cost model reads), so a code edit invalidates stale sweep points;
-  plotting sources (:data:`PLOTTING`) are left out, as they cannot change a result.
+* :func:`code_fingerprint` hashes the package's own sources and data files (the shipped GPU
+  records) and the shipped calibration profiles, which the cost model reads, so a code edit
+  invalidates stale sweep points; plotting sources (:data:`PLOTTING`) are left out, as they
+  cannot change a result. User GPU records (``LIBRA_DES_GPU_RECORDS``) are not hashed.
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ def code_fingerprint() -> str:
     Cached per process: sources do not change under a running simulation.
     """
     digest = hashlib.sha256()
-    files = [p for p in source_files(PACKAGE, (".py",)) if p not in PLOTTING]
+    files = [p for p in source_files(PACKAGE, (".py", ".yaml")) if p not in PLOTTING]
     for folder in DATA_DIRS:
         if folder.is_dir():
             files += source_files(folder, (".json",))
