@@ -182,7 +182,7 @@ def test_toy_gpu_trains_with_its_hbm(toy: Path) -> None:
     on_toy = [*TRAIN, "topology_params.gpu=Toy-GPU"]
     result = simulate(load_scenario(QUICKSTART, on_toy))[0]["memory"]
     assert result["hbm_gib"] == pytest.approx(123e9 / GIB, rel=1e-12)
-    assert "Toy-GPU" in result["hbm_source"]
+    assert result["hbm_source"] == "Toy-GPU assumption HBM: our assumption (toy)"
     stock = simulate(load_scenario(QUICKSTART, TRAIN))[0]["memory"]
     assert stock["hbm_gib"] == pytest.approx(141e9 / GIB, rel=1e-12)
     assert result["capacity_gib"] < stock["capacity_gib"]
