@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +89,14 @@ def test_shipped_profiles_and_topologies_agree_with_their_records() -> None:
         link = record.nvlink_bytes_per_s if spec.domain.type == "nvswitch" else (
             record.pcie_bytes_per_s)
         assert link is not None and spec.domain.bandwidth == link.value, name
+
+
+def test_the_records_install_with_the_package() -> None:
+    """A non-editable install carries the shipped records (setuptools package data)."""
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    pattern = meta["tool"]["setuptools"]["package-data"]["libra_des.hardware"]
+    shipped = {p.relative_to(GPU_DIR.parent) for p in GPU_DIR.glob("*.yaml")}
+    assert shipped and all(p.match(pattern[0]) for p in shipped)
 
 
 def test_every_fact_names_its_source_and_tier() -> None:

@@ -42,7 +42,7 @@ ASSUMED_DEVICE = "H100-SXM"
 
 Tier = Literal["datasheet", "measured", "assumption"]
 NcclGeneration = Literal["volta", "ampere", "hopper", "blackwell"]
-T = TypeVar("T", int, float, str)
+T = TypeVar("T", bound=int | float | str)
 
 
 class Fact(Frozen, Generic[T]):
