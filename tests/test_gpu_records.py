@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from libra_des.base.identity import code_fingerprint
 from libra_des.cli import main
 from libra_des.config import ROOT, load_scenario
 from libra_des.errors import InputError
@@ -135,6 +136,22 @@ def user_folder(tmp_path: Path, text: str, name: str = "mine.yaml") -> Path:
     folder.mkdir(exist_ok=True)
     (folder / name).write_text(text)
     return folder
+
+
+def test_user_records_enter_the_code_fingerprint(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+) -> None:
+    """A sweep point priced with a user record is not reused once that record changes."""
+    folder = user_folder(tmp_path, TOY.read_text())
+    prints = []
+    for text in (None, TOY.read_text(), TOY.read_text().replace("value: 66", "value: 64")):
+        if text is not None:
+            monkeypatch.setenv(RECORDS_ENV, str(folder))
+            (folder / "mine.yaml").write_text(text)
+        code_fingerprint.cache_clear()
+        prints.append(code_fingerprint())
+    code_fingerprint.cache_clear()
+    assert len(set(prints)) == 3
 
 
 def test_a_bad_record_is_one_line_naming_file_and_field(

@@ -10,7 +10,9 @@
 * :func:`code_fingerprint` hashes the package's own sources and data files (the shipped GPU
   records) and the shipped calibration profiles, which the cost model reads, so a code edit
   invalidates stale sweep points; plotting sources (:data:`PLOTTING`) are left out, as they
-  cannot change a result. User GPU records (``LIBRA_DES_GPU_RECORDS``) are not hashed.
+  cannot change a result. User GPU records (the folders of :data:`GPU_RECORDS_ENV`) price
+  a run as shipped ones do, so their files are hashed too (by file name: their folders'
+  locations differ between machines).
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ PLOTTING = (PACKAGE / "report" / "figures.py",)
 #: NCCL's tuning constants (calibration/public/nccl_tuning.yaml).
 DATA_DIRS = (ROOT / "calibration" / "profiles",)
 DATA_FILES = (ROOT / "calibration" / "public" / "nccl_tuning.yaml",)
+#: Folders of user GPU records, ``os.pathsep``-separated (``hardware/gpu_records.py``).
+GPU_RECORDS_ENV = "LIBRA_DES_GPU_RECORDS"
 
 
 def map_strings(obj: Any, fn: Callable[[str], Any]) -> Any:
@@ -86,7 +90,8 @@ def source_files(folder: Path, suffixes: tuple[str, ...]) -> list[Path]:
 
 @cache
 def code_fingerprint() -> str:
-    """SHA-256 (16 hex digits) over the package sources and shipped profiles, by relative path.
+    """SHA-256 (16 hex digits) over the package sources and data, the shipped profiles (by
+    relative path) and the user GPU records (by file name).
 
     Cached per process: sources do not change under a running simulation.
     """
@@ -99,6 +104,9 @@ def code_fingerprint() -> str:
     for path in files:
         digest.update(path.relative_to(ROOT).as_posix().encode() + b"\0")
         digest.update(path.read_bytes() + b"\0")
+    for named in os.environ.get(GPU_RECORDS_ENV, "").split(os.pathsep):
+        for record in sorted(Path(named).glob("*.yaml")) if named else ():
+            digest.update(record.name.encode() + b"\0" + record.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
 
 

@@ -28,14 +28,16 @@ from typing import Generic, Literal, TypeVar
 
 from pydantic import Field, ValidationError, model_validator
 
+from libra_des.base.identity import GPU_RECORDS_ENV
 from libra_des.config import Frozen, pydantic_line
 from libra_des.config.validation import parse_yaml, read_bounded
 from libra_des.errors import InputError
 
 #: The shipped records (package data, see ``pyproject.toml``).
 GPU_DIR = Path(__file__).resolve().with_name("gpus")
-#: Folders of user records, ``os.pathsep``-separated, read after the shipped ones.
-RECORDS_ENV = "LIBRA_DES_GPU_RECORDS"
+#: Folders of user records, ``os.pathsep``-separated, read after the shipped ones (the code
+#: fingerprint of sweep points hashes their files, ``base/identity.py``).
+RECORDS_ENV = GPU_RECORDS_ENV
 #: The record a profile device without one is priced as (our assumption: a Hopper SXM part,
 #: the model's default device class).
 ASSUMED_DEVICE = "H100-SXM"
