@@ -7,9 +7,12 @@
   ``ROOT / ref``), so a dump still loads.
 * :func:`content_key` replaces each file a scenario names by the SHA-256 of its bytes, so two
   clones (different folders, same files) agree and an edited topology file changes the key.
-* :func:`code_fingerprint` hashes the package's own sources (and the shipped calibration
-  profiles, which the cost model reads), so a code edit invalidates stale sweep points;
-  plotting sources (:data:`PLOTTING`) are left out, as they cannot change a result.
+* :func:`code_fingerprint` hashes the package's own sources and data files (the shipped GPU
+  records) and the shipped calibration profiles, which the cost model reads, so a code edit
+  invalidates stale sweep points; plotting sources (:data:`PLOTTING`) are left out, as they
+  cannot change a result. User GPU records (the folders of :data:`GPU_RECORDS_ENV`) price
+  a run as shipped ones do, so their files are hashed too (by file name: their folders'
+  locations differ between machines).
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ PLOTTING = (PACKAGE / "report" / "figures.py",)
 #: NCCL's tuning constants (calibration/public/nccl_tuning.yaml).
 DATA_DIRS = (ROOT / "calibration" / "profiles",)
 DATA_FILES = (ROOT / "calibration" / "public" / "nccl_tuning.yaml",)
+#: Folders of user GPU records, ``os.pathsep``-separated (``hardware/gpu_records.py``).
+GPU_RECORDS_ENV = "LIBRA_DES_GPU_RECORDS"
 
 
 def map_strings(obj: Any, fn: Callable[[str], Any]) -> Any:
@@ -85,12 +90,13 @@ def source_files(folder: Path, suffixes: tuple[str, ...]) -> list[Path]:
 
 @cache
 def code_fingerprint() -> str:
-    """SHA-256 (16 hex digits) over the package sources and shipped profiles, by relative path.
+    """SHA-256 (16 hex digits) over the package sources and data, the shipped profiles (by
+    relative path) and the user GPU records (by file name).
 
     Cached per process: sources do not change under a running simulation.
     """
     digest = hashlib.sha256()
-    files = [p for p in source_files(PACKAGE, (".py",)) if p not in PLOTTING]
+    files = [p for p in source_files(PACKAGE, (".py", ".yaml")) if p not in PLOTTING]
     for folder in DATA_DIRS:
         if folder.is_dir():
             files += source_files(folder, (".json",))
@@ -98,6 +104,9 @@ def code_fingerprint() -> str:
     for path in files:
         digest.update(path.relative_to(ROOT).as_posix().encode() + b"\0")
         digest.update(path.read_bytes() + b"\0")
+    for named in os.environ.get(GPU_RECORDS_ENV, "").split(os.pathsep):
+        for record in sorted(Path(named).glob("*.yaml")) if named else ():
+            digest.update(record.name.encode() + b"\0" + record.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
 
 

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
+from libra_des.hardware.gpu_records import device_record
 from libra_des.hardware.profile import Kernels
 
 #: FlashAttention-2 forward tile for head_dim 128 (query rows x keys). Assumption taken from
@@ -176,11 +177,6 @@ def gemm_body(
 
 # ----------------------------------------------------------------------------- grouped GEMM
 
-#: Streaming multiprocessors per GPU (datasheets / CUDA device properties: H100 SXM, H800 and
-#: H200 SXM 132, A100 108, L40S 142). A grouped GEMM's tiles run in waves over these.
-SM_COUNT = {"H200": 132, "H100": 132, "H800": 132, "H20": 78, "A100": 108, "L40S": 142}
-#: Used when the device name matches none of the above (our assumption: a Hopper SXM part).
-DEFAULT_SMS = 132
 #: Rows of one CTA tile. Hopper's warpgroup MMA computes 64 rows per warpgroup, so grouped
 #: kernels (DeepGEMM, CUTLASS SM90 grouped GEMM) tile M by 64 when no expert has more than 64
 #: rows and by 128 otherwise (DeepGEMM's README and launch heuristics; our reading of them).
@@ -193,12 +189,9 @@ MIN_OUT_BYTES = 2
 
 
 def sm_count(device: str) -> int:
-    """SMs of ``device`` by name (``SM_COUNT``), else :data:`DEFAULT_SMS`."""
-    name = device.upper()
-    for prefix, sms in SM_COUNT.items():
-        if prefix in name:
-            return sms
-    return DEFAULT_SMS
+    """SMs of ``device`` by its GPU record (the assumed device's when none names it). A
+    grouped GEMM's tiles run in waves over these."""
+    return device_record(device).sm_count.value
 
 
 @dataclass(frozen=True)

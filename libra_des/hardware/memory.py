@@ -50,12 +50,7 @@ from dataclasses import dataclass
 
 from libra_des.config import ModelSpec
 from libra_des.errors import InputError
-
-#: Device memory by GPU name prefix (datasheets: H200 141 GB HBM3e, H100 SXM 80 GB,
-#: A100 80 GB, L40S 48 GB GDDR6).
-#: GB200: 186 GB per GPU (MLCommons Inference v6.1 GB200-NVL72 system description; NVIDIA's
-#: GB200 NVL72 datasheet gives up to 13.4 TB HBM3e per 72 GPUs).
-HBM_BYTES = {"H200": 141e9, "H100": 80e9, "A100": 80e9, "L40S": 48e9, "GB200": 186e9}
+from libra_des.hardware.gpu_records import gpu_record
 
 #: Bytes per parameter: bf16 weight, fp32 gradient, fp32 main weight + Adam m + v
 #: (Megatron-LM docs, "Distributed Optimizer": 6 + 12/d bytes per parameter).
@@ -70,11 +65,8 @@ GIB = 2.0**30
 
 
 def device_hbm(gpu_name: str) -> float:
-    """HBM bytes of a GPU by name prefix (datasheet table above)."""
-    for prefix, size in HBM_BYTES.items():
-        if gpu_name.upper().startswith(prefix):
-            return size
-    raise InputError("topology.gpu", gpu_name, " | ".join(HBM_BYTES) + " (known HBM size)")
+    """HBM bytes of a GPU by its record (:mod:`libra_des.hardware.gpu_records`)."""
+    return gpu_record(gpu_name).hbm_bytes.value
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,7 @@ import yaml
 from libra_des.errors import InputError
 from libra_des.hardware import collective_ops
 from libra_des.hardware.fabric import Fabric
+from libra_des.hardware.gpu_records import device_record
 
 #: ``comm.algorithm`` and ``comm.protocol`` of a scenario (None: NCCL's own choice).
 Overrides = tuple[str | None, str | None]
@@ -73,15 +74,9 @@ def load_tuning(path: str = str(TUNING_FILE)) -> dict[str, Any]:
 
 
 def generation(device: str) -> str:
-    """NCCL's GPU generation index for a device name (Hopper when unknown: our assumption)."""
-    d = device.lower()
-    if any(k in d for k in ("b200", "b100", "gb200", "blackwell", "b300")):
-        return "blackwell"
-    if any(k in d for k in ("a100", "a800", "a40", "a10", "a30", "ampere")):
-        return "ampere"
-    if "v100" in d or "volta" in d:
-        return "volta"
-    return "hopper"
+    """NCCL's GPU generation index for a device, from its GPU record (the assumed device's,
+    Hopper, when none names it)."""
+    return device_record(device).nccl_generation.value
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ import numpy as np
 from libra_des.config import TrainingScenario as Scenario
 from libra_des.errors import InputError
 from libra_des.hardware import memory as mem
+from libra_des.hardware.gpu_records import gpu_record
 from libra_des.plan.step import StepPlan
 from libra_des.sim.training.schedules import Schedule
 from libra_des.sim.training.stagetimes import Layout
@@ -70,12 +71,15 @@ class StageMemory:
 
 @dataclass(frozen=True)
 class MemoryReport:
-    """Every stage's peak against the device's usable HBM."""
+    """Every stage's peak against the device's usable HBM (``hbm_tier``, ``hbm_ref``: the
+    GPU record's tier and source for the HBM size)."""
 
     stages: tuple[StageMemory, ...]
     gpu: str
     hbm_bytes: float
     usable_bytes: float
+    hbm_tier: str
+    hbm_ref: str
 
     @property
     def worst(self) -> StageMemory:
@@ -91,7 +95,7 @@ class MemoryReport:
             "per_stage": [s.as_dict() for s in self.stages],
             "capacity_gib": self.usable_bytes / mem.GIB,
             "hbm_gib": self.hbm_bytes / mem.GIB,
-            "hbm_source": f"{self.gpu} datasheet HBM (hardware/memory.py HBM_BYTES)",
+            "hbm_source": f"{self.gpu} {self.hbm_tier} HBM: {self.hbm_ref}",
             "oom": self.oom,
         }
 
@@ -150,7 +154,8 @@ def stage_memory(
     working = tokens * mem.layer_working_per_token(m, only)
     working += 0.0 if pol.keep_remote_kv else remote * min(3, chunks) / chunks
     lp = mem.layer_params(m, ep=par.cp, tp=par.tp)
-    hbm = mem.device_hbm(gpu)
+    fact = gpu_record(gpu).hbm_bytes
+    hbm = fact.value
     stages = []
     for d in range(par.pp):
         layers = sum(layout.layers_of(schedule, d, c) for c in range(schedule.virtual))
@@ -171,7 +176,8 @@ def stage_memory(
             transient=max(working, logits),
             held_layer_microbatches=held,
         ))
-    return MemoryReport(tuple(stages), gpu, hbm, hbm * pol.usable_fraction)
+    return MemoryReport(tuple(stages), gpu, hbm, hbm * pol.usable_fraction, fact.tier,
+                        fact.source)
 
 
 def check_memory(scenario: Scenario, report: MemoryReport) -> None:
@@ -188,5 +194,6 @@ def check_memory(scenario: Scenario, report: MemoryReport) -> None:
         pol.recompute,
         f"a setting that fits: stage {worst.stage} needs {worst.total / mem.GIB:.1f} GiB per GPU "
         f"> {report.usable_bytes / mem.GIB:.1f} GiB usable ({pol.usable_fraction:g} x "
-        f"{report.hbm_bytes / 1e9:.0f} GB {report.gpu} HBM, datasheet); try {', '.join(hints)}",
+        f"{report.hbm_bytes / 1e9:.0f} GB {report.gpu} HBM, {report.hbm_tier}); "
+        f"try {', '.join(hints)}",
     )
