@@ -23,7 +23,9 @@ Channels and per-channel bandwidth follow NCCL's topology search in outline: the
 rate as NCCL credits it (datasheet rate x NCCL's per-link credit over the datasheet per-link
 rate), split into the fewest channels of the fastest search speed that uses it best, then
 doubled at half speed; across nodes each channel is also limited by the node's NICs (line
-rate x the measured ``NIC_EFFICIENCY``). NVLS uses NCCL's fixed NVLS channel count. A call
+rate x the measured ``NIC_EFFICIENCY``). NVLS follows NCCL's NVLS graph: one channel per GPU
+of the node at the search speed its NVLink carries ``GPUs + 1`` times (:meth:`nvls_graph`;
+NCCL's 16 NVLS CTAs are the SMs a call takes, not its bandwidth). A call
 launches fewer channels when it is small (``nBytes < channels x threads x threshold``); that
 count is reported, while the predicted time uses the tuner's full-channel bandwidth, as NCCL's
 own model does.
@@ -86,10 +88,12 @@ def generation(device: str) -> str:
 
 @dataclass(frozen=True)
 class Graph:
-    """A searched channel set: ``channels`` channels of ``bw`` GB/s each (bus bandwidth)."""
+    """A searched channel set: ``channels`` channels of ``bw`` GB/s each (bus bandwidth);
+    ``bw_inter``: a channel's network rate where it differs (NCCL's ``bwInter``)."""
 
     channels: int
     bw: float
+    bw_inter: float | None = None
 
 
 @dataclass(frozen=True)
@@ -163,11 +167,19 @@ class NcclTuner:
         return Graph(dup, speed / math.ceil(dup / c0))
 
     def nvls_graph(self, nodes: int, gpn: int) -> Graph:
-        c = int(self.t["nvls_channels"][self.gen])
-        per = self.intra_gbs() / c if c else 0.0
-        if nodes > 1:
-            per = min(per, self.nic_gbs(nodes, gpn) / c) if c else 0.0
-        return Graph(c, per)
+        """NCCL's NVLS graph: one channel per GPU of the node (``nvls_max_arity`` at most),
+        each at the fastest search speed ``s`` with ``(GPUs + 1) x s`` within a GPU's
+        credited NVLink rate (channel g's head pulls and pushes twice, the others once).
+        Across nodes a channel's network rate is its share of the node's NICs, raised at most
+        to twice ``s`` (the search's second pass stops below ``2 x bwIntra``)."""
+        c = min(int(self.t["nvls_max_arity"]), gpn)
+        table = "speed_intra_gbs" if nodes == 1 else "speed_inter_gbs"
+        link = self.intra_gbs()
+        fits = [float(v) for v in self.t[table][self.gen] if (c + 1) * float(v) <= link + 1e-9]
+        speed = fits[0] if fits else link / (c + 1)
+        if nodes == 1:
+            return Graph(c, speed)
+        return Graph(c, speed, min(self.nic_gbs(nodes, gpn) / c, 2.0 * speed))
 
     def collnet_graph(self, nodes: int, gpn: int) -> Graph:
         """One channel per NIC head, each at the lower of its NVLink share and its NIC."""
@@ -245,7 +257,7 @@ class NcclTuner:
             intra *= 2.0 if op == "all_reduce" else (ppn - 1) / ppn
             # NCCL doubles NVLS-tree's network rate on two nodes; we do not: a node must still
             # send the whole buffer across its boundary (the NICs' line rate bounds it).
-            inter = g.bw if nodes > 1 else math.inf
+            inter = (g.bw if g.bw_inter is None else g.bw_inter) if nodes > 1 else math.inf
             cap = self.caps("nvls_tree", nodes) if a == "nvls_tree" else math.inf
             bw = min(intra, inter, cap if cap > 0 else math.inf)
         bus = g.channels * bw
