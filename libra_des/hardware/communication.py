@@ -226,6 +226,8 @@ class Communication:
         self.ledger: dict[str, int] = {}
         # The all-to-all's mechanisms (alltoall.py), all on; the routing model sets ``ecmp``.
         self.a2a_on = Mechanisms()
+        # Channels (SMs) a point-to-point kernel runs on (None: NCCL's p2p channels).
+        self.p2p_channels: int | None = None
 
     def pxn_in_force(self) -> bool:
         """Whether NCCL's PXN relays cross-rail messages (alltoall.py): on in ``a2a_on``, on
@@ -366,9 +368,9 @@ class Communication:
         if size == 0:
             return 0.0
         scope = "intra" if same_node else "inter"
-        rate = self.fabric.intra_bw if same_node else (
-            self.fabric.pair_bw(*pair) if pair else self.fabric.inter_bw)
         curve, tier = self.book.lookup("send_recv", "direct", scope, 2, 2 if same_node else 1)
+        rate = self.p2p_intra_rate(2, tier) if same_node else (
+            self.fabric.pair_bw(*pair) if pair else self.fabric.inter_bw)
         self.note("send_recv", tier)
         return float(curve.seconds(np.array([size]), rate, 1)[0])
 
@@ -391,11 +393,20 @@ class Communication:
         the busiest PCIe switch uplink."""
         f = self.fabric
         curve, tier = self.book.lookup("all_to_all", "direct", "intra", min(n, gpn), gpn)
-        out = np.where(v_intra > 0, curve.seconds(v_intra, f.intra_bw, 1), 0.0)
+        rate = self.p2p_intra_rate(min(n, gpn), tier)
+        out = np.where(v_intra > 0, curve.seconds(v_intra, rate, 1), 0.0)
         if f.pcie_bridge_bw > 0 and np.any(v_bridge > 0):
             bridge = curve.seconds(v_bridge, f.pcie_bridge_bw, 1)
             out = np.maximum(out, np.where(v_bridge > 0, bridge, 0.0))
         return out, tier
+
+    def p2p_intra_rate(self, gpn: int, tier: int) -> float:
+        """A GPU's p2p rate in its node (bytes/s): the link's for a measured curve, else over
+        NVSwitch NCCL's p2p channels (``NcclTuner.p2p_nvlink_gbs``; ``p2p_channels``)."""
+        f = self.fabric
+        if tier < DATASHEET_TIER or self.tuner is None or f.intra_kind != "nvswitch":
+            return f.intra_bw
+        return self.tuner.p2p_nvlink_gbs(gpn, self.p2p_channels) * 1e9
 
     def inter_a2a(self, n: int, gpn: int) -> tuple[InterNodeA2A, int]:
         """The cross-node message model (:mod:`libra_des.hardware.alltoall`) for a layout."""

@@ -117,6 +117,11 @@ class Choice:
     seconds: float
 
 
+def pow2_up(n: int) -> int:
+    """The smallest power of two >= ``n`` (1 for n <= 1)."""
+    return 1 << max(int(n) - 1, 0).bit_length()
+
+
 def log2i(n: int) -> int:
     return max(math.floor(math.log2(n)), 0) if n >= 1 else 0
 
@@ -180,6 +185,55 @@ class NcclTuner:
         if nodes == 1:
             return Graph(c, speed)
         return Graph(c, speed, min(self.nic_gbs(nodes, gpn) / c, 2.0 * speed))
+
+    # ------------------------------------------------------------------ execution channels
+    def execution_channels(self, nodes: int, gpn: int) -> int:
+        """Channels NCCL's communicator runs (``connect.cc``): twice the ring search's
+        channels, at most MAXCHANNELS; on Hopper and later across nodes a fast ring graph of
+        few channels doubled once more."""
+        t, ring = self.t, self.ring_graph(nodes, gpn)
+        most = int(t["max_execution_channels"])
+        c = min(most, 2 * ring.channels)
+        if (nodes > 1 and self.gen in ("hopper", "blackwell")
+                and ring.bw > float(t["execution_double_min_gbs"])
+                and c < int(t["execution_double_below"])):
+            c = min(most, 2 * c)
+        return c
+
+    def p2p_channels(self, nodes: int, gpn: int) -> int:
+        """Point-to-point channels: the execution channels rounded up to a power of two."""
+        return min(pow2_up(self.execution_channels(nodes, gpn)),
+                   int(self.t["max_execution_channels"]))
+
+    def nvlink_links(self) -> float:
+        """NVLink links of one GPU (its datasheet rate over the datasheet per-link rate)."""
+        return self.fabric.intra_bw / 1e9 / float(self.t["nvlink_datasheet_gbs"][self.gen])
+
+    def p2p_nvlink_gbs(self, gpn: int, channels: int | None = None) -> float:
+        """A GPU's point-to-point rate to its NVLink peers (GB/s): NCCL runs 2 channels per
+        NVLink link of a peer's path, i.e. half a link's credited rate per channel, on at
+        most ``channels`` channels (default: the communicator's p2p channels; fewer SMs,
+        fewer channels), never beyond the credited NVLink rate."""
+        c = self.p2p_channels(1, gpn) if channels is None else channels
+        per_link = float(self.t["nvlink_credit_gbs"][self.gen])
+        per_channel = per_link / float(self.t["p2p_channels_per_nvlink"])
+        return min(self.intra_gbs(), c * per_channel)
+
+    def p2p_net_channels_per_peer(self, n: int, gpn: int) -> int:
+        """Channels one remote peer's messages use (``paths.cc``): at least one per NIC of
+        the GPU (one here), more to reach the NIC's rate at 14 GB/s a channel, halved while
+        a round of peers (8 per channel batch) would not fit the p2p channels."""
+        nodes = -(-n // gpn)
+        t = self.t
+        nic = self.fabric.inter_bw / 1e9
+        per = max(1, math.ceil(nic / float(t["p2p_per_channel_net_gbs"])))
+        per = pow2_up(per)
+        total = self.p2p_channels(nodes, gpn)
+        if nodes > 1:
+            rounds = math.ceil(n / int(t["p2p_peers_per_batch"]))
+            while per * rounds > total and per > 1:
+                per //= 2
+        return min(per, total)
 
     def collnet_graph(self, nodes: int, gpn: int) -> Graph:
         """One channel per NIC head, each at the lower of its NVLink share and its NIC."""
