@@ -11,25 +11,22 @@ group size) the curve comes from, in order of *tier*:
    direct exchange between nodes is a send/receive between two nodes;
 2. fits of this algorithm for another op in the same scope (its per-step latency and curve);
 3. fits of another algorithm in the same scope (never NVLS for non-NVLS and back);
-4. the datasheet: the fabric's hop latency per step; efficiency 1 inside a node and
-   ``NIC_EFFICIENCY`` across nodes, a send/recv across nodes pays ``NET_P2P_LATENCY``
-   (defaults from public measurements, see ``collectives.py`` and docs/communication.md).
+4. the datasheet: the fabric's hop latency per step; NCCL's p2p NVLink rate inside a node,
+   ``NIC_EFFICIENCY`` across nodes (all-to-all: its own share times its incast share,
+   ``a2a_incast.py``), a send/recv across nodes pays ``NET_P2P_LATENCY`` (docs/communication.md).
 
 Without an explicit algorithm, the fastest candidate among those of the *lowest* available
 tier is chosen, so a measured NCCL curve is never outbid by an idealised datasheet one.
-Scopes: ``intra`` (the group inside one node) and ``inter`` (across nodes, NIC-bound).
-
-Tier names reported to users (``cost --json``, ``result.json``): tiers 0-1 ``measured``,
-2-3 ``borrowed``, 4 ``datasheet``; a composed collective reports its worst phase.
+Scopes: ``intra`` (the group inside one node) and ``inter`` (across nodes, NIC-bound). Tier
+names reported to users (``cost --json``, ``result.json``): tiers 0-1 ``measured``, 2-3
+``borrowed``, 4 ``datasheet``; a composed collective reports its worst phase.
 
 Parallel paths across nodes: a measured inter-node curve shows what the measured machine
 delivered with as many ranks per node as the measurement had (``inter_paths``: 1 for a
 point-to-point test between two nodes). Priced from that curve, a node's ranks share
 ``min(ranks, NICs, inter_paths)`` NIC rates: parallelism across a node's NICs is credited only
-as far as a measurement has shown it (the datasheet rail count otherwise). Example: Vidur's
-A100 cluster moves about 7.8 GB/s between two nodes with one GPU each; with that profile a
-hierarchical all-reduce's inter-node phase moves the node's data at about 7.8 GB/s, not at
-8 x 25 GB/s.
+as far as a measurement has shown it (the datasheet rail count otherwise; e.g. Vidur's A100
+cluster's 7.8 GB/s between two one-GPU nodes prices a hierarchical all-reduce's inter phase).
 """
 
 from __future__ import annotations
@@ -43,6 +40,7 @@ import numpy as np
 from libra_des.errors import InputError
 from libra_des.hardware import collective_ops
 from libra_des.hardware.a2a_batch import checked, stack_seconds
+from libra_des.hardware.a2a_incast import incast_share
 from libra_des.hardware.alltoall import InterNodeA2A, Mechanisms, Protocol
 from libra_des.hardware.collectives import (
     A2A_NIC_EFFICIENCY,
@@ -168,6 +166,8 @@ class CurveBook:
                 if cand:
                     return Curve(nearest(cand, group).pieces, "borrowed"), tier
         eta = self.a2a_eta if op == "all_to_all" else self.nic_eta
+        if op == "all_to_all" and eta < 1.0:  # incast at the receiving NIC (a2a_incast.py)
+            eta *= incast_share(-(-group // gpn))
         eta, latency = (eta, self.net_p2p) if scope == "inter" else (1.0, 0.0)
         if op != "send_recv":
             # Collectives' steps and an all-to-all's back-to-back messages are pipelined: each
@@ -219,8 +219,7 @@ class Communication:
             NcclTuner(fabric, profile.device, self.book.nic_eta, profile.interconnect.nvls_ops)
             if efficiency else None
         )
-        # Simulations ask the same questions every step; answers depend only on the frozen
-        # profile and fabric, so they are remembered per instance.
+        # Answers depend only on the frozen profile and fabric: remembered per instance.
         self.answers: dict[tuple[str, float, int, int, str | None], CollectiveCost] = {}
         # Worst curve tier each op has been priced with (result.json's ``comm_tiers``).
         self.ledger: dict[str, int] = {}
@@ -401,11 +400,10 @@ class Communication:
         return out, tier
 
     def p2p_intra_rate(self, gpn: int, tier: int) -> float:
-        """A GPU's p2p rate in its node (bytes/s): the link's for a measured curve, else over
-        NVSwitch NCCL's p2p channels (``NcclTuner.p2p_nvlink_gbs``; ``p2p_channels``)."""
+        """A GPU's p2p rate in its node (B/s): NCCL's p2p channels (``p2p_nvlink_gbs``)."""
         f = self.fabric
         if tier < DATASHEET_TIER or self.tuner is None or f.intra_kind != "nvswitch":
-            return f.intra_bw
+            return f.intra_bw  # a measured curve's own link rate, or no NVSwitch
         return self.tuner.p2p_nvlink_gbs(gpn, self.p2p_channels) * 1e9
 
     def inter_a2a(self, n: int, gpn: int) -> tuple[InterNodeA2A, int]:
@@ -542,7 +540,10 @@ class Communication:
         gpn = self.layout(group, gpus_per_node)
         out: dict[str, object] = {"tier": res.tier, "inter_paths": self.book.inter_paths}
         if op == "all_to_all" and group > gpn and nbytes > 0:  # the mechanisms, named
-            out["breakdown"] = self.inter_a2a(group, gpn)[0].breakdown(group, gpn, nbytes / group)
+            model, tier = self.inter_a2a(group, gpn)
+            share = incast_share(-(-group // gpn)) if tier == DATASHEET_TIER else 1.0
+            out["breakdown"] = {**model.breakdown(group, gpn, nbytes / group),
+                                "incast_share": share if self.book.a2a_eta < 1.0 else 1.0}
         if res.algorithm not in ("hierarchical", "multilevel") or nbytes <= 0:
             return out
         nodes = math.ceil(group / gpn)
