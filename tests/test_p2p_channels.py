@@ -87,3 +87,14 @@ def test_intra_node_send_recv_against_vidur(profile: str, topology: str, log: st
     model = size / m.p2p(size, True) / 1e9
     assert abs(model / measured - 1) < 0.10, (model, measured)
     assert m.fabric.intra_bw / 1e9 / measured > 1.25  # the line rate was far off
+
+
+def test_an_overlapped_exchange_takes_nccls_p2p_channels() -> None:
+    """The SMs an overlapped point-to-point exchange holds: NCCL's p2p channels, 32 on an
+    H200 node (24 execution channels rounded up), so a GEMM keeps 132 - 32 SMs."""
+    from libra_des.hardware.interference import overlap_model, p2p_channels
+
+    m = bare("h200-sxm", "h200-8x-nvswitch")
+    assert p2p_channels(m, 8) == 32
+    model = overlap_model(m, None, None)
+    assert model.sm_factor(p2p_channels(m, 8)) == pytest.approx(132 / 100)
