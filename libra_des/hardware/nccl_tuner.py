@@ -214,7 +214,7 @@ class NcclTuner:
         NVLink link of a peer's path, i.e. half a link's credited rate per channel, on at
         most ``channels`` channels (default: the communicator's p2p channels; fewer SMs,
         fewer channels), never beyond the credited NVLink rate."""
-        c = self.p2p_channels(1, gpn) if channels is None else channels
+        c = self.p2p_channels(1, max(gpn, 2)) if channels is None else channels  # a peer
         per_link = float(self.t["nvlink_credit_gbs"][self.gen])
         per_channel = per_link / float(self.t["p2p_channels_per_nvlink"])
         return min(self.intra_gbs(), c * per_channel)
