@@ -44,12 +44,14 @@ def test_p2p_rate_over_nvlink_is_channels_times_half_a_link() -> None:
 
 
 def test_p2p_channels_per_network_peer() -> None:
-    """A 400 Gb/s NIC (50 GB/s): ceil(50 / 14) = 4 channels a peer; at 256 ranks the 32
-    batches of 8 peers leave 32 / 32 = 1 channel a peer."""
+    """A 400 Gb/s NIC (50 GB/s): ceil(50 / 14) = 4 channels a peer. Across nodes NCCL runs
+    16 channels (8 search channels x 2; tests/test_nccl_trees.py), so 16 p2p channels: 16
+    ranks (2 batches of 8 peers) keep 4 a peer, 64 ranks (8 batches) 2, 128 and more 1."""
     t = bare("h200-sxm", "h200-roce-railopt").tuner
+    assert t.p2p_channels(2, 8) == 16
     assert t.p2p_net_channels_per_peer(16, 8) == 4
-    assert t.p2p_net_channels_per_peer(64, 8) == 4  # 4 x 8 batches = 32 channels: fits
-    assert t.p2p_net_channels_per_peer(128, 8) == 2
+    assert t.p2p_net_channels_per_peer(64, 8) == 2  # 4 x 8 batches = 32 > 16: halved
+    assert t.p2p_net_channels_per_peer(128, 8) == 1
     assert t.p2p_net_channels_per_peer(256, 8) == 1
 
 

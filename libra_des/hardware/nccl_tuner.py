@@ -22,8 +22,10 @@ NCCL does per call. The constants are NCCL's, copied as facts with their source 
 Channels and per-channel bandwidth follow NCCL's topology search in outline: the GPU's NVLink
 rate as NCCL credits it (datasheet rate x NCCL's per-link credit over the datasheet per-link
 rate), split into the fewest channels of the fastest search speed that uses it best, then
-doubled at half speed; across nodes each channel is also limited by the node's NICs (line
-rate x the measured ``NIC_EFFICIENCY``). NVLS follows NCCL's NVLS graph: one channel per GPU
+doubled at half speed (not below 25 GB/s, nor on Hopper below 50 GB/s with more than 4);
+across nodes the network speeds are tried and each NIC (line rate x the measured
+``NIC_EFFICIENCY``) carries as many channels as its rate holds; a tree on two nodes runs its
+intra-node speed up to below twice that (:meth:`NcclTuner.tree_graph`). NVLS follows NCCL's NVLS graph: one channel per GPU
 of the node at the search speed its NVLink carries ``GPUs + 1`` times (:meth:`nvls_graph`;
 NCCL's 16 NVLS CTAs are the SMs a call takes, not its bandwidth). A call
 launches fewer channels when it is small (``nBytes < channels x threads x threshold``); that
@@ -155,21 +157,43 @@ class NcclTuner:
         return nics * f.rail_bw(nodes) * self.nic_eff / 1e9
 
     def ring_graph(self, nodes: int, gpn: int) -> Graph:
-        """Channels of the ring / tree search (module docstring)."""
+        """Channels of the ring / tree search (module docstring). Across nodes the search
+        tries NCCL's network speeds and every channel enters and leaves a node through one
+        NIC, so a NIC carries ``floor(NIC rate / speed)`` channels. The search's duplication
+        (``ncclTopoDupChannels``): channels doubled at half speed, except below 25 GB/s a
+        channel and, on Hopper and later, below 50 GB/s with more than 4 channels."""
         link = self.intra_gbs() if gpn > 1 else math.inf
-        if nodes > 1:
-            link = min(link, self.nic_gbs(nodes, gpn))
+        nics = max(1, min(gpn, self.fabric.nics_per_node or 1))
+        per_nic = self.nic_gbs(nodes, gpn) / nics if nodes > 1 else math.inf
         most = int(self.t["max_channels"])
         best = (0, 0.0)
-        for s in self.t["speed_intra_gbs"][self.gen]:
-            c = min(int(link // s), most // 2)
+        table = "speed_intra_gbs" if nodes == 1 else "speed_inter_gbs"
+        for s in self.t[table][self.gen]:
+            by_nvlink = int(link // s) if math.isfinite(link) else most
+            c = min(by_nvlink, most // 2, nics * int(per_nic // s) if nodes > 1 else most)
             if c >= 1 and c * s > best[0] * best[1] + 1e-9:
                 best = (c, float(s))
         if best[0] == 0:  # slower than every search speed: one channel at the link's rate
-            best = (1, link)
+            best = (1, min(link, per_nic))
         c0, speed = best
+        late = self.gen in ("hopper", "blackwell")
+        if speed < 25.0 or (late and speed < 50.0 and c0 > 4):
+            return Graph(c0, speed)
         dup = min(2 * c0, most)
         return Graph(dup, speed / math.ceil(dup / c0))
+
+    def tree_graph(self, nodes: int, gpn: int) -> Graph:
+        """The tree search's channels: the ring's, except on two nodes, where NCCL's second
+        pass raises a tree's intra-node speed (``bwIntra``, which the tuner reads up to two
+        nodes) to the fastest network speed below twice the NIC's that the NVLink carries on
+        every channel (``search.cc``: "increase bwIntra for trees")."""
+        g = self.ring_graph(nodes, gpn)
+        if nodes != 2 or gpn < 2:
+            return g
+        link = self.intra_gbs()
+        raised = [float(v) for v in self.t["speed_inter_gbs"][self.gen]
+                  if g.bw < float(v) < 2 * g.bw and g.channels * float(v) <= link + 1e-9]
+        return Graph(g.channels, max(raised), g.bw) if raised else g
 
     def nvls_graph(self, nodes: int, gpn: int) -> Graph:
         """NCCL's NVLS graph: one channel per GPU of the node (``nvls_max_arity`` at most),
@@ -293,7 +317,7 @@ class NcclTuner:
             return self.nvls_graph(nodes, gpn)
         if a.startswith("collnet"):
             return self.collnet_graph(nodes, gpn)
-        return self.ring_graph(nodes, gpn)
+        return self.tree_graph(nodes, gpn) if a == "tree" else self.ring_graph(nodes, gpn)
 
     def caps(self, key: str, nodes: int) -> float:
         return float(self.t["per_channel_max_gbs"][key][self.gen][min(nodes, 3) - 1])
