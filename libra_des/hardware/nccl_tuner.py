@@ -25,10 +25,11 @@ rate), split into the fewest channels of the fastest search speed that uses it b
 doubled at half speed (not below 25 GB/s, nor on Hopper below 50 GB/s with more than 4);
 across nodes the network speeds are tried and each NIC (line rate x the measured
 ``NIC_EFFICIENCY``) carries as many channels as its rate holds; a tree on two nodes runs its
-intra-node speed up to below twice that (:meth:`NcclTuner.tree_graph`). NVLS follows NCCL's NVLS graph: one channel per GPU
-of the node at the search speed its NVLink carries ``GPUs + 1`` times (:meth:`nvls_graph`;
-NCCL's 16 NVLS CTAs are the SMs a call takes, not its bandwidth). A call
-launches fewer channels when it is small (``nBytes < channels x threads x threshold``); that
+intra-node speed up to below twice that (:meth:`NcclTuner.tree_graph`). NVLS follows NCCL's
+NVLS graph: one channel per GPU of the node at the search speed its NVLink carries
+``GPUs + 1`` times (:meth:`nvls_graph`; NCCL's 16 NVLS CTAs are the SMs a call takes, not
+its bandwidth). A call launches fewer channels when it is small (``nBytes < channels x
+threads x threshold``); that
 count is reported, while the predicted time uses the tuner's full-channel bandwidth, as NCCL's
 own model does.
 
