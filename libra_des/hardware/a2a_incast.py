@@ -12,24 +12,26 @@ fan-in ``F`` as
 
     incast_share(F) = 1 / (1 + KAPPA log2 F)        (1 at F = 1: two nodes)
 
-(the log form is our assumption: each doubling of synchronised senders costs the same;
+(the log form is our assumption: each doubling of synchronised senders costs the same).
 ``KAPPA`` is fitted on the public all-to-all measurements of
-``calibration/public/alltoall-efficiency.csv`` marked ``fit``; ``benchmarks/a2a_study.py``
-re-creates the fit and the figure). The share multiplies the all-to-all's datasheet
-per-NIC efficiency (:data:`~libra_des.hardware.collectives.A2A_NIC_EFFICIENCY`); measured
-inter-node curves carry their own machine's incast and are not scaled. Both fidelities use
-it: the fast model in the curve's efficiency, the flow model by stretching each cross-node
-flow of an all-to-all by ``1 / incast_share`` (:mod:`libra_des.sim.network.flow_model`).
+``calibration/public/alltoall-efficiency.csv`` marked ``fit`` (large messages, where the
+message model's per-peer terms are negligible), each taken over the model's own prediction
+without the share (:func:`fit_kappa`; ``tests/test_a2a_incast.py`` re-fits it). The share
+scales the NIC rates of a cross-node all-to-all priced from datasheet curves
+(``Mechanisms.fan_in``); measured inter-node curves carry their own machine's incast and are
+not scaled. Both fidelities use it: the fast model in the NICs' rates, the flow model by
+stretching each cross-node flow of an all-to-all by ``1 / incast_share``
+(:mod:`libra_des.sim.network.flow_model`).
 """
 
 from __future__ import annotations
 
 import math
 
-#: Fitted (least squares in log space, two public points, the CSV's ``fit`` rows):
-#: NVIDIA/nccl#1531 (8 H800 nodes, 21.7 GB/s per 400G NIC) and NVIDIA/nccl#1792 (16 H20
-#: nodes, about 19 GB/s per 400G NIC), each over the 0.96 line share of a 2-node exchange.
-KAPPA = 0.405
+#: Fitted on the CSV's ``fit`` rows (NVIDIA/nccl#1792: about 18.9 GB/s per 400G NIC on 16
+#: H20 nodes at large sizes, against the model's 46.9 without the share on ``h100-ib-ndr``).
+#: One public point at one width: the law's form, not the data, carries it to other widths.
+KAPPA = 0.379
 
 
 def incast_share(nodes: int) -> float:
@@ -38,9 +40,9 @@ def incast_share(nodes: int) -> float:
     return 1.0 / (1.0 + KAPPA * math.log2(fan_in))
 
 
-def fit_kappa(points: list[tuple[int, float]], line_share: float) -> float:
-    """``KAPPA`` from (nodes, per-NIC share of the line rate) points: least squares in log
-    space of ``line_share / share = 1 + KAPPA log2(nodes - 1)`` (closed form through 0)."""
+def fit_kappa(points: list[tuple[int, float]]) -> float:
+    """``KAPPA`` from (nodes, measured over the model without the share) points: least
+    squares of ``1 / share - 1 = KAPPA log2(nodes - 1)`` (closed form, through 0)."""
     xs = [math.log2(n - 1) for n, _ in points]
-    ys = [line_share / s - 1.0 for _, s in points]
+    ys = [1.0 / s - 1.0 for _, s in points]
     return sum(x * y for x, y in zip(xs, ys, strict=True)) / sum(x * x for x in xs)

@@ -12,8 +12,8 @@ group size) the curve comes from, in order of *tier*:
 2. fits of this algorithm for another op in the same scope (its per-step latency and curve);
 3. fits of another algorithm in the same scope (never NVLS for non-NVLS and back);
 4. the datasheet: the fabric's hop latency per step; NCCL's p2p NVLink rate inside a node,
-   ``NIC_EFFICIENCY`` across nodes (all-to-all: its own share times its incast share,
-   ``a2a_incast.py``), a send/recv across nodes pays ``NET_P2P_LATENCY`` (docs/communication.md).
+   ``NIC_EFFICIENCY`` across nodes (all-to-all: its own share; its NICs' rate times the
+   incast share, ``a2a_incast.py``), a cross-node send/recv pays ``NET_P2P_LATENCY``.
 
 Without an explicit algorithm, the fastest candidate among those of the *lowest* available
 tier is chosen, so a measured NCCL curve is never outbid by an idealised datasheet one.
@@ -166,8 +166,6 @@ class CurveBook:
                 if cand:
                     return Curve(nearest(cand, group).pieces, "borrowed"), tier
         eta = self.a2a_eta if op == "all_to_all" else self.nic_eta
-        if op == "all_to_all" and eta < 1.0:  # incast at the receiving NIC (a2a_incast.py)
-            eta *= incast_share(-(-group // gpn))
         eta, latency = (eta, self.net_p2p) if scope == "inter" else (1.0, 0.0)
         if op != "send_recv":
             # Collectives' steps and an all-to-all's back-to-back messages are pipelined: each
@@ -421,8 +419,10 @@ class Communication:
         once = max(self.book.net_p2p - curve.pieces[0].alpha_step, 0.0) if sheet else 0.0
         t = self.tuner.t if sheet and self.tuner is not None else None
         protocol = Protocol(t["p2p_ll_threshold"], t["factors"]["ring_ll"]) if t else None
-        rates = (self.fabric.inter_bw * scale, self.node_bw(gpn, tier) * scale)
-        model = InterNodeA2A(curve, *rates, leaves, once, protocol, hop, on)
+        # Incast at the receiving NICs (a2a_incast.py); a measured curve carries its own.
+        fan = incast_share(-(-n // gpn)) if sheet and self.book.a2a_eta < 1 and on.fan_in else 1.0
+        rates = (self.fabric.inter_bw * scale * fan, self.node_bw(gpn, tier) * scale * fan)
+        model = InterNodeA2A(curve, *rates, leaves, once, protocol, hop, on, fan)
         return model, tier
 
     def phase(self, op: str, alg: str, n: int, gpn: int, size: np.ndarray) -> Phase:
@@ -540,10 +540,7 @@ class Communication:
         gpn = self.layout(group, gpus_per_node)
         out: dict[str, object] = {"tier": res.tier, "inter_paths": self.book.inter_paths}
         if op == "all_to_all" and group > gpn and nbytes > 0:  # the mechanisms, named
-            model, tier = self.inter_a2a(group, gpn)
-            share = incast_share(-(-group // gpn)) if tier == DATASHEET_TIER else 1.0
-            out["breakdown"] = {**model.breakdown(group, gpn, nbytes / group),
-                                "incast_share": share if self.book.a2a_eta < 1.0 else 1.0}
+            out["breakdown"] = self.inter_a2a(group, gpn)[0].breakdown(group, gpn, nbytes / group)
         if res.algorithm not in ("hierarchical", "multilevel") or nbytes <= 0:
             return out
         nodes = math.ceil(group / gpn)
