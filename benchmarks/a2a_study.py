@@ -2,6 +2,7 @@
 topology with more than one node, beside the public points the model's constants use.
 
     python benchmarks/a2a_study.py [--plot a2a_study.png] [--mechanisms]
+        [--width docs/figures/a2a_width.png]
 
 Per-GPU bytes are nccl-tests' ``size`` (what each rank sends in total, its own share included).
 Tables (markdown):
@@ -14,7 +15,9 @@ Tables (markdown):
 4. the public points (``calibration/public/alltoall-efficiency.csv``) beside the model on the
    closest shipped topology.
 
-``--plot`` draws tables 1 and 2 (matplotlib imported only then).
+``--plot`` draws tables 1 and 2 (matplotlib imported only then). ``--width`` draws the
+cross-node rate per GPU (one NIC each) against the node count at 1 GiB per GPU, with every
+public point of the CSV that names its node count (the incast fit's points filled).
 """
 
 from __future__ import annotations
@@ -152,11 +155,52 @@ def plot(path: Path, nodes: dict[str, list[float]], sizes: dict[str, list[float]
     print(f"\nwrote {path}")
 
 
+WIDTH_NODES = (2, 3, 4, 6, 8, 12, 16, 24, 32, 64)
+
+
+def width_curve(topology: str = "h100-ib-ndr", nbytes: float = 2.0**30) -> list[float]:
+    """Cross-node GB/s per GPU (its NIC) of a uniform all-to-all against :data:`WIDTH_NODES`."""
+    return [nic_rate(topology, n, nbytes) for n in WIDTH_NODES]
+
+
+def plot_width(path: Path) -> None:
+    import matplotlib  # lazily: the study's tables need no plotting library
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for topo in ("h100-ib-ndr", "h200-roce-railopt"):
+        ax.plot(WIDTH_NODES, width_curve(topo), marker="o", ms=3, label=f"model, {topo}, 1 GiB")
+    for row in public_points():
+        if not row.get("nodes"):
+            continue
+        fit = row["used"] == "fit"
+        ax.scatter([int(row["nodes"])], [float(row["per_nic_gbs"])], zorder=5,
+                   marker="o" if fit else "x", color="k" if fit else "grey")
+        label = row["source"].split("github.com/")[-1].split(" (")[0]
+        ax.annotate(f"{label} ({row['used']})", (int(row["nodes"]), float(row["per_nic_gbs"])),
+                    fontsize=6, xytext=(3, 3), textcoords="offset points")
+    ax.set(xscale="log", xlabel="nodes (8 GPUs each)", ylabel="cross-node GB/s per GPU (NIC)",
+           title="All-to-all per NIC against width (400 Gb/s NICs)")
+    ax.set_xticks(WIDTH_NODES, [str(n) for n in WIDTH_NODES])
+    ax.minorticks_off()
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    print(f"wrote {path}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--plot", type=Path, default=None)
     ap.add_argument("--mechanisms", action="store_true")
+    ap.add_argument("--width", type=Path, default=None)
     args = ap.parse_args()
+    if args.width is not None:
+        plot_width(args.width)
+        return
     nodes, sizes = print_tables(args.mechanisms)
     if args.plot is not None:
         plot(args.plot, nodes, sizes)

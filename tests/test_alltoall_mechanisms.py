@@ -15,6 +15,7 @@ import pytest
 import libra_des
 from libra_des.cli import main
 from libra_des.config import ROOT
+from libra_des.hardware.a2a_incast import incast_share
 from libra_des.hardware.alltoall import QP_CACHE, InterNodeA2A, Mechanisms
 from libra_des.hardware.costs import CostModel
 from libra_des.hardware.ecmp import spine_view
@@ -59,6 +60,7 @@ def test_message_size_efficiency_falls_as_the_pool_widens(
     assert (narrow["protocol"], wide["protocol"]) == ("Simple", "LL")
     assert wide["message_size_efficiency"] == pytest.approx(
         narrow["message_size_efficiency"] / 2)
+    assert wide["incast_share"] == pytest.approx(incast_share(32))
     # Broken: without it small messages move at the large-message rate.
     on, off = cost("h200-roce-railopt"), cost("h200-roce-railopt", size_efficiency=False)
     assert a2a(off, 256, 2**20) < a2a(on, 256, 2**20)

@@ -107,3 +107,31 @@ def test_long_runs_note_their_estimate(
     assert "note: estimated" not in capsys.readouterr().err  # not a terminal: quiet
     assert main([*argv, "--progress", *sets]) == 0
     assert "note: estimated about 1 GB and 10 min" in capsys.readouterr().err
+
+
+def test_cost_checks_the_device_as_run_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``cost`` with a profile of another GPU: exit 2 with run's own line; borrowed: a warning
+    and the measured tier reported as borrowed."""
+    sets = [*SMALL, "profile=a100-sxm", "topology=h100-ib-ndr"]
+    assert main(["run", QUICK, "--out", str(tmp_path / "r"),
+                 *[a for s in sets for a in ("--set", s)]]) == 2
+    run_line = capsys.readouterr().err.strip()
+    cost = ["cost", "--op", "all_reduce", "--bytes", "1e8", "--group", "8",
+            "--profile", "a100-sxm", "--topology", "h100-ib-ndr", "--json"]
+    assert main(cost) == 2
+    cost_line = capsys.readouterr().err.strip()
+    assert cost_line == run_line and cost_line.startswith("error: profile:")
+    assert main([*cost, "--profile-scope", "borrowed"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["tier"] == "borrowed" and "A100-SXM" in res["warnings"][0]
+
+
+def test_every_cost_op_names_its_tier(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["--op", "gemm", "--m", "64", "--n", "64", "--k", "64"],
+                 ["--op", "attention", "--doc-lengths", "1024", "--heads", "8"],
+                 ["--op", "all_to_all", "--bytes", "1e6", "--group", "8"]):
+        assert main(["cost", *argv, "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["tier"] in ("measured", "borrowed",
+                                                               "datasheet")

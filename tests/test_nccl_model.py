@@ -180,9 +180,10 @@ def test_nccl_model_predicts_the_h200_logs() -> None:
                       for s in rows]
             report[f"{op}-{gpus}"] = median_abs(errors)
     print("NCCL model, no fit, median |error|:", {k: round(v, 3) for k, v in report.items()})
-    # Ring collectives within 10% on both group sizes; NVLS all_reduce is over-sold by NCCL's
-    # own model (its 0.85 NVLS efficiency), 20-40% fast: reported, measurement wins there.
-    for key in ("all_gather-2", "all_gather-8", "reduce_scatter-8"):
+    # Ring collectives and all_reduce (NVLS from NCCL's NVLS graph at 8 GPUs, ring at 2)
+    # within 10%; the 2-GPU reduce_scatter log runs its last step slow (test_nccl_heldout).
+    for key in ("all_gather-2", "all_gather-8", "reduce_scatter-8", "all_reduce-2",
+                "all_reduce-8"):
         assert report[key] < 0.10, report
     assert max(report.values()) < 0.45, report
 

@@ -39,7 +39,16 @@ doing the work inside their bodies (so ``import libra_des.api`` stays cheap):
 
 from __future__ import annotations
 
-from libra_des.api.costs import cost, cost_choices, cost_model, cost_ops, cost_report, fabric_for
+from libra_des.api.costs import (
+    checked_cost_model,
+    cost,
+    cost_choices,
+    cost_device_warnings,
+    cost_model,
+    cost_ops,
+    cost_report,
+    fabric_for,
+)
 from libra_des.api.scenarios import (
     Overrides,
     Result,
@@ -65,7 +74,8 @@ from libra_des.base.version import __version__
 __all__ = [
     "AxisLike", "Overrides", "PlanReplay", "Result", "ScenarioLike", "SweepPoint", "SweepRun",
     "__version__",
-    "cost", "cost_choices", "cost_model", "cost_ops", "cost_report", "fabric_for",
+    "checked_cost_model", "cost", "cost_choices", "cost_device_warnings", "cost_model",
+    "cost_ops", "cost_report", "fabric_for",
     "load_scenario", "load_training", "moe_systems", "noise_factors", "replay_plans",
     "run_sweep", "shipped_path", "simulate", "step_plan",
 ]

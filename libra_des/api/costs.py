@@ -51,11 +51,39 @@ def cost_model(
     group: int = 1,
     gpus_per_node: int | None = None,
     efficiency: bool = True,
+    profile_scope: str = "own",
 ) -> CostModel:
     """The cost model ``libra-des cost`` queries: a profile (default H200 SXM) on a fabric.
 
-    ``efficiency=False`` is ``--no-fit``: datasheet α-β without fitted efficiencies.
+    ``efficiency=False`` is ``--no-fit``: datasheet α-β without fitted efficiencies. A profile
+    measured on another GPU than the topology's is refused unless ``profile_scope`` is
+    ``borrowed``, exactly as ``run`` refuses it (:func:`cost_device_warnings`).
     """
+    return checked_cost_model(profile, topology, group, gpus_per_node, efficiency,
+                              profile_scope)[0]
+
+
+def cost_device_warnings(profile: str | None, topology: str | None,
+                         profile_scope: str) -> list[str]:
+    """``run``'s device check (:func:`~libra_des.hardware.device_check.profile_warnings`) for
+    a cost query: the named topology, else the profile's own machine (nothing to check when
+    the profile names none). Raises the same one-line error as ``run`` on a refused profile."""
+    from libra_des.hardware.device_check import profile_warnings
+    from libra_des.hardware.profile import load_profile
+
+    if profile_scope not in ("own", "borrowed"):
+        raise InputError("profile_scope", profile_scope, "own | borrowed")
+    machine = topology or load_profile(profile).interconnect.topology
+    if machine is None:
+        return []
+    return profile_warnings(profile, profile_scope, machine, {})
+
+
+def checked_cost_model(
+    profile: str | None, topology: str | None, group: int, gpus_per_node: int | None,
+    efficiency: bool, profile_scope: str,
+) -> tuple[CostModel, list[str]]:
+    """:func:`cost_model` and the device check's warnings (before any pricing)."""
     from libra_des.hardware.costs import CostModel
     from libra_des.hardware.profile import load_profile
 
@@ -66,8 +94,10 @@ def cost_model(
         raise InputError("group", group, "a positive integer number of GPUs")
     if gpus_per_node is not None and (not is_int(gpus_per_node) or gpus_per_node < 1):
         raise InputError("gpus_per_node", gpus_per_node, "a positive integer")
+    warnings = cost_device_warnings(profile, topology, profile_scope)
     prof = load_profile(profile)
-    return CostModel(prof, fabric_for(prof, topology, group, gpus_per_node), efficiency)
+    model = CostModel(prof, fabric_for(prof, topology, group, gpus_per_node), efficiency)
+    return model, warnings
 
 
 def cost_report(
@@ -88,6 +118,7 @@ def cost_report(
     profile: str | None = None,
     topology: str | None = None,
     efficiency: bool = True,
+    profile_scope: str = "own",
 ) -> CostReport:
     """One operation priced as ``libra-des cost`` reports it: seconds, the ``--json`` fields
     and the printed line (:class:`~libra_des.hardware.cost_ops.CostReport`).
@@ -100,10 +131,11 @@ def cost_report(
     from libra_des.hardware.cost_ops import CostQuery
 
     priced = cost_ops.get(op)
-    model = cost_model(profile, topology, group, gpus_per_node, efficiency)
+    model, warnings = checked_cost_model(profile, topology, group, gpus_per_node, efficiency,
+                                         profile_scope)
     query = CostQuery(nbytes, group, gpus_per_node, algorithm, doc_lengths, heads, kv_heads,
                       head_dim, cp, backward, gemm, dtype)
-    return priced.price(model, query, op)
+    return cost_ops.borrowed(priced.price(model, query, op), warnings)
 
 
 def cost(op: str, **arguments: Any) -> float:

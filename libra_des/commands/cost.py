@@ -35,6 +35,9 @@ def register(subs: argparse._SubParsersAction) -> None:
     choices = api.cost_choices()
     p = subs.add_parser("cost", help="time one collective, attention call or GEMM")
     p.add_argument("--profile", default=None, help="profile name or JSON (default h200-sxm)")
+    p.add_argument("--profile-scope", default="own", choices=("own", "borrowed"),
+                   help="borrowed: price with a profile measured on another GPU (as run's "
+                   "profile_scope; the result warns)")
     p.add_argument("--op", required=True, help=" | ".join(choices["op"]))
     p.add_argument("--bytes", type=float, default=None, help="nccl-tests size in bytes")
     p.add_argument("--group", type=int, default=None, help="number of GPUs")
@@ -122,6 +125,7 @@ def query(args: argparse.Namespace, nbytes: float | None) -> dict[str, Any]:
         "kv_heads": args.kv_heads, "head_dim": args.head_dim, "cp": args.cp,
         "backward": args.backward, "gemm": gemm, "dtype": args.dtype,
         "profile": args.profile, "topology": args.topology, "efficiency": not args.no_fit,
+        "profile_scope": args.profile_scope,
     }
 
 

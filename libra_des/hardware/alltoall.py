@@ -92,6 +92,7 @@ class Mechanisms:
     pxn: bool = True
     incast: bool = True
     ecmp: float | None = None
+    fan_in: bool = True  # the NICs' incast share on datasheet curves (a2a_incast.py)
 
 
 @dataclass(frozen=True)
@@ -195,6 +196,7 @@ class InterNodeA2A:
     protocol: Protocol | None = None  # datasheet curves: NCCL's P2P protocol by message size
     hop_bw: float = 0.0  # NVLink rate of PXN's extra hop (0: no NVLink, no PXN)
     on: Mechanisms = field(default_factory=Mechanisms)
+    fan_in: float = 1.0  # incast share already in nic_bw and node_bw (a2a_incast.py)
 
     # ------------------------------------------------------------------ mechanisms
     @property
@@ -417,6 +419,7 @@ class InterNodeA2A:
             "pxn": {"on": self.pxn,
                     "rerouted_share": float(off_rail.sum() / cross.sum()) if self.pxn else 0.0},
             "incast": "hottest receiver decides" if self.on.incast else "off",
+            "incast_share": self.fan_in,
             "spine_share": spine,
             "ecmp": {"factor": self.ecmp,
                      "source": "fast: busiest uplink over its fair share, balls into bins "

@@ -62,8 +62,9 @@ NIC_EFFICIENCY = 0.96
 #: Share of a NIC's line rate an all-to-all's cross-node messages move at, where a profile has
 #: no inter-node measurement: its own figure from all-to-all measurements, not the ring's
 #: (calibration/public/alltoall-efficiency.csv). NCCL's maintainers state 48-49 GB/s per
-#: ConnectX-7 for all-to-all (one NIC per GPU, NVIDIA/nccl-tests#267): 0.96. The lower public
-#: figures there (NVIDIA/nccl#2409, DeepEP) are a machine-wide cap or another library.
+#: ConnectX-7 for all-to-all (one NIC per GPU, NVIDIA/nccl-tests#267): 0.96, the two-node
+#: share; wider groups lose more to incast (hardware/a2a_incast.py, from the CSV's fit rows).
+#: NVIDIA/nccl#2409 and DeepEP there are a machine-wide cap or another library.
 A2A_NIC_EFFICIENCY = 0.96
 
 #: Fixed cost of one point-to-point message between GPUs on two nodes (NIC, switches and

@@ -11,25 +11,22 @@ group size) the curve comes from, in order of *tier*:
    direct exchange between nodes is a send/receive between two nodes;
 2. fits of this algorithm for another op in the same scope (its per-step latency and curve);
 3. fits of another algorithm in the same scope (never NVLS for non-NVLS and back);
-4. the datasheet: the fabric's hop latency per step; efficiency 1 inside a node and
-   ``NIC_EFFICIENCY`` across nodes, a send/recv across nodes pays ``NET_P2P_LATENCY``
-   (defaults from public measurements, see ``collectives.py`` and docs/communication.md).
+4. the datasheet: the fabric's hop latency per step; NCCL's p2p NVLink rate inside a node,
+   ``NIC_EFFICIENCY`` across nodes (all-to-all: its own share; its NICs' rate times the
+   incast share, ``a2a_incast.py``), a cross-node send/recv pays ``NET_P2P_LATENCY``.
 
 Without an explicit algorithm, the fastest candidate among those of the *lowest* available
 tier is chosen, so a measured NCCL curve is never outbid by an idealised datasheet one.
-Scopes: ``intra`` (the group inside one node) and ``inter`` (across nodes, NIC-bound).
-
-Tier names reported to users (``cost --json``, ``result.json``): tiers 0-1 ``measured``,
-2-3 ``borrowed``, 4 ``datasheet``; a composed collective reports its worst phase.
+Scopes: ``intra`` (the group inside one node) and ``inter`` (across nodes, NIC-bound). Tier
+names reported to users (``cost --json``, ``result.json``): tiers 0-1 ``measured``, 2-3
+``borrowed``, 4 ``datasheet``; a composed collective reports its worst phase.
 
 Parallel paths across nodes: a measured inter-node curve shows what the measured machine
 delivered with as many ranks per node as the measurement had (``inter_paths``: 1 for a
 point-to-point test between two nodes). Priced from that curve, a node's ranks share
 ``min(ranks, NICs, inter_paths)`` NIC rates: parallelism across a node's NICs is credited only
-as far as a measurement has shown it (the datasheet rail count otherwise). Example: Vidur's
-A100 cluster moves about 7.8 GB/s between two nodes with one GPU each; with that profile a
-hierarchical all-reduce's inter-node phase moves the node's data at about 7.8 GB/s, not at
-8 x 25 GB/s.
+as far as a measurement has shown it (the datasheet rail count otherwise; e.g. Vidur's A100
+cluster's 7.8 GB/s between two one-GPU nodes prices a hierarchical all-reduce's inter phase).
 """
 
 from __future__ import annotations
@@ -43,6 +40,7 @@ import numpy as np
 from libra_des.errors import InputError
 from libra_des.hardware import collective_ops
 from libra_des.hardware.a2a_batch import checked, stack_seconds
+from libra_des.hardware.a2a_incast import incast_share
 from libra_des.hardware.alltoall import InterNodeA2A, Mechanisms, Protocol
 from libra_des.hardware.collectives import (
     A2A_NIC_EFFICIENCY,
@@ -219,13 +217,14 @@ class Communication:
             NcclTuner(fabric, profile.device, self.book.nic_eta, profile.interconnect.nvls_ops)
             if efficiency else None
         )
-        # Simulations ask the same questions every step; answers depend only on the frozen
-        # profile and fabric, so they are remembered per instance.
+        # Answers depend only on the frozen profile and fabric: remembered per instance.
         self.answers: dict[tuple[str, float, int, int, str | None], CollectiveCost] = {}
         # Worst curve tier each op has been priced with (result.json's ``comm_tiers``).
         self.ledger: dict[str, int] = {}
         # The all-to-all's mechanisms (alltoall.py), all on; the routing model sets ``ecmp``.
         self.a2a_on = Mechanisms()
+        # Channels (SMs) a point-to-point kernel runs on (None: NCCL's p2p channels).
+        self.p2p_channels: int | None = None
 
     def pxn_in_force(self) -> bool:
         """Whether NCCL's PXN relays cross-rail messages (alltoall.py): on in ``a2a_on``, on
@@ -366,9 +365,9 @@ class Communication:
         if size == 0:
             return 0.0
         scope = "intra" if same_node else "inter"
-        rate = self.fabric.intra_bw if same_node else (
-            self.fabric.pair_bw(*pair) if pair else self.fabric.inter_bw)
         curve, tier = self.book.lookup("send_recv", "direct", scope, 2, 2 if same_node else 1)
+        rate = self.p2p_intra_rate(2, tier) if same_node else (
+            self.fabric.pair_bw(*pair) if pair else self.fabric.inter_bw)
         self.note("send_recv", tier)
         return float(curve.seconds(np.array([size]), rate, 1)[0])
 
@@ -391,11 +390,19 @@ class Communication:
         the busiest PCIe switch uplink."""
         f = self.fabric
         curve, tier = self.book.lookup("all_to_all", "direct", "intra", min(n, gpn), gpn)
-        out = np.where(v_intra > 0, curve.seconds(v_intra, f.intra_bw, 1), 0.0)
+        rate = self.p2p_intra_rate(min(n, gpn), tier)
+        out = np.where(v_intra > 0, curve.seconds(v_intra, rate, 1), 0.0)
         if f.pcie_bridge_bw > 0 and np.any(v_bridge > 0):
             bridge = curve.seconds(v_bridge, f.pcie_bridge_bw, 1)
             out = np.maximum(out, np.where(v_bridge > 0, bridge, 0.0))
         return out, tier
+
+    def p2p_intra_rate(self, gpn: int, tier: int) -> float:
+        """A GPU's p2p rate in its node (B/s): NCCL's p2p channels (``p2p_nvlink_gbs``)."""
+        f = self.fabric
+        if tier < DATASHEET_TIER or self.tuner is None or f.intra_kind != "nvswitch":
+            return f.intra_bw  # a measured curve's own link rate, or no NVSwitch
+        return self.tuner.p2p_nvlink_gbs(gpn, self.p2p_channels) * 1e9
 
     def inter_a2a(self, n: int, gpn: int) -> tuple[InterNodeA2A, int]:
         """The cross-node message model (:mod:`libra_des.hardware.alltoall`) for a layout."""
@@ -412,8 +419,10 @@ class Communication:
         once = max(self.book.net_p2p - curve.pieces[0].alpha_step, 0.0) if sheet else 0.0
         t = self.tuner.t if sheet and self.tuner is not None else None
         protocol = Protocol(t["p2p_ll_threshold"], t["factors"]["ring_ll"]) if t else None
-        rates = (self.fabric.inter_bw * scale, self.node_bw(gpn, tier) * scale)
-        model = InterNodeA2A(curve, *rates, leaves, once, protocol, hop, on)
+        # Incast at the receiving NICs (a2a_incast.py); a measured curve carries its own.
+        fan = incast_share(-(-n // gpn)) if sheet and self.book.a2a_eta < 1 and on.fan_in else 1.0
+        rates = (self.fabric.inter_bw * scale * fan, self.node_bw(gpn, tier) * scale * fan)
+        model = InterNodeA2A(curve, *rates, leaves, once, protocol, hop, on, fan)
         return model, tier
 
     def phase(self, op: str, alg: str, n: int, gpn: int, size: np.ndarray) -> Phase:

@@ -14,6 +14,7 @@ an entry point of the group ``libra_des.cost_ops``). The shipped ops are every c
 from __future__ import annotations
 
 import numbers
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -123,7 +124,9 @@ def attention(model: CostModel, q: CostQuery, _op: str) -> CostReport:
     direction = "backward" if q.backward else "forward"
     text = (f"attention {direction} over {len(lengths)} documents, {heads} heads: "
             f"{secs * 1e3:.4f} ms ({tflops:.0f} TFLOP/s)")
-    return CostReport(secs, {"seconds": secs, "tflops": tflops}, text)
+    tier = model.attention_tier()
+    return CostReport(secs, {"seconds": secs, "tflops": tflops, "tier": tier},
+                      f"{text} ({tier})")
 
 
 def gemm(model: CostModel, q: CostQuery, _op: str) -> CostReport:
@@ -137,8 +140,23 @@ def gemm(model: CostModel, q: CostQuery, _op: str) -> CostReport:
     m, n, k = shape
     secs = float(model.gemm(m, n, k, dtype=q.dtype))
     tflops = 2.0 * m * n * k / secs / 1e12 if secs > 0 else 0.0
-    text = f"gemm {m}x{k} @ {k}x{n} {q.dtype}: {secs * 1e6:.2f} us ({tflops:.0f} TFLOP/s)"
-    return CostReport(secs, {"seconds": secs, "tflops": tflops}, text)
+    tier = model.gemm_tier(q.dtype)
+    text = (f"gemm {m}x{k} @ {k}x{n} {q.dtype}: {secs * 1e6:.2f} us ({tflops:.0f} TFLOP/s, "
+            f"{tier})")
+    return CostReport(secs, {"seconds": secs, "tflops": tflops, "tier": tier}, text)
+
+
+def borrowed(report: CostReport, warnings: list[str]) -> CostReport:
+    """``report`` priced with a profile measured on another GPU (the device check's
+    ``warnings``, :mod:`~libra_des.hardware.device_check`): its measured tier is borrowed."""
+    if not warnings:
+        return report
+    fields = dict(report.fields)
+    if fields.get("tier") == "measured":
+        fields["tier"] = "borrowed"
+    fields["warnings"] = list(warnings)
+    text = re.sub(r"\bmeasured(?=\)| curves\))", "borrowed", report.text)
+    return CostReport(report.seconds, fields, "\n".join([text, *warnings]))
 
 
 def shipped() -> tuple[CostOp, ...]:

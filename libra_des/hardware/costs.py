@@ -192,6 +192,15 @@ class CostModel(Communication):
     def grouped_for(self, dtype: str) -> GroupedGemmParams:
         return self.grouped_params.get(dtype) or GroupedGemmParams.from_dict(BORROWED_GROUPED)
 
+    def gemm_tier(self, dtype: str = "bf16") -> str:
+        """``measured`` when the profile holds a GEMM fit for ``dtype``, else ``datasheet``
+        (the roofline on the profile's peak and its default efficiencies)."""
+        return "measured" if dtype in self.gemm_params else "datasheet"
+
+    def attention_tier(self) -> str:
+        """``measured`` when the profile holds an attention fit, else ``datasheet``."""
+        return "measured" if any(f.op == "attention" for f in self.profile.fits) else "datasheet"
+
     def grouped_provenance(self, dtype: str = "bf16") -> str:
         """``measured`` when the profile holds a grouped-GEMM fit for ``dtype``, else
         ``borrowed`` (constants fitted on another device's public table)."""

@@ -167,15 +167,15 @@ def overlap_model(cost: CostModel, sm_per_channel: int | None,
 
 
 def p2p_channels(cost: CostModel, workers: int) -> int:
-    """Channels NCCL's point-to-point uses for a group of ``workers``: the communicator's
-    ring-search channels rounded up to a power of two (NCCL's ``ncclTopoComputeP2pChannels``;
-    :data:`DEFAULT_CHANNELS` without the tuner)."""
+    """Channels (SMs) NCCL's point-to-point runs on for a group of ``workers``: the
+    communicator's execution channels (twice the search's) rounded up to a power of two
+    (:meth:`~libra_des.hardware.nccl_tuner.NcclTuner.p2p_channels`; :data:`DEFAULT_CHANNELS`
+    without the tuner)."""
     tuner = cost.tuner
     if tuner is None or workers < 2:
         return DEFAULT_CHANNELS
     gpn = max(1, min(cost.fabric.gpus_per_node, workers))
-    ring = tuner.ring_graph(-(-workers // gpn), gpn).channels
-    return int(2 ** int(np.ceil(np.log2(max(ring, 1)))))
+    return tuner.p2p_channels(-(-workers // gpn), gpn)
 
 
 def port_share(model: OverlapModel, cost: CostModel) -> float:

@@ -22,9 +22,14 @@ NCCL does per call. The constants are NCCL's, copied as facts with their source 
 Channels and per-channel bandwidth follow NCCL's topology search in outline: the GPU's NVLink
 rate as NCCL credits it (datasheet rate x NCCL's per-link credit over the datasheet per-link
 rate), split into the fewest channels of the fastest search speed that uses it best, then
-doubled at half speed; across nodes each channel is also limited by the node's NICs (line
-rate x the measured ``NIC_EFFICIENCY``). NVLS uses NCCL's fixed NVLS channel count. A call
-launches fewer channels when it is small (``nBytes < channels x threads x threshold``); that
+doubled at half speed (not below 25 GB/s, nor on Hopper below 50 GB/s with more than 4);
+across nodes the network speeds are tried and each NIC (line rate x the measured
+``NIC_EFFICIENCY``) carries as many channels as its rate holds; a tree on two nodes runs its
+intra-node speed up to below twice that (:meth:`NcclTuner.tree_graph`). NVLS follows NCCL's
+NVLS graph: one channel per GPU of the node at the search speed its NVLink carries
+``GPUs + 1`` times (:meth:`nvls_graph`; NCCL's 16 NVLS CTAs are the SMs a call takes, not
+its bandwidth). A call launches fewer channels when it is small (``nBytes < channels x
+threads x threshold``); that
 count is reported, while the predicted time uses the tuner's full-channel bandwidth, as NCCL's
 own model does.
 
@@ -81,10 +86,12 @@ def generation(device: str) -> str:
 
 @dataclass(frozen=True)
 class Graph:
-    """A searched channel set: ``channels`` channels of ``bw`` GB/s each (bus bandwidth)."""
+    """A searched channel set: ``channels`` channels of ``bw`` GB/s each (bus bandwidth);
+    ``bw_inter``: a channel's network rate where it differs (NCCL's ``bwInter``)."""
 
     channels: int
     bw: float
+    bw_inter: float | None = None
 
 
 @dataclass(frozen=True)
@@ -106,6 +113,11 @@ class Choice:
     protocol: str
     channels: int
     seconds: float
+
+
+def pow2_up(n: int) -> int:
+    """The smallest power of two >= ``n`` (1 for n <= 1)."""
+    return 1 << max(int(n) - 1, 0).bit_length()
 
 
 def log2i(n: int) -> int:
@@ -141,28 +153,107 @@ class NcclTuner:
         return nics * f.rail_bw(nodes) * self.nic_eff / 1e9
 
     def ring_graph(self, nodes: int, gpn: int) -> Graph:
-        """Channels of the ring / tree search (module docstring)."""
+        """Channels of the ring / tree search (module docstring). Across nodes the search
+        tries NCCL's network speeds and every channel enters and leaves a node through one
+        NIC, so a NIC carries ``floor(NIC rate / speed)`` channels. The search's duplication
+        (``ncclTopoDupChannels``): channels doubled at half speed, except below 25 GB/s a
+        channel and, on Hopper and later, below 50 GB/s with more than 4 channels."""
         link = self.intra_gbs() if gpn > 1 else math.inf
-        if nodes > 1:
-            link = min(link, self.nic_gbs(nodes, gpn))
+        nics = max(1, min(gpn, self.fabric.nics_per_node or 1))
+        per_nic = self.nic_gbs(nodes, gpn) / nics if nodes > 1 else math.inf
         most = int(self.t["max_channels"])
         best = (0, 0.0)
-        for s in self.t["speed_intra_gbs"][self.gen]:
-            c = min(int(link // s), most // 2)
+        table = "speed_intra_gbs" if nodes == 1 else "speed_inter_gbs"
+        for s in self.t[table][self.gen]:
+            by_nvlink = int(link // s) if math.isfinite(link) else most
+            c = min(by_nvlink, most // 2, nics * int(per_nic // s) if nodes > 1 else most)
             if c >= 1 and c * s > best[0] * best[1] + 1e-9:
                 best = (c, float(s))
         if best[0] == 0:  # slower than every search speed: one channel at the link's rate
-            best = (1, link)
+            best = (1, min(link, per_nic))
         c0, speed = best
+        late = self.gen in ("hopper", "blackwell")
+        if speed < 25.0 or (late and speed < 50.0 and c0 > 4):
+            return Graph(c0, speed)
         dup = min(2 * c0, most)
         return Graph(dup, speed / math.ceil(dup / c0))
 
+    def tree_graph(self, nodes: int, gpn: int) -> Graph:
+        """The tree search's channels: the ring's, except on two nodes, where NCCL's second
+        pass raises a tree's intra-node speed (``bwIntra``, which the tuner reads up to two
+        nodes) to the fastest network speed below twice the NIC's that the NVLink carries on
+        every channel (``search.cc``: "increase bwIntra for trees")."""
+        g = self.ring_graph(nodes, gpn)
+        if nodes != 2 or gpn < 2:
+            return g
+        link = self.intra_gbs()
+        raised = [float(v) for v in self.t["speed_inter_gbs"][self.gen]
+                  if g.bw < float(v) < 2 * g.bw and g.channels * float(v) <= link + 1e-9]
+        return Graph(g.channels, max(raised), g.bw) if raised else g
+
     def nvls_graph(self, nodes: int, gpn: int) -> Graph:
-        c = int(self.t["nvls_channels"][self.gen])
-        per = self.intra_gbs() / c if c else 0.0
+        """NCCL's NVLS graph: one channel per GPU of the node (``nvls_max_arity`` at most),
+        each at the fastest search speed ``s`` with ``(GPUs + 1) x s`` within a GPU's
+        credited NVLink rate (channel g's head pulls and pushes twice, the others once).
+        Across nodes a channel's network rate is its share of the node's NICs, raised at most
+        to twice ``s`` (the search's second pass stops below ``2 x bwIntra``)."""
+        c = min(int(self.t["nvls_max_arity"]), gpn)
+        table = "speed_intra_gbs" if nodes == 1 else "speed_inter_gbs"
+        link = self.intra_gbs()
+        fits = [float(v) for v in self.t[table][self.gen] if (c + 1) * float(v) <= link + 1e-9]
+        speed = fits[0] if fits else link / (c + 1)
+        if nodes == 1:
+            return Graph(c, speed)
+        return Graph(c, speed, min(self.nic_gbs(nodes, gpn) / c, 2.0 * speed))
+
+    # ------------------------------------------------------------------ execution channels
+    def execution_channels(self, nodes: int, gpn: int) -> int:
+        """Channels NCCL's communicator runs (``connect.cc``): twice the ring search's
+        channels, at most MAXCHANNELS; on Hopper and later across nodes a fast ring graph of
+        few channels doubled once more."""
+        t, ring = self.t, self.ring_graph(nodes, gpn)
+        most = int(t["max_execution_channels"])
+        c = min(most, 2 * ring.channels)
+        if (nodes > 1 and self.gen in ("hopper", "blackwell")
+                and ring.bw > float(t["execution_double_min_gbs"])
+                and c < int(t["execution_double_below"])):
+            c = min(most, 2 * c)
+        return c
+
+    def p2p_channels(self, nodes: int, gpn: int) -> int:
+        """Point-to-point channels: the execution channels rounded up to a power of two."""
+        return min(pow2_up(self.execution_channels(nodes, gpn)),
+                   int(self.t["max_execution_channels"]))
+
+    def nvlink_links(self) -> float:
+        """NVLink links of one GPU (its datasheet rate over the datasheet per-link rate)."""
+        return self.fabric.intra_bw / 1e9 / float(self.t["nvlink_datasheet_gbs"][self.gen])
+
+    def p2p_nvlink_gbs(self, gpn: int, channels: int | None = None) -> float:
+        """A GPU's point-to-point rate to its NVLink peers (GB/s): NCCL runs 2 channels per
+        NVLink link of a peer's path, i.e. half a link's credited rate per channel, on at
+        most ``channels`` channels (default: the communicator's p2p channels; fewer SMs,
+        fewer channels), never beyond the credited NVLink rate."""
+        c = self.p2p_channels(1, max(gpn, 2)) if channels is None else channels  # a peer
+        per_link = float(self.t["nvlink_credit_gbs"][self.gen])
+        per_channel = per_link / float(self.t["p2p_channels_per_nvlink"])
+        return min(self.intra_gbs(), c * per_channel)
+
+    def p2p_net_channels_per_peer(self, n: int, gpn: int) -> int:
+        """Channels one remote peer's messages use (``paths.cc``): at least one per NIC of
+        the GPU (one here), more to reach the NIC's rate at 14 GB/s a channel, halved while
+        a round of peers (8 per channel batch) would not fit the p2p channels."""
+        nodes = -(-n // gpn)
+        t = self.t
+        nic = self.fabric.inter_bw / 1e9
+        per = max(1, math.ceil(nic / float(t["p2p_per_channel_net_gbs"])))
+        per = pow2_up(per)
+        total = self.p2p_channels(nodes, gpn)
         if nodes > 1:
-            per = min(per, self.nic_gbs(nodes, gpn) / c) if c else 0.0
-        return Graph(c, per)
+            rounds = math.ceil(n / int(t["p2p_peers_per_batch"]))
+            while per * rounds > total and per > 1:
+                per //= 2
+        return min(per, total)
 
     def collnet_graph(self, nodes: int, gpn: int) -> Graph:
         """One channel per NIC head, each at the lower of its NVLink share and its NIC."""
@@ -222,7 +313,7 @@ class NcclTuner:
             return self.nvls_graph(nodes, gpn)
         if a.startswith("collnet"):
             return self.collnet_graph(nodes, gpn)
-        return self.ring_graph(nodes, gpn)
+        return self.tree_graph(nodes, gpn) if a == "tree" else self.ring_graph(nodes, gpn)
 
     def caps(self, key: str, nodes: int) -> float:
         return float(self.t["per_channel_max_gbs"][key][self.gen][min(nodes, 3) - 1])
@@ -240,7 +331,7 @@ class NcclTuner:
             intra *= 2.0 if op == "all_reduce" else (ppn - 1) / ppn
             # NCCL doubles NVLS-tree's network rate on two nodes; we do not: a node must still
             # send the whole buffer across its boundary (the NICs' line rate bounds it).
-            inter = g.bw if nodes > 1 else math.inf
+            inter = (g.bw if g.bw_inter is None else g.bw_inter) if nodes > 1 else math.inf
             cap = self.caps("nvls_tree", nodes) if a == "nvls_tree" else math.inf
             bw = min(intra, inter, cap if cap > 0 else math.inf)
         bus = g.channels * bw

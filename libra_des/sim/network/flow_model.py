@@ -41,6 +41,7 @@ import numpy as np
 import simpy
 
 from libra_des.errors import InputError
+from libra_des.hardware.a2a_incast import incast_share
 from libra_des.hardware.collective_catalogue import (
     COMPOSED,
     COMPOSED_OPS,
@@ -90,6 +91,7 @@ class Network:
         self._path_ids: dict[tuple[int, int, bool], int] = {}
         self._routes: list[np.ndarray] = []
         self._pairs: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
+        self._stretch: dict[tuple[int, ...], np.ndarray | None] = {}  # incast, per group
         self._groups: dict[tuple[int, ...], list[int]] = {}
         self._arrived: list[tuple[Flows, np.ndarray]] = []  # (flows, bytes left)
         #: Repeated all-to-alls replayed from solo runs while nothing interacts with them
@@ -217,19 +219,23 @@ class Network:
         paths, latency = self._pair_paths(ranks)
         done = self.env.event()
         key = tuple(ranks)
+        gpus = np.array(ranks)
         book = self.replays if not self.links.stale else None  # stale: binding not settled
         profile = book.find(key, matrix) if book is not None else None
         if profile is None:
             check_values(matrix)  # a matrix found equals one checked before (NaN never does)
-        elif self._replay(profile, done):
+        stretch = self._incast(key)
+        if stretch is not None:  # the receivers get the real bytes, the flows carry more
+            np.add.at(self.bytes_received, gpus, (matrix * (1.0 - stretch)).sum(axis=0))
+        if profile is not None and self._replay(profile, done):
             return done
         pick = np.flatnonzero(matrix > 0)  # row-major, as listed
         pick = pick[pick % (n + 1) != 0]  # off the diagonal
         sizes = matrix.ravel()[pick]
-        gpus = np.array(ranks)
         if not pick.size:
             return done.succeed()
-        flows = (paths.ravel()[pick], sizes, gpus[pick % n], np.full(pick.size, -1))
+        moved = sizes if stretch is None else sizes * stretch.ravel()[pick]
+        flows = (paths.ravel()[pick], moved, gpus[pick % n], np.full(pick.size, -1))
         batches = self._by_latency(latency, pick, flows)
         senders = gpus[pick // n]
         if book is not None and profile is None:
@@ -242,6 +248,18 @@ class Network:
         for delay, (p, s, d, _) in batches:
             self._schedule(delay, (p, s, d, np.full(p.size, group)))
         return done
+
+    def _incast(self, ranks: tuple[int, ...]) -> np.ndarray | None:
+        """[n, n] how much longer each pair's all-to-all flow runs than its bytes at the
+        flow's fair rate: ``1 / incast_share(nodes)`` across nodes, 1 inside one (None on
+        one node), as the fast model's all-to-all (:mod:`~libra_des.hardware.a2a_incast`)."""
+        if ranks not in self._stretch:
+            node = np.asarray(ranks) // self.topology.gpus_per_node
+            nodes = np.unique(node).size
+            cross = node[:, None] != node[None, :]
+            self._stretch[ranks] = (np.where(cross, 1.0 / incast_share(nodes), 1.0)
+                                    if nodes > 1 else None)
+        return self._stretch[ranks]
 
     def _schedule(self, delay: float, flows: Flows) -> None:
         """``flows`` join the network after ``delay`` seconds (their route latency)."""
