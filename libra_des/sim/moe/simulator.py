@@ -76,6 +76,7 @@ from libra_des.sim.moe.costs import (
     layer_costs,
 )
 from libra_des.sim.moe.cpu import cost_sources
+from libra_des.sim.moe.host import eplb_rebalance, host_report
 from libra_des.sim.moe.layer import Contention, CountingEnvironment, SharedLink
 from libra_des.sim.moe.overlap import Prefetch, serve
 from libra_des.sim.moe.setup import check_memory, ep_group, system_kernel
@@ -235,6 +236,7 @@ def simulate_moe(
                                           run.wiring.allgather, run.wiring.fetch,
                                           scenario.balancer.cpu_time == "measured",
                                           coster.dtype)
+    result["host_stages"] = host_stages(scenario, run.wiring, coster, result)
     result["grouped_kernel"] = coster.kernel.name if coster.kernel is not None else None
     if cont is not None:
         # Per GPU over the run. Dispatch and combine keep their network-model times: their
@@ -244,6 +246,20 @@ def simulate_moe(
                                   "collective_slowdown_s": 0.0, "kernel_factor": kernel,
                                   "collective_factor": comm}
     return {**result, **tier_keys(cost.tiers(), cost.choices(), topo.layout())}
+
+
+def host_stages(scenario: Scenario, wiring: Wiring, coster: StageCoster,
+                result: dict[str, Any]) -> dict[str, object]:
+    """The host stages' report (``sim.moe.host.host_report``) of this run."""
+    m = scenario.model
+    # Every kernel of a layer: the block's, two grouped GEMMs per expert stage, dispatch,
+    # combine, and the lookahead's gate when the system predicts on the GPU.
+    kernels = len(NON_EXPERT) + (4 if wiring.two_stage else 2) + 2 + int(wiring.gpu_predict)
+    eplb = eplb_rebalance(m.layers - m.dense_layers, m.experts,
+                          scenario.balancer.redundant_experts, coster.gpus) \
+        if scenario.balancer.policy == "eplb" else None
+    return host_report(coster.prices, result["layer_breakdown_s"], result["moe_layer_s"],
+                       kernels, wiring.cpu_predict, eplb)
 
 
 def network_factory(
