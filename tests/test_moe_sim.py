@@ -80,7 +80,7 @@ def test_result_keys_and_breakdown_adds_up(traces: list[RoutingTrace]) -> None:
         assert part["hidden"] == (b["exposed"] == 0.0)
     assert {"sharding_cpu", "metadata", "replication_cpu"} <= set(host["per_layer_s"])
     assert host["prices"]["copy_s"]["tier"] == "assumption"
-    assert 0 < host["launches_per_layer"]["seconds"] and "eplb_rebalance_s" not in host
+    assert host["launches_per_layer"]["seconds"] > 0 and "eplb_rebalance_s" not in host
 
 
 def test_harmoeny_fetches_from_host_over_pcie(traces: list[RoutingTrace]) -> None:

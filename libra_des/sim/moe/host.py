@@ -105,17 +105,19 @@ class HostPrices:
     copy_s: float
     launch_s: float
     sources: dict[str, tuple[str, str]]
+    host_bw: float = HOST_BW
 
     @classmethod
     def of(cls, host: HostOverheads | None) -> HostPrices:
         """From a profile's ``host`` block (measured), else the defaults (module doc)."""
-        here = f"measured: libra-des calibrate on {MEASURED_CPU} (sim/moe/host.py)"
+        here = ("measured", f"libra-des calibrate on {MEASURED_CPU} (sim/moe/host.py)")
         copy = ("assumption", "10 us per small copy with its wait (sim/moe/host.py)")
-        launch = ("measured elsewhere", "pegainfer blog, RTX 5070 Ti, 4-6 us (sim/moe/host.py)")
+        launch = ("measured", "pegainfer blog, RTX 5070 Ti, 4-6 us per launch (sim/moe/host.py)")
+        link = ("datasheet", "PCIe Gen5 x16, 64 GB/s per direction, at an assumed 80%")
         if host is None:
             return cls(PYTHON_ITERATION_S, TORCH_OP_S, ELEMENT_OP_S, COPY_S, LAUNCH_S, {
-                "python_iteration_s": ("measured", here), "torch_op_s": ("measured", here),
-                "element_op_s": ("measured", here), "copy_s": copy, "launch_s": launch})
+                "python_iteration_s": here, "torch_op_s": here, "element_op_s": here,
+                "copy_s": copy, "launch_s": launch, "host_bw": link})
         mine = ("measured", f"profile host block: {host.cpu}")
         return cls(
             host.python_iteration_s.value, host.torch_op_s.value, host.element_op_s.value,
@@ -123,7 +125,7 @@ class HostPrices:
             host.launch_s.value if host.launch_s is not None else LAUNCH_S,
             {"python_iteration_s": mine, "torch_op_s": mine, "element_op_s": mine,
              "copy_s": mine if host.copy_s is not None else copy,
-             "launch_s": mine if host.launch_s is not None else launch})
+             "launch_s": mine if host.launch_s is not None else launch, "host_bw": link})
 
     def compute_seconds(self, stage: HostStage) -> float:
         """The stage's host compute: loop iterations, torch ops and their elements."""
@@ -133,7 +135,7 @@ class HostPrices:
     def seconds(self, stage: HostStage) -> float:
         """The whole stage: compute, copies (latency and bytes), synchronisations, launches."""
         return (self.compute_seconds(stage) + stage.copies * self.copy_s
-                + stage.copy_bytes / HOST_BW + (stage.syncs + stage.launches) * self.launch_s)
+                + stage.copy_bytes / self.host_bw + (stage.syncs + stage.launches) * self.launch_s)
 
 
 def greedy_moves(gpus: int, experts: int, moves: int) -> HostStage:
