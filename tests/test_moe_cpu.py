@@ -30,6 +30,10 @@ def test_replica_placement_structure_by_hand() -> None:
     stage = host.replica_placement(2, 4, 5)
     assert stage == host.HostStage(python_iterations=5, torch_ops=118, element_ops=128,
                                    copies=1, copy_bytes=16.0)
+    # Libra: 3 replicas in the vectorised phase 1 first (4 ops over 2 x 8 + 2 x 3 = 22
+    # elements), then the 5 placed one per iteration: 122 ops, 150 elements.
+    stage = host.replica_placement(2, 4, 5, vectorised=3)
+    assert (stage.python_iterations, stage.torch_ops, stage.element_ops) == (5, 122, 150)
 
 
 def test_path_lookup_structure_by_hand() -> None:
@@ -81,8 +85,8 @@ def test_structure_counts_match_the_torch_implementations() -> None:
     for moves in (0, 3):
         counted = impl.count_ops(lambda m=moves: impl.greedy_moves(c, h, m))
         assert counted == host.greedy_moves(8, 128, moves).torch_ops
-    for reps in (0, 4):
-        counted = impl.count_ops(lambda r=reps: impl.place_replicas(c, h, r))
-        assert counted == host.replica_placement(8, 128, reps).torch_ops
+    for reps, per_gpu in ((0, 0), (4, 0), (4, 2)):
+        counted = impl.count_ops(lambda r=reps, n=per_gpu: impl.place_replicas(c, h, r, n))
+        assert counted == host.replica_placement(8, 128, reps, 8 * per_gpu).torch_ops
     counted = impl.count_ops(lambda: impl.path_lookup(data["previous"], data["table"], 128))
     assert counted == host.path_lookup(impl.TOKENS, 128, impl.TOP_K).torch_ops

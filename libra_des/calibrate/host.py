@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 #: The representative layer: the paper's breakdown setting (8 GPUs, 128 experts, top-8,
 #: 1024-token sequences, batch 32), with moves and replicas of the order the simulator plans.
 GPUS, EXPERTS, TOP_K, TOKENS = 8, 128, 8, 32 * 1024
-MOVES, REPLICAS = 64, 32
+MOVES, REPLICAS, PER_GPU = 64, 32, 4
 REPEATS = 7
 
 
@@ -45,10 +45,10 @@ def greedy_moves(counts: torch.Tensor, holders: torch.Tensor, moves: int) -> tor
     counts = counts.clone()
     loads = counts.sum(dim=1)
     for _ in range(moves):
-        src = loads.argmax().item()
-        expert = counts[src].argmax().item()
-        dst = torch.where(holders[:, expert], loads, loads.max()).argmin().item()
-        amount = counts[src, expert].item() // 2
+        src = int(loads.argmax().item())
+        expert = int(counts[src].argmax().item())
+        dst = int(torch.where(holders[:, expert], loads, loads.max()).argmin().item())
+        amount = int(counts[src, expert].item()) // 2
         counts[src, expert] -= amount
         counts[dst, expert] += amount
         loads[src] -= amount
@@ -56,17 +56,23 @@ def greedy_moves(counts: torch.Tensor, holders: torch.Tensor, moves: int) -> tor
     return counts
 
 
-def place_replicas(counts: torch.Tensor, holders: torch.Tensor, replicas: int) -> torch.Tensor:
-    """``replicas`` replicas, one per iteration: the hottest expert of the most loaded GPU to
-    the least-loaded GPU without it (Libra's phase 2; Lina's replica choice)."""
+def place_replicas(counts: torch.Tensor, holders: torch.Tensor, replicas: int,
+                   per_gpu: int = 0) -> torch.Tensor:
+    """Libra's phase 1 when ``per_gpu`` > 0 (each GPU's ``per_gpu`` most-requested experts it
+    lacks, one vectorised top-k), then ``replicas`` replicas one per iteration: the hottest
+    expert of the most loaded GPU to the least-loaded GPU without it (Libra's phase 2; Lina's
+    replica choice)."""
     import torch
 
     holders = holders.clone()
+    if per_gpu > 0:
+        top = torch.topk(torch.where(holders, -1, counts), per_gpu, dim=1)
+        holders.scatter_(1, top.indices, top.values > 0)
     loads = counts.sum(dim=1).to(torch.float64)
     for _ in range(replicas):
-        src = loads.argmax().item()
-        expert = counts[src].argmax().item()
-        dst = torch.where(holders[:, expert], loads.max(), loads).argmin().item()
+        src = int(loads.argmax().item())
+        expert = int(counts[src].argmax().item())
+        dst = int(torch.where(holders[:, expert], loads.max(), loads).argmin().item())
         holders[dst, expert] = True
         share = counts[:, expert].sum().item() / holders[:, expert].sum().item()
         loads[dst] += share
@@ -177,7 +183,7 @@ def stage_runs(data: dict[str, Any]) -> dict[str, Callable[[], object]]:
     c, h = data["counts"], data["holders"]
     return {
         "sharding_cpu": lambda: greedy_moves(c, h, MOVES),
-        "replication_cpu": lambda: place_replicas(c, h, REPLICAS),
+        "replication_cpu": lambda: place_replicas(c, h, REPLICAS, PER_GPU),
         "prediction_cpu": lambda: path_lookup(data["previous"], data["table"], EXPERTS),
     }
 
@@ -198,7 +204,7 @@ def measure_host(cpu: str, seed: int = 0, cuda: bool = False) -> HostOverheads:
         **(device_copies(where) if cuda else {}),
     )
     prices = HostPrices.of(host)
-    model = measured_stages(GPUS, EXPERTS, TOP_K, TOKENS, MOVES, REPLICAS)
+    model = measured_stages(GPUS, EXPERTS, TOP_K, TOKENS, MOVES, REPLICAS, GPUS * PER_GPU)
     checks = tuple(
         HostCheck(stage=name, measured_s=max(best_s(run, 3), 1e-9),
                   modelled_s=max(prices.compute_seconds(model[name]), 1e-9))
@@ -212,7 +218,11 @@ def device_copies(where: str) -> dict[str, Sourced]:
     import torch
 
     x = torch.zeros(GPUS * EXPERTS, dtype=torch.int32, device="cuda")
+    def relaunch_once() -> None:
+        x.add_(0)
+        torch.cuda.synchronize()
+
     copy = best_s(lambda: x.cpu(), 50)
-    relaunch = best_s(lambda: (x.add_(0), torch.cuda.synchronize()), 50)
+    relaunch = best_s(relaunch_once, 50)
     return {"copy_s": Sourced(value=copy, source=f"{where}: a 4 KiB .cpu() copy"),
             "launch_s": Sourced(value=relaunch, source=f"{where}: one launch + synchronize")}

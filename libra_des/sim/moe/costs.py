@@ -305,7 +305,8 @@ def layer_costs(
         copy=coster.host_fetch(plan.copy_bytes) if wiring.fetch else np.zeros(g),
         copies=() if wiring.fetch else coster.copies(plan.copy_bytes),
         cpu=cpu,
-        replan=prices.seconds(replica_placement(g, experts, plan.replica_count))
+        replan=prices.seconds(replica_placement(
+            g, experts, plan.replica_count - plan.vectorised_replicas, plan.vectorised_replicas))
         if wiring.prefetch else 0.0,
         # After the metadata the host launches the remote kernels (it synchronised with the
         # GPUs for the routing counts): one host launch path is exposed.

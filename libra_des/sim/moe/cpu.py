@@ -37,7 +37,7 @@ def collective_provenance(
 
 def cost_sources(
     cost: CostModel, gpus: int, per_node: int, allgather: bool, fetch: bool, measured_cpu: bool,
-    dtype: str = "bf16",
+    dtype: str = "bf16", cpu_predict: bool = False,
 ) -> dict[str, str]:
     """Per stage of ``sim.moe.simulator.STAGES``: measured, borrowed or assumed (see module doc).
 
@@ -64,7 +64,7 @@ def cost_sources(
         "permute": elementwise,
         "shared_experts": gemm,
         "unpermute": elementwise,
-        "prediction": gemm,
+        "prediction": host_provenance(cost, "prediction") if cpu_predict else gemm,
         "replica_copy": copy,
         "dispatch": collective_provenance(fits, send, gpus, per_node),
         "moe_local": cost.grouped_provenance(dtype),

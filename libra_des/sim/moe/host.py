@@ -18,9 +18,10 @@ Structures (``G`` GPUs, ``E`` experts, ``T`` tokens, ``k`` top-k; per torch op, 
   the source row, the holders' least load, four in-place updates, their ``.item()`` calls)
   over ``5 G + E`` elements: :func:`greedy_moves`.
 * replica placement (Libra's replication, Lina's replica choice), per layer on the predicted
-  counts (one copy): :data:`PLACE_OPS` ops per replica over ``9 G + E`` elements, one replica
-  per loop iteration (Libra's phase 1 is vectorised in its paper; counting it per replica is
-  our assumption, an upper bound): :func:`replica_placement`.
+  counts (one copy): Libra's phase 1 (each GPU's most-requested experts it lacks) as one
+  vectorised top-k (:data:`PHASE1_OPS` ops over ``2 G E + 2 V`` elements for ``V`` replicas),
+  then one loop iteration of :data:`PLACE_OPS` ops over ``9 G + E`` elements per replica
+  placed greedily (Libra's phase 2, every Lina replica): :func:`replica_placement`.
 * Lina's path-table lookup: the previous layer's ``[T, k]`` expert ids copied to the host, a
   histogram, its product with the ``E x E`` table and a ranking (:data:`LOOKUP_OPS` ops over
   ``T k + E^2 + 2 E`` elements): :func:`path_lookup`.
@@ -46,6 +47,8 @@ from libra_des.hardware.profile import HostOverheads
 MOVE_OPS, MOVE_SETUP_OPS = 24, 2
 #: Torch calls per replica placed, and of the placement's set-up (clone, sum, cast).
 PLACE_OPS, PLACE_SETUP_OPS = 23, 3
+#: Torch calls of Libra's vectorised phase 1 (where, topk, compare, scatter).
+PHASE1_OPS = 4
 #: Torch calls of Lina's lookup (flatten, bincount, cast, matmul, argsort and the compare).
 LOOKUP_OPS = 6
 #: Torch ops per redundant expert in DeepSeek's ``replicate_experts`` (a divide, a max, two
@@ -58,7 +61,8 @@ ID_BYTES = 4
 #: development host, 2026-12-07, one thread while other jobs shared its 2 cores (two runs:
 #: loop iteration 39 / 44 ns, torch op 0.70 / 0.70 us, element 0.71 / 0.71 ns). Its stage
 #: checks, model against wall clock: sharding 1.10 / 1.49 ms, replication 0.53 / 0.65 ms,
-#: lookup 0.20 / 0.22 ms (64 moves, 32 replicas, 32 Ki tokens at G = 8, E = 128).
+#: lookup 0.20 / 0.22 ms (64 moves; phase 1 of 4 per GPU, then 32 replicas; 32 Ki tokens;
+#: G = 8, E = 128).
 MEASURED_CPU = "AMD EPYC (lscpu model name), torch 2.13.0+cpu, CPython 3.11.7"
 PYTHON_ITERATION_S = 4.1e-8
 TORCH_OP_S = 7.0e-7
@@ -87,12 +91,9 @@ class HostStage:
     launches: int = 0
     copy_bytes: float = 0.0
 
-    def __add__(self, other: HostStage) -> HostStage:
-        return HostStage(*(a + b for a, b in zip(self.fields(), other.fields(), strict=True)))
-
-    def fields(self) -> tuple[float, ...]:
-        return (self.python_iterations, self.torch_ops, self.element_ops, self.copies,
-                self.syncs, self.launches, self.copy_bytes)
+    def compute(self) -> HostStage:
+        """The stage's host compute alone (no copies, syncs or launches)."""
+        return HostStage(self.python_iterations, self.torch_ops, self.element_ops)
 
 
 @dataclass(frozen=True)
@@ -146,11 +147,14 @@ def greedy_moves(gpus: int, experts: int, moves: int) -> HostStage:
         copies=1, copy_bytes=float(experts * ID_BYTES))
 
 
-def replica_placement(gpus: int, experts: int, replicas: int) -> HostStage:
-    """Placing ``replicas`` replicas one per iteration over the predicted ``[G, E]`` counts."""
+def replica_placement(gpus: int, experts: int, replicas: int, vectorised: int = 0) -> HostStage:
+    """``vectorised`` replicas in one top-k step (0: no such step), then ``replicas`` placed
+    one per loop iteration, over the predicted ``[G, E]`` counts."""
+    phase1 = (PHASE1_OPS, 2 * gpus * experts + 2 * vectorised) if vectorised > 0 else (0, 0)
     return HostStage(
-        python_iterations=replicas, torch_ops=PLACE_SETUP_OPS + PLACE_OPS * replicas,
-        element_ops=2 * gpus * experts + gpus + replicas * (9 * gpus + experts),
+        python_iterations=replicas,
+        torch_ops=PLACE_SETUP_OPS + phase1[0] + PLACE_OPS * replicas,
+        element_ops=2 * gpus * experts + gpus + phase1[1] + replicas * (9 * gpus + experts),
         copies=1, copy_bytes=float(experts * ID_BYTES))
 
 
@@ -184,12 +188,12 @@ def layer_launches(kernels: int) -> HostStage:
 
 
 def measured_stages(gpus: int, experts: int, top_k: int, tokens: int, moves: int,
-                    replicas: int) -> dict[str, HostStage]:
+                    replicas: int, vectorised: int) -> dict[str, HostStage]:
     """The stages ``calibrate.host`` times, without their copies (a CPU has no device)."""
     return {
-        "sharding_cpu": HostStage(*greedy_moves(gpus, experts, moves).fields()[:3]),
-        "replication_cpu": HostStage(*replica_placement(gpus, experts, replicas).fields()[:3]),
-        "prediction_cpu": HostStage(*path_lookup(tokens, experts, top_k).fields()[:3]),
+        "sharding_cpu": greedy_moves(gpus, experts, moves).compute(),
+        "replication_cpu": replica_placement(gpus, experts, replicas, vectorised).compute(),
+        "prediction_cpu": path_lookup(tokens, experts, top_k).compute(),
     }
 
 

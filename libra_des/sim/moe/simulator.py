@@ -235,7 +235,7 @@ def simulate_moe(
     result["cost_sources"] = cost_sources(cost, group.gpus, group.gpus_per_node,
                                           run.wiring.allgather, run.wiring.fetch,
                                           scenario.balancer.cpu_time == "measured",
-                                          coster.dtype)
+                                          coster.dtype, run.wiring.cpu_predict)
     result["host_stages"] = host_stages(scenario, run.wiring, coster, result)
     result["grouped_kernel"] = coster.kernel.name if coster.kernel is not None else None
     if cont is not None:
