@@ -28,7 +28,8 @@ System designs (what runs where, what waits for what):
   three. Across nodes, replica placement and sharding prefer GPUs of the same node.
 
 Every stage's cost provenance (measured / borrowed / assumed) is listed in the result under
-``cost_sources`` (``sim/moe/cpu.py``); CPU stage defaults and their sources are there too.
+``cost_sources`` (``sim/moe/cpu.py``); host (CPU) stage prices and their sources are in
+``sim/moe/host.py`` and in the result under ``host_stages``.
 
 Batches are served closed-loop (a batch's requests arrive as the previous batch ends), so a
 request's TTFT is its batch's prefill time. Embedding and LM head are not modelled.
