@@ -72,3 +72,49 @@ def test_cpu_profile_refused_on_an_h200_topology(
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "measured on CPU" in err and "H200-SXM" in err
+
+
+def host_run(profile: Path) -> dict[str, object]:
+    """The paper's MoE breakdown, reduced, priced with ``profile``."""
+    import numpy as np
+
+    from libra_des.config import load_scenario
+    from libra_des.sim.moe.simulator import simulate_moe
+
+    small = ["model.layers=4", "workload.batches=1", "workload.batch=4", "workload.seq_len=256"]
+    sc = load_scenario(ROOT / "scenarios/paper-moe-breakdown.yaml", [*small,
+                                                                    f"profile={profile}"])
+    return simulate_moe(sc, np.random.default_rng(0))
+
+
+def test_calibrate_writes_host_stages_and_a_run_prices_from_them(
+    calibrated: Path, tmp_path: Path
+) -> None:
+    from libra_des.hardware.profile import Sourced as Src
+    from libra_des.hardware.profile import save_profile
+
+    host = load_profile(calibrated / "profile.json").host
+    assert host is not None and host.cpu.startswith("CPU")
+    assert {c.stage for c in host.checks} == {"sharding_cpu", "replication_cpu",
+                                              "prediction_cpu"}
+    assert all(c.measured_s > 0 and c.modelled_s > 0 for c in host.checks)
+    assert host.torch_op_s.value > host.python_iteration_s.value > 0
+    # The shipped H200 profile with this CPU's host block: the run prices its stages from it.
+    paths = []
+    for factor in (1.0, 10.0):
+        dear = host.model_copy(update={"torch_op_s": Src(
+            value=host.torch_op_s.value * factor, source=host.torch_op_s.source)})
+        path = tmp_path / f"h200-host-{factor:g}.json"
+        save_profile(load_profile(None).model_copy(update={"host": dear}), path)
+        paths.append(path)
+    base, dear_run = host_run(paths[0]), host_run(paths[1])
+    prices = base["host_stages"]["prices"]  # type: ignore[index]
+    assert prices["torch_op_s"]["value"] == host.torch_op_s.value
+    assert prices["torch_op_s"]["tier"] == "measured" and host.cpu in prices["torch_op_s"]["source"]
+    assert base["cost_sources"]["sharding_cpu"] == "measured"  # type: ignore[index]
+
+    def stage_s(r: dict[str, object], name: str) -> float:
+        return float(r["host_stages"]["per_layer_s"][name]["seconds"])  # type: ignore[index]
+
+    for name in ("sharding_cpu", "replication_cpu"):
+        assert stage_s(dear_run, name) > stage_s(base, name)

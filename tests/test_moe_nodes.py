@@ -8,7 +8,8 @@ import pytest
 from libra_des.plan.moe.assignment import static_home
 from libra_des.plan.moe.replication import libra_replicas
 from libra_des.plan.moe.sharding import shard_remote_tokens
-from libra_des.sim.moe.cpu import collective_provenance, replication_seconds, sharding_seconds
+from libra_des.sim.moe.cpu import collective_provenance
+from libra_des.sim.moe.host import HostPrices, greedy_moves, replica_placement
 
 NODE = np.arange(16) // 8
 
@@ -71,11 +72,13 @@ def test_sharding_conserves_pairs_across_nodes() -> None:
 
 
 def test_cpu_costs_and_provenance() -> None:
-    assert sharding_seconds(10) > sharding_seconds(0) > 0
+    price = HostPrices.of(None).seconds
+    assert price(greedy_moves(8, 128, 10)) > price(greedy_moves(8, 128, 0)) > 0
     # A fixed pass over the [G, E] counts, then a cost per replica placed.
-    step = replication_seconds(64, 8, 128) - replication_seconds(63, 8, 128)
-    assert step == pytest.approx(replication_seconds(33, 8, 128) - replication_seconds(32, 8, 128))
-    assert replication_seconds(0, 8, 128) > 0
+    step = price(replica_placement(8, 128, 64)) - price(replica_placement(8, 128, 63))
+    assert step == pytest.approx(price(replica_placement(8, 128, 33))
+                                 - price(replica_placement(8, 128, 32)))
+    assert price(replica_placement(8, 128, 0)) > 0
     fits = [("all_gather", 8, 8)]
     assert collective_provenance(fits, "all_gather", 8, 8) == "measured"
     assert collective_provenance(fits, "all_gather", 16, 8) == "borrowed"

@@ -138,6 +138,7 @@ def measure_and_fit(opt: Options, cv: bool) -> tuple[Profile, list[FitResult]]:
     """The fitted profile with its samples and interference cases, and the fit results."""
     import torch
 
+    from libra_des.calibrate.host import measure_host
     from libra_des.calibrate.kernels import flash_varlen
     from libra_des.calibrate.machine import cpu_profile, device_name, software
 
@@ -149,7 +150,12 @@ def measure_and_fit(opt: Options, cv: bool) -> tuple[Profile, list[FitResult]]:
     if not opt.cuda:
         base = cpu_profile(base, opt.world, [s for s in samples if s.op == "gemm"])
     flash = flash_varlen(torch.device("cuda" if opt.cuda else "cpu")) is not None
+    t0 = time.perf_counter()
+    host = measure_host(device_name(False), opt.seed, opt.cuda)
+    LOG.log(f"host stages: per-call costs and {len(host.checks)} stage checks in "
+            f"{time.perf_counter() - t0:.1f} s")
     prof = base.model_copy(update={
+        "host": host,
         "name": opt.name, "device": name, "software": software(opt.cuda, flash),
         "source": SOURCE, "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "interference": tuple(overlaps),

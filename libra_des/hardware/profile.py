@@ -278,6 +278,30 @@ class Interference(Frozen):
         return min(max(hidden / min(burst, self.collective_s), 0.0), 1.0)
 
 
+class HostCheck(Frozen):
+    """One host stage run as its serving stack writes it (Python/torch on CPU tensors), its
+    wall-clock median beside the price the per-call model gives from the same profile."""
+
+    stage: str
+    measured_s: float = Field(gt=0)
+    modelled_s: float = Field(gt=0)
+
+
+class HostOverheads(Frozen):
+    """Per-call costs of the host (CPU) stages of MoE serving (``sim.moe.host``): one Python
+    loop iteration, one torch op on a small CPU tensor (dispatch overhead), one element of a
+    vectorised torch op, and, measured with a GPU only, a small device-host copy and the
+    launch of a kernel after a synchronisation (absent: ``sim.moe.host``'s sourced defaults)."""
+
+    cpu: str = Field(min_length=1)
+    python_iteration_s: Sourced
+    torch_op_s: Sourced
+    element_op_s: Sourced
+    copy_s: Sourced | None = None
+    launch_s: Sourced | None = None
+    checks: tuple[HostCheck, ...] = ()
+
+
 class Profile(Frozen):
     """A device calibration profile (see the module docstring).
 
@@ -301,6 +325,8 @@ class Profile(Frozen):
     samples: tuple[Sample, ...] = ()
     fits: tuple[Fit, ...] = ()
     interference: tuple[Interference, ...] = ()
+    #: Host-stage per-call costs (``libra-des calibrate``); None: the shipped defaults.
+    host: HostOverheads | None = None
 
     def peak_flops(self, dtype: str = "bf16") -> float:
         """Dense peak FLOP/s for ``dtype`` (bf16, fp16, fp32, tf32, fp8)."""

@@ -32,7 +32,8 @@ class MoeLayerPlan:
     of every pair is the largest part of planning a layer);
     ``copy_bytes[s, d]``: expert-weight bytes copied from ``s`` to ``d`` for this layer;
     ``sharding_iterations``: greedy moves the CPU made; ``cpu_wall_s``: measured wall-clock
-    of the CPU planning (``None`` unless timed).
+    of the CPU planning (``None`` unless timed); ``vectorised_replicas``: replicas the host
+    placed in one vectorised step (Libra's phase 1) rather than one per loop iteration.
     """
 
     policy: str
@@ -44,6 +45,7 @@ class MoeLayerPlan:
     copy_bytes: np.ndarray
     sharding_iterations: int = 0
     cpu_wall_s: float | None = None
+    vectorised_replicas: int = 0
 
     @cached_property
     def dispatch_bytes(self) -> np.ndarray:

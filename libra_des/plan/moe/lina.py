@@ -10,7 +10,7 @@ expert-selection paths of earlier layers and schedules replicas and resources ah
 layer. Where the model simplifies: the path table is one co-occurrence table per adjacent
 layer pair, learned from a profiling sample of the served dataset's routing model (its
 accuracy is measured, not set: ``workload/predictors.py``); replica placement is the greedy
-rule above; the planning runs on the host (``sim/moe/cpu.py``, ``replication_cpu``).
+rule above; the planning runs on the host (``sim/moe/host.py``, ``replication_cpu``).
 """
 
 from __future__ import annotations

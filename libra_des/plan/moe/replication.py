@@ -43,15 +43,25 @@ def libra_replicas(
     """``[G, E]`` replica mask from predicted ``counts[origin, expert]`` (``node``: node of
     every GPU when the group spans nodes). Phase 2 (the hottest replicas into the free
     slots) runs in ``kernel.hottest_replicas``."""
+    return libra_replica_phases(counts, home, slots, alpha, node)[0]
+
+
+def libra_replica_phases(
+    counts: np.ndarray, home: np.ndarray, slots: int, alpha: float,
+    node: np.ndarray | None = None,
+) -> tuple[np.ndarray, int]:
+    """:func:`libra_replicas` and how many of its replicas phase 1 placed (one vectorised
+    step per layer on the host; phase 2 places one replica per loop iteration)."""
     near = counts
     if node is not None:  # phase 1 copies only experts homed on the GPU's own node
         home_node = node[np.argmax(home, axis=0)]
         near = np.where(node[:, None] == home_node[None, :], counts, 0)
     replicas = locality_replicas(near, home, round(slots * alpha))
+    phase1 = int(replicas.sum())
     free = slots - replicas.sum(axis=1)
     holders = home | replicas
     kernel.hottest_replicas(np.asarray(counts, dtype=np.int64), holders, replicas,
                             np.asarray(free, dtype=np.int64),
                             np.empty(0, dtype=np.int64) if node is None else node,
                             np.argmax(home, axis=0))
-    return replicas
+    return replicas, phase1

@@ -26,7 +26,7 @@ from libra_des.plan.moe.assignment import (
 )
 from libra_des.plan.moe.harmoeny import harmoeny_moves
 from libra_des.plan.moe.lina import lina_replicas
-from libra_des.plan.moe.replication import libra_replicas
+from libra_des.plan.moe.replication import libra_replica_phases
 from libra_des.plan.moe.sharding import shard_remote_tokens
 
 Timer = Callable[[], float]
@@ -70,6 +70,7 @@ def finish(
     iterations: int = 0,
     cpu_wall_s: float | None = None,
     counts: np.ndarray | None = None,
+    vectorised: int = 0,
 ) -> MoeLayerPlan:
     """Derive local work and exact dispatch bytes (on first use) from a load matrix
     (``counts``: the routing's :func:`origin_counts`, when the planner already has them)."""
@@ -88,6 +89,7 @@ def finish(
         copy_bytes=np.zeros((g, g)) if copy_bytes is None else copy_bytes,
         sharding_iterations=iterations,
         cpu_wall_s=cpu_wall_s,
+        vectorised_replicas=vectorised,
     )
 
 
@@ -169,8 +171,8 @@ def libra_plan(
     timer: Timer | None = None,
 ) -> MoeLayerPlan:
     """Locality-aware replicas from the prediction, then CPU sharding of the remote pairs."""
-    replicas = libra_replicas(pair_counts(predicted, origin, setup), setup.home, setup.slots,
-                              setup.alpha, setup.node)
+    replicas, phase1 = libra_replica_phases(pair_counts(predicted, origin, setup), setup.home,
+                                            setup.slots, setup.alpha, setup.node)
     holders = setup.home | replicas
     counts = pair_counts(routed, origin, setup)  # on the GPU, right after the gate
     start = timer() if timer else 0.0
@@ -178,7 +180,7 @@ def libra_plan(
     wall = timer() - start if timer else None
     copies = copy_matrix(replicas, setup.home, setup.expert_bytes)
     return finish("libra", routed, origin, setup, holders, replicas, shard.load, copies,
-                  shard.iterations, wall, counts)
+                  shard.iterations, wall, counts, phase1)
 
 
 def harmoeny_plan(

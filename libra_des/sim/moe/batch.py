@@ -23,7 +23,6 @@ from libra_des.plan.moe import MoeLayerPlan, MoeSetup, rebalance_experts, static
 from libra_des.plan.moe.registry import MoeSystem, PlanInputs, moe_system
 from libra_des.sim.moe.block import GATE, PRE_GATE, TAIL
 from libra_des.sim.moe.costs import BatchShape, LayerCosts
-from libra_des.sim.moe.cpu import lookup_seconds
 from libra_des.sim.moe.layer import Stage, critical_exposure, launch, stage_spans
 from libra_des.sim.moe.setup import batch_lengths, expert_bytes
 from libra_des.sim.network.model import NetworkModel
@@ -282,7 +281,6 @@ def local_parts(c: LayerCosts, g: int) -> tuple[tuple[str, float], ...]:
 
 def build_graph(
     wiring: Wiring, c: LayerCosts, prefetched: list[Stage] | None, nxt: LayerCosts | None,
-    lookup_s: float,
 ) -> tuple[list[Stage], Stage, list[Stage] | None]:
     """Stages of one layer (and the copies it issues for the next layer)."""
     gpus = range(c.attention.size)
@@ -325,7 +323,7 @@ def build_graph(
     if nxt is not None:
         ready: list[Stage] = list(pred)
         if wiring.cpu_predict:
-            lookup = Stage("prediction", None, lookup_s, list(gate))
+            lookup = Stage("prediction", None, c.lookup, list(gate))
             stages.append(lookup)
             ready = [lookup]
         # The host plans the next layer's replicas from the prediction (a CPU thread of its
@@ -367,7 +365,6 @@ def run_batch(
         noise = variance.factors(noise_rng, np.arange(shape.tokens.size), 5, batch)
         plans.append(plan)
         costs.append(with_noise(costs_of(plan), noise))
-    lookup_s = lookup_seconds(trace.tokens, trace.num_experts, trace.top_k)
     prefetched = None
     if wiring.prefetch:  # layer 0's replicas: copied as the batch starts
         prefetched = [Stage("replica_copy", g, 0.0, [], costs[0].copies[g]) for g in gpus]
@@ -376,7 +373,7 @@ def run_batch(
     layers: list[tuple[list[Stage], float, float, dict[str, float]]] = []
     for layer, c in enumerate(costs):
         nxt = costs[layer + 1] if wiring.prefetch and layer + 1 < len(costs) else None
-        stages, last, issued = build_graph(wiring, c, prefetched, nxt, lookup_s)
+        stages, last, issued = build_graph(wiring, c, prefetched, nxt)
         if layer == 0 and prefetched is not None:
             stages += prefetched
         start = env.now

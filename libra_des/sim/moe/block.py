@@ -25,7 +25,7 @@ Memory-bound kernels are priced from their bytes on the profile's element-wise r
 its GEMM roofline. Each kernel pays the profile's ``launch_s`` once: the GPU-side gap between
 back-to-back kernels of a stream (the shipped profiles state 2 us, an assumption). Where the
 host must launch a kernel right after it synchronised with the GPU (the CPU plan's metadata),
-the host's launch path adds :data:`HOST_LAUNCH_S` (see ``sim.moe.costs``).
+the host's launch path adds one launch (``sim.moe.host.LAUNCH_S``).
 """
 
 from __future__ import annotations
@@ -34,11 +34,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: Host-side cost of submitting one kernel (driver and runtime calls): "about 4-6 us",
-#: measured by the pegainfer blog ("From Launch Overhead to CUDA Graph", RTX 5070 Ti, CUDA
-#: 13; susun-blog.com/blog/pegainfer-3-cuda-graph); we take the middle, 5 us. It is exposed
-#: only where the GPU waits for the host, i.e. after a host synchronisation.
-HOST_LAUNCH_S = 5e-6
 #: Bytes of one fp32 router logit (the router's softmax runs in fp32 in SGLang's top-k).
 LOGIT_BYTES = 4
 #: Bytes per (token, k) entry of the top-k output: an int32 id and an fp32 weight.

@@ -22,8 +22,9 @@ Assumptions (stated once):
   does not hold pulls the weights over its own PCIe link (not NVLink, so no contention with
   dispatch) while its resident experts compute; those experts' GEMMs (``moe_remote``) wait.
 * CPU planning (Libra sharding, HarMoEny moves): each GPU counts its pairs per expert after
-  the gate and sends that row to the host (D2H); the CPU plans over the ``[G, E]`` counts; the
-  load matrix goes back to every GPU (metadata, H2D), over PCIe.
+  the gate and sends that row to the host (D2H, the rows in parallel over each GPU's PCIe
+  link); the CPU plans over the ``[G, E]`` counts; the load matrix goes back to every GPU
+  (metadata, H2D). Every host stage is priced as its serving stack runs it (``sim.moe.host``).
 """
 
 from __future__ import annotations
@@ -40,22 +41,21 @@ from libra_des.hardware.grouped_kernels import GroupedKernel
 from libra_des.plan.moe.assignment import MoeLayerPlan, static_home
 from libra_des.sim.moe.block import (
     GATE,
-    HOST_LAUNCH_S,
     PRE_GATE,
     TAIL,
     BlockKernels,
     elementwise_bytes,
 )
-from libra_des.sim.moe.cpu import replication_seconds, sharding_seconds
+from libra_des.sim.moe.host import (
+    ID_BYTES,
+    HostPrices,
+    HostStage,
+    greedy_moves,
+    metadata,
+    path_lookup,
+    replica_placement,
+)
 from libra_des.sim.network.model import Traffic
-
-#: Host link for routing and metadata: PCIe Gen5 x16 (about 64 GB/s per direction, the
-#: datasheet figure for H100/H200 HGX boards) at an assumed 80% efficiency, plus an assumed
-#: 10 us of launch and synchronisation latency per transfer.
-HOST_BW = 0.8 * 64e9
-HOST_LATENCY = 10e-6
-# CPU stage costs and their sources live in ``moe_cpu`` (tests/test_moe_sim.py checks the
-# modelled sharding time stays within an order of magnitude of our implementation's).
 
 
 class WiringLike(Protocol):
@@ -73,6 +73,8 @@ class WiringLike(Protocol):
     def prefetch(self) -> bool: ...
     @property
     def fetch(self) -> bool: ...
+    @property
+    def cpu_predict(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,7 @@ class LayerCosts:
     cpu: float  # routing D2H + planning
     replan: float  # CPU planning of this layer's replicas (runs during the previous layer)
     metadata: float
+    lookup: float  # Lina's path-table lookup on the host (0 for the other systems)
     dispatch_bytes: float
     combine_bytes: float
     copy_bytes: float
@@ -145,6 +148,8 @@ class StageCoster:
         self.dtype = kernel.dtype if kernel is not None else "bf16"
         self.per_node = min(fabric.gpus_per_node, gpus)
         self.token_bytes = model.hidden * model.dtype_bytes
+        #: Per-call costs of the host stages: the profile's measured block, else defaults.
+        self.prices = HostPrices.of(cost.profile.host)
 
     # ------------------------------------------------------------------ compute
     def block(self, shape: BatchShape) -> BlockKernels:
@@ -236,11 +241,8 @@ class StageCoster:
         """``[G]`` seconds each GPU needs to pull its fetched experts from host memory over its
         own PCIe link (HarMoEny keeps every expert in pinned host memory)."""
         received = np.asarray(copy_bytes).sum(axis=0)
-        return np.array([self.host(float(b)) for b in received])
-
-    @staticmethod
-    def host(nbytes: float) -> float:
-        return HOST_LATENCY + nbytes / HOST_BW if nbytes > 0 else 0.0
+        return np.array([self.prices.seconds(HostStage(copies=1, copy_bytes=float(b)))
+                         if b > 0 else 0.0 for b in received])
 
 
 def layer_costs(
@@ -280,13 +282,16 @@ def layer_costs(
         combine = Traffic("all_to_all", every, send_bytes=plan.dispatch_bytes.T)
         d_bytes = c_bytes = float(plan.dispatch_bytes.sum())
     # Each GPU sends its row of pair counts to the host and gets the load matrix back.
-    routing = float(plan.load.size * 4) if wiring.cpu_plan else 0.0
-    meta = float(g * plan.load.size * 4) if wiring.cpu_plan else 0.0
+    experts = plan.load.shape[1]
+    routing = float(plan.load.size * ID_BYTES) if wiring.cpu_plan else 0.0
+    meta = float(g * plan.load.size * ID_BYTES) if wiring.cpu_plan else 0.0
+    prices = coster.prices
     cpu = 0.0
     if wiring.cpu_plan:
-        plan_s = plan.cpu_wall_s if measured_cpu and plan.cpu_wall_s is not None else (
-            sharding_seconds(plan.sharding_iterations, g, plan.load.shape[1]))
-        cpu = coster.host(routing / g) + plan_s
+        moves = greedy_moves(g, experts, plan.sharding_iterations)
+        cpu = prices.seconds(moves)
+        if measured_cpu and plan.cpu_wall_s is not None:  # our planner's wall clock instead
+            cpu += plan.cpu_wall_s - prices.compute_seconds(moves)
     return LayerCosts(
         attention=block.total(PRE_GATE),
         gate=gate,
@@ -300,11 +305,14 @@ def layer_costs(
         copy=coster.host_fetch(plan.copy_bytes) if wiring.fetch else np.zeros(g),
         copies=() if wiring.fetch else coster.copies(plan.copy_bytes),
         cpu=cpu,
-        replan=replication_seconds(plan.replica_count, g, plan.load.shape[1])
+        replan=prices.seconds(replica_placement(
+            g, experts, plan.replica_count - plan.vectorised_replicas, plan.vectorised_replicas))
         if wiring.prefetch else 0.0,
         # After the metadata the host launches the remote kernels (it synchronised with the
         # GPUs for the routing counts): one host launch path is exposed.
-        metadata=coster.host(meta / g) + HOST_LAUNCH_S if wiring.cpu_plan else 0.0,
+        metadata=prices.seconds(metadata(meta / g)) if wiring.cpu_plan else 0.0,
+        lookup=prices.seconds(path_lookup(shape.origin.size, experts, coster.model.top_k))
+        if wiring.cpu_predict else 0.0,
         dispatch_bytes=d_bytes,
         combine_bytes=c_bytes,
         copy_bytes=float(plan.copy_bytes.sum()),

@@ -28,7 +28,8 @@ System designs (what runs where, what waits for what):
   three. Across nodes, replica placement and sharding prefer GPUs of the same node.
 
 Every stage's cost provenance (measured / borrowed / assumed) is listed in the result under
-``cost_sources`` (``sim/moe/cpu.py``); CPU stage defaults and their sources are there too.
+``cost_sources`` (``sim/moe/cpu.py``); host (CPU) stage prices and their sources are in
+``sim/moe/host.py`` and in the result under ``host_stages``.
 
 Batches are served closed-loop (a batch's requests arrive as the previous batch ends), so a
 request's TTFT is its batch's prefill time. Embedding and LM head are not modelled.
@@ -76,6 +77,7 @@ from libra_des.sim.moe.costs import (
     layer_costs,
 )
 from libra_des.sim.moe.cpu import cost_sources
+from libra_des.sim.moe.host import eplb_rebalance, host_report
 from libra_des.sim.moe.layer import Contention, CountingEnvironment, SharedLink
 from libra_des.sim.moe.overlap import Prefetch, serve
 from libra_des.sim.moe.setup import check_memory, ep_group, system_kernel
@@ -234,7 +236,8 @@ def simulate_moe(
     result["cost_sources"] = cost_sources(cost, group.gpus, group.gpus_per_node,
                                           run.wiring.allgather, run.wiring.fetch,
                                           scenario.balancer.cpu_time == "measured",
-                                          coster.dtype)
+                                          coster.dtype, run.wiring.cpu_predict)
+    result["host_stages"] = host_stages(scenario, run.wiring, coster, result)
     result["grouped_kernel"] = coster.kernel.name if coster.kernel is not None else None
     if cont is not None:
         # Per GPU over the run. Dispatch and combine keep their network-model times: their
@@ -244,6 +247,20 @@ def simulate_moe(
                                   "collective_slowdown_s": 0.0, "kernel_factor": kernel,
                                   "collective_factor": comm}
     return {**result, **tier_keys(cost.tiers(), cost.choices(), topo.layout())}
+
+
+def host_stages(scenario: Scenario, wiring: Wiring, coster: StageCoster,
+                result: dict[str, Any]) -> dict[str, object]:
+    """The host stages' report (``sim.moe.host.host_report``) of this run."""
+    m = scenario.model
+    # Every kernel of a layer: the block's, two grouped GEMMs per expert stage, dispatch,
+    # combine, and the lookahead's gate when the system predicts on the GPU.
+    kernels = len(NON_EXPERT) + (4 if wiring.two_stage else 2) + 2 + int(wiring.gpu_predict)
+    eplb = eplb_rebalance(m.layers - m.dense_layers, m.experts,
+                          scenario.balancer.redundant_experts, coster.gpus) \
+        if scenario.balancer.policy == "eplb" else None
+    return host_report(coster.prices, result["layer_breakdown_s"], result["moe_layer_s"],
+                       kernels, wiring.cpu_predict, eplb)
 
 
 def network_factory(
