@@ -72,11 +72,11 @@ def distca_plan(
     chunks: int = 1,
     **layout: Unpack[TileLayout],
 ) -> PoolPlan:
-    """DistCA: the same tiles, placement and Pipeliner over one pool of all DP replicas.
+    """distca_tiles: the same tiles, placement and Pipeliner over one pool of all DP replicas.
 
     ``layout`` is ``cp, model, heads_split, block_size, packed_length`` as for plan_pool.
     """
-    return plan_pool(seqs, slack=slack, chunks=chunks, policy="distca", **layout)
+    return plan_pool(seqs, slack=slack, chunks=chunks, policy="distca_tiles", **layout)
 
 
 # ----------------------------------------------------------------------------- WLB-LLM
