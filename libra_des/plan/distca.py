@@ -82,7 +82,7 @@ class Tasks:
             setattr(self, name, np.append(getattr(self, name), value))
 
 
-def part_pairs(q: np.ndarray, k: np.ndarray) -> np.ndarray:
+def part_pairs(q: np.ndarray | int, k: np.ndarray | int) -> np.ndarray:
     """Causal pairs of ``q`` queries that end a ``k``-key prefix (bottom-right aligned)."""
     qf, kf = np.asarray(q, np.float64), np.asarray(k, np.float64)
     return qf * kf - qf * (qf - 1) / 2
