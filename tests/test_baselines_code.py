@@ -190,3 +190,19 @@ def test_distca_balancer_and_its_scheduler_cost() -> None:
     plan = distca_balancer.servers_plan(sc, [np.array([1000, 100]), np.array([64])])
     assert plan.workers == 4 and plan.policy == "distca"
     assert distca_balancer.scheduler_ops(plan.tiles, 4) == plan.tiles * 4
+
+
+def test_wlb_bin_k_runs_on_replica_k_mod_dp() -> None:
+    # The code hands DP rank r the bins r, r + dp, r + 2dp, ... (test_wlb_e2e.py's
+    # my_batch_ranks); the step planner's arrival order puts sequence k on replica k mod dp,
+    # microbatch k div dp: the same.
+    from libra_des.plan.step import build_step_plan
+    from libra_des.workload.packing import make_stream
+
+    sc = api.load_scenario(ROOT / "scenarios" / "quickstart.yaml",
+                           ["balancer.policy=wlb_llm", "parallelism.dp=2", "parallelism.pp=1",
+                            "parallelism.gbs=6"])
+    plan = build_step_plan(sc, make_stream(sc.workload, np.random.default_rng(0)))
+    dp, m = 2, sc.parallelism.microbatches
+    assert [[int(plan.seq_of[e, j, 0]) for j in range(m)] for e in range(dp)] == [
+        [j * dp + e for j in range(m)] for e in range(dp)]
