@@ -57,7 +57,7 @@ def test_distca_is_one_pool_over_all_replicas() -> None:
     seqs = [np.array([4096, 4096]), np.array([8000, 192]), np.array([100] * 80 + [192])]
     got = distca_plan(seqs, cp=2, model=model(), heads_split=2, block_size=1024,
                       packed_length=8192, chunks=4)
-    assert got.attention.policy == "distca"
+    assert got.attention.policy == "distca_tiles"
     assert got.attention.workers == 6 and got.attention.chunks == 4
     assert got.attention.total_pairs == sum(causal_pairs(s) for s in seqs) * 32
 
@@ -165,7 +165,7 @@ def test_wlb_bad_input() -> None:
 def test_wlb_objective_has_no_linear_term_in_attention_only_runs(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The balancer packs an attention-only run by a*Σl² alone; a full run keeps b*Σl."""
+    """The idealised balancer packs an attention-only run by a*Σl² alone; a full run keeps b*Σl."""
     from libra_des.config import ROOT, load_scenario
     from libra_des.plan.balancers import wlb_llm
     from libra_des.workload.packing import pack
@@ -181,9 +181,9 @@ def test_wlb_objective_has_no_linear_term_in_attention_only_runs(
     path = ROOT / "scenarios" / "paper-attention-microbench-256k.yaml"
     window = pack(np.array([9_000, 5_000, 3_000, 2_000, 1_000]), 16_384)
     for attention_only in (True, False):
-        scenario = load_scenario(path, ["balancer.policy=wlb_llm",
+        scenario = load_scenario(path, ["balancer.policy=wlb_llm_ideal",
                                         f"attention_only={str(attention_only).lower()}"])
-        wlb_llm.repack(scenario, window, np.zeros(0, np.int64))
+        wlb_llm.repack_ideal(scenario, window, np.zeros(0, np.int64))
     (a_only, b_only), (a_full, b_full) = seen
     assert b_only == 0.0 and a_only == a_full > 0 and b_full > 0
     # Hand-checked: 9,000 and 5,000 open two microbatches (81e6, 25e6 by Σl²); 3,000, 2,000

@@ -174,7 +174,7 @@ def test_wlb_llm_reads_its_own_knob_and_no_other_balancer_does() -> None:
             api.load_scenario(base, [f"balancer.policy={policy}",
                                      "balancer.wlb_defer_outliers=false"])
         assert err.value.field == "balancer.wlb_defer_outliers"
-        assert "only wlb_llm reads it" in err.value.allowed
+        assert "only wlb_llm | wlb_llm_ideal reads it" in err.value.allowed
 
 
 def test_a_scenario_object_changes_balancer_through_the_api() -> None:

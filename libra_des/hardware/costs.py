@@ -37,6 +37,7 @@ from libra_des.hardware.kernels import (
     grouped_seconds,
     grouped_shape,
     grouped_shapes,
+    shard_pairs,
     sm_count,
     tile_geometry,
 )
@@ -87,6 +88,7 @@ class CostModel(Communication):
         heads_kv: Any,
         head_dim: int,
         backward: bool = False,
+        shard: tuple[Any, Any] | None = None,
     ) -> np.ndarray:
         """Seconds of one varlen causal attention call per element (vectorised).
 
@@ -94,6 +96,9 @@ class CostModel(Communication):
         pair-weighted mean length of the documents they come from. The call is treated as
         ``pairs / (L (L+1) / 2)`` whole causal documents of length ``L``. Forward FLOPs are
         ``4 * head_dim * pairs * heads_q``. Zero pairs cost nothing (no call).
+        ``shard``: (queries, keys) of the call's average chunk where the call runs document
+        chunks rather than whole documents (per-document CP shards: a chunk's queries see
+        its document's prefix); the call is then ``pairs / shard_pairs(q, k)`` such chunks.
         """
         p, length, hq = np.broadcast_arrays(
             np.asarray(pairs, dtype=np.float64),
@@ -105,10 +110,16 @@ class CostModel(Communication):
             raise InputError("pairs", "negative or non-finite", "pairs >= 0, doc_len >= 0")
         busy = (p > 0) & (length > 0)
         length = np.where(busy, length, 1.0)
-        docs = p / (length * (length + 1) / 2)
+        if shard is None:
+            q = k = length
+            docs = p / (length * (length + 1) / 2)
+        else:
+            q, k = (np.where(busy, np.broadcast_to(np.asarray(x, np.float64), p.shape), 1.0)
+                    for x in shard)
+            docs = p / shard_pairs(q, k)
         peak = self.profile.peak_flops("bf16")
-        work = docs * attention_work(self.attn, peak, length, length, head_dim, backward)
-        rows = docs * tile_geometry(length, length, self.attn.block_m, self.attn.block_n)[0]
+        work = docs * attention_work(self.attn, peak, q, k, head_dim, backward)
+        rows = docs * tile_geometry(q, k, self.attn.block_m, self.attn.block_n)[0]
         out = attention_call(self.attn, hq * work, hq, rows)
         return np.where(busy, out, 0.0)
 

@@ -4,8 +4,10 @@
   ``heads_q/cp`` heads of the whole packed sequence, so the group is perfectly balanced but
   nothing is balanced across DP replicas.
 * DistCA: TAP over one pool spanning every DP replica (P = DP).
-* WLB-LLM: variable-length packing of a step's samples into its ``d`` microbatches with a
-  quadratic + linear cost model, optionally deferring outlier documents to later steps.
+* WLB-LLM, idealised (``wlb_llm_ideal``): variable-length packing of a step's samples into
+  its ``d`` microbatches with a quadratic + linear FLOP cost model, optionally deferring
+  outlier documents to later steps; its microbatches then run Ulysses (an upper bound:
+  WLB-LLM as its code runs is ``libra_des.plan.wlb_llm``).
 """
 
 from __future__ import annotations
@@ -70,11 +72,11 @@ def distca_plan(
     chunks: int = 1,
     **layout: Unpack[TileLayout],
 ) -> PoolPlan:
-    """DistCA: the same tiles, placement and Pipeliner over one pool of all DP replicas.
+    """distca_tiles: the same tiles, placement and Pipeliner over one pool of all DP replicas.
 
     ``layout`` is ``cp, model, heads_split, block_size, packed_length`` as for plan_pool.
     """
-    return plan_pool(seqs, slack=slack, chunks=chunks, policy="distca", **layout)
+    return plan_pool(seqs, slack=slack, chunks=chunks, policy="distca_tiles", **layout)
 
 
 # ----------------------------------------------------------------------------- WLB-LLM
@@ -148,17 +150,10 @@ def wlb_llm_pack(
     threshold = packed_length // 2 if outlier_threshold is None else outlier_threshold
     if threshold <= 0:
         raise InputError("outlier_threshold", threshold, "> 0")
-    held = np.zeros(pieces.size, dtype=bool)
-    if defer_outliers:
-        # The queue comes first in ``pieces``, then the step's samples in arrival order, so
-        # outliers past the first d are the youngest: they wait (all wait when fewer than d).
-        outlier = pieces > threshold
-        held = outlier & (np.cumsum(outlier) > (d if np.count_nonzero(outlier) >= d else 0))
+    held = held_outliers(pieces, d, threshold) if defer_outliers else np.zeros(pieces.size, bool)
     slot, overflow = greedy_fill(pieces, ~held, packed_length, d, coefficients, defer_outliers)
     held |= slot < 0
-    order = np.lexsort((np.arange(pieces.size), slot))[np.count_nonzero(slot < 0) :]
-    offsets = np.searchsorted(slot[order], np.arange(d + 1), side="left").astype(np.int64)
-    batch = PackedBatch(pieces[order], offsets, ids[order], packed_length)
+    batch, order = slotted_batch(pieces, ids, slot, d, packed_length)
     a, b = coefficients
     per_sq = np.bincount(slot[order], weights=pieces[order].astype(float) ** 2, minlength=d)
     per_tok = np.bincount(slot[order], weights=pieces[order].astype(float), minlength=d)
@@ -170,6 +165,25 @@ def wlb_llm_pack(
         cost=a * per_sq + b * per_tok,
         overflow_tokens=overflow,
     )
+
+
+def held_outliers(pieces: np.ndarray, d: int, threshold: int) -> np.ndarray:
+    """Pieces the outlier queue holds back: those over ``threshold`` past the ``d`` oldest.
+
+    The queue comes first in ``pieces``, then the step's samples in arrival order, so
+    outliers past the first d are the youngest: they wait (all wait when fewer than d).
+    """
+    outlier = pieces > threshold
+    return outlier & (np.cumsum(outlier) > (d if np.count_nonzero(outlier) >= d else 0))
+
+
+def slotted_batch(pieces: np.ndarray, ids: np.ndarray, slot: np.ndarray, d: int,
+                  packed_length: int) -> tuple[PackedBatch, np.ndarray]:
+    """The ``d`` microbatches of the pieces with a slot (>= 0), each in piece order, and
+    the order that lists them."""
+    order = np.lexsort((np.arange(pieces.size), slot))[np.count_nonzero(slot < 0) :]
+    offsets = np.searchsorted(slot[order], np.arange(d + 1), side="left").astype(np.int64)
+    return PackedBatch(pieces[order], offsets, ids[order], packed_length), order
 
 
 def greedy_fill(

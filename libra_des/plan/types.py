@@ -69,6 +69,11 @@ class AttentionPlan:
     ``swaps_qkv``: each worker swaps its own token-split Q, K, V for the head-split copy it
     receives (Ulysses' all-to-all), so what it received is no extra memory; a plan that
     keeps its own Q, K, V beside the remote ones (TAP) leaves it False.
+    ``worker_query_len``/``worker_key_len``: pair-weighted mean queries and keys of the
+    document chunks a worker's call runs, where it runs chunks that see their document's
+    prefix (WLB-LLM's CP shards); None: whole documents of ``worker_doc_len`` (the kernel
+    model's efficiency follows the chunk's shape, see ``CostModel.attention``).
+    ``sharding``: how a CP planner cut the group's documents ("" where it has no choice).
     """
 
     policy: str
@@ -80,6 +85,9 @@ class AttentionPlan:
     chunks: int = 1
     tiles: int = 0
     swaps_qkv: bool = False
+    worker_query_len: np.ndarray | None = None
+    worker_key_len: np.ndarray | None = None
+    sharding: str = ""
 
     @property
     def dispatch_bytes(self) -> np.ndarray:

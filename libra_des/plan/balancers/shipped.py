@@ -8,4 +8,5 @@ own, its ``balancer:`` config model). The registry registers
 
 from libra_des.plan.balancers import distca, libra, ulysses, wlb_llm
 
-SHIPPED = (ulysses.BALANCER, wlb_llm.BALANCER, distca.BALANCER, libra.BALANCER)
+SHIPPED = (ulysses.BALANCER, wlb_llm.BALANCER, distca.BALANCER, libra.BALANCER,
+           wlb_llm.IDEAL, distca.TILES)

@@ -216,6 +216,13 @@ def attention_seconds(
 ) -> np.ndarray:
     """[len(plans), W] seconds of each worker's attention call, plans of equal width W."""
     heads = np.stack([p.worker_heads for p in plans])
+    shard = None
+    if any(p.worker_query_len is not None for p in plans):
+        # Chunked calls (WLB-LLM's CP shards): their shape; whole documents elsewhere.
+        shard = (np.stack([p.worker_doc_len if p.worker_query_len is None
+                           else p.worker_query_len for p in plans]),
+                 np.stack([p.worker_doc_len if p.worker_key_len is None
+                           else p.worker_key_len for p in plans]))
     return cost.attention(
         # Plans count pair-heads; the kernel model wants pairs per head.
         np.stack([p.worker_pairs for p in plans]) / np.maximum(heads, 1),
@@ -224,6 +231,7 @@ def attention_seconds(
         m.heads_kv,
         m.head_dim,
         backward=backward,
+        shard=shard,
     )
 
 
