@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from libra_des.base.version import __version__ as __version__
 
 #: Public names and the module that defines each (imported on first use).
 _EXPORTS = {

@@ -38,9 +38,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Union
 
-from libra_des import __version__ as __version__
 from libra_des import config
 from libra_des.base.identity import portable_paths
+from libra_des.base.version import __version__ as __version__
 from libra_des.errors import InputError
 
 if TYPE_CHECKING:
@@ -49,8 +49,8 @@ if TYPE_CHECKING:
     from libra_des.config import Scenario
     from libra_des.hardware.cost_ops import CostOp, CostReport
     from libra_des.hardware.costs import CostModel
-    from libra_des.hardware.fabric import Fabric
-    from libra_des.hardware.profile import Profile
+    from libra_des.hardware.fabric.rates import Fabric
+    from libra_des.hardware.profiles.profile import Profile
     from libra_des.plan.step import StepPlan
 
 __all__ = [
@@ -220,7 +220,7 @@ def fabric_for(
     profile: Profile, topology: str | None, group: int, gpus_per_node: int | None
 ) -> Fabric:
     """The fabric of ``topology`` (or the profile's machine), grown to fit ``group`` GPUs."""
-    from libra_des.hardware.topology import load_topology
+    from libra_des.hardware.fabric.topology import load_topology
 
     name = topology or profile.interconnect.topology
     if name is None:
@@ -246,7 +246,7 @@ def cost_model(
     ``efficiency=False`` is ``--no-fit``: datasheet α-β without fitted efficiencies.
     """
     from libra_des.hardware.costs import CostModel
-    from libra_des.hardware.profile import load_profile
+    from libra_des.hardware.profiles.profile import load_profile
 
     for name, ref in (("profile", profile), ("topology", topology)):
         if ref is not None and not isinstance(ref, str | os.PathLike):
@@ -311,8 +311,8 @@ def cost_ops() -> tuple[CostOp, ...]:
 
 def cost_choices() -> dict[str, tuple[str, ...]]:
     """The names ``libra-des cost`` offers: ops, collective algorithms and GEMM dtypes."""
-    from libra_des.hardware.collectives import ALGORITHMS
-    from libra_des.hardware.profile import DTYPE_BYTES
+    from libra_des.hardware.collectives.curves import ALGORITHMS
+    from libra_des.hardware.profiles.profile import DTYPE_BYTES
 
     return {"op": tuple(o.name for o in cost_ops()), "algorithm": ALGORITHMS,
             "dtype": tuple(DTYPE_BYTES)}
@@ -414,7 +414,7 @@ def noise_factors(gpus: int, steps: int, seed: int = 0) -> np.ndarray:
     import numpy as np
 
     from libra_des.config import VarianceSpec
-    from libra_des.hardware.variance import VarianceModel
+    from libra_des.hardware.variance.model import VarianceModel
 
     for name, value in (("gpus", gpus), ("steps", steps)):
         if not is_int(value) or not 1 <= value <= 1 << 20:
@@ -437,16 +437,20 @@ COMMAND_FACE: Mapping[str, tuple[str, ...]] = {
         "MAX_GPUS", "MAX_SEED", "MAX_TOKENS", "check_output_dir", "check_output_file",
     ),
     "libra_des.hardware.costs": ("CostModel",),
-    "libra_des.hardware.fitting": ("FitResult", "fit_profile", "group_samples", "sample_size"),
-    "libra_des.hardware.importers": ("FORMATS", "import_files"),
-    "libra_des.hardware.profile": (
+    "libra_des.hardware.profiles.fitting": (
+        "FitResult", "fit_profile", "group_samples", "sample_size",
+    ),
+    "libra_des.hardware.profiles.importers": ("FORMATS", "import_files"),
+    "libra_des.hardware.profiles.profile": (
         "Fit", "Profile", "Sourced", "check_device", "datasheet_for", "load_profile",
         "resolve_profile", "save_profile",
     ),
-    "libra_des.hardware.profile_replay": ("replay_profile=replay", "summarise_replays=summarise"),
-    "libra_des.hardware.topology": ("load_topology",),
+    "libra_des.hardware.profiles.profile_replay": (
+        "replay_profile=replay", "summarise_replays=summarise",
+    ),
+    "libra_des.hardware.fabric.topology": ("load_topology",),
     "libra_des.plan.balancers.registry": ("tap_users", "training_balancer=get"),
-    "libra_des.plan.tap_autotune": ("Ranking",),
+    "libra_des.sim.training.tap_autotune": ("Ranking",),
     "libra_des.sim.chakra.export": ("export_chakra=export",),
     "libra_des.sim.chakra.files": ("read_inputs", "write_folder"),
     "libra_des.sim.chakra.replay": ("replay_chakra=replay",),

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from libra_des.cli import main
-from libra_des.hardware.profile import load_profile
+from libra_des.hardware.profiles.profile import load_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 HAS_TORCH = importlib.util.find_spec("torch") is not None

@@ -1,7 +1,7 @@
 """``libra-des plan --scenario S --tap``: the (H, B) ranking that ``auto`` TAP knobs use.
 
 Replays exactly what a run does before its first step (same window, same pools, same cost
-model and memory check; see :mod:`libra_des.plan.tap_autotune`) and prints every candidate,
+model and memory check; see :mod:`libra_des.sim.training.tap_autotune`) and prints every candidate,
 best first. Fixed ``heads_split``/``block_size`` in the scenario are ignored here: the
 ranking covers the whole grid.
 """

@@ -7,7 +7,7 @@ prints. The API (:func:`libra_des.api.cost`, :func:`libra_des.api.cost_report`) 
 op up here and the command goes through the API, so a new op is one function and one
 :func:`register` call (shipped ones: one more entry of :func:`shipped`; from another package:
 an entry point of the group ``libra_des.cost_ops``). The shipped ops are every collective of
-:data:`~libra_des.hardware.profile.COLLECTIVE_OPS` (nccl-tests' ``size`` in ``nbytes``),
+:data:`~libra_des.hardware.profiles.profile.COLLECTIVE_OPS` (nccl-tests' ``size`` in ``nbytes``),
 ``attention`` (a FlashAttention-style call over documents) and ``gemm``.
 """
 
@@ -22,9 +22,9 @@ import numpy as np
 
 from libra_des.config.validation import MAX_TOKENS
 from libra_des.errors import InputError
+from libra_des.hardware.compute.kernels import cp_shard, shard_pairs
 from libra_des.hardware.costs import CostModel
-from libra_des.hardware.kernels import cp_shard, shard_pairs
-from libra_des.hardware.profile import COLLECTIVE_OPS, DTYPE_BYTES
+from libra_des.hardware.profiles.profile import COLLECTIVE_OPS, DTYPE_BYTES
 from libra_des.registry import Registry, shipped_then_entry_points
 
 #: Entry-point group third-party cost ops register under.

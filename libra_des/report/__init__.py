@@ -38,8 +38,8 @@ from typing import Any, Protocol
 
 import yaml
 
-from libra_des import __version__
 from libra_des.base.identity import code_fingerprint
+from libra_des.base.version import __version__
 from libra_des.errors import InputError
 from libra_des.report import headline, published
 from libra_des.report.headline import lookup
@@ -290,7 +290,7 @@ def scenario_section(src: Source) -> str:
 
 def profile_rows(ref: Any) -> list[tuple[str, Any, str]]:
     """The profile's kernel and fabric constants and collective fits, each with its source."""
-    from libra_des.hardware.profile import DEFAULT_PROFILE, resolve_profile
+    from libra_des.hardware.profiles.profile import DEFAULT_PROFILE, resolve_profile
 
     try:
         data = read_json(resolve_profile(ref or DEFAULT_PROFILE), plausible=False)

@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from libra_des import __version__
 from libra_des.base.identity import code_fingerprint
+from libra_des.base.version import __version__
 from libra_des.config import ScenarioBase
 from libra_des.config import TrainingScenario as Scenario
 from libra_des.sim.training.pipeline import dependencies

@@ -38,7 +38,8 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-from libra_des import __version__, kinds
+from libra_des import kinds
+from libra_des.base.version import __version__
 from libra_des.config import Scenario, load_scenario, parse_override, scenario_dict
 from libra_des.errors import InputError
 from libra_des.base.identity import code_fingerprint, content_key, portable_path
