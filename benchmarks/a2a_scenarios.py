@@ -4,7 +4,8 @@
         [--set key=value ...]
 
 Runs each scenario at full size, one step, fast mode (``libra-des run S --set steps=1``):
-with every mechanism on, then with each of ``hardware/alltoall.py``'s mechanisms off in turn
+with every mechanism on, then with each of ``hardware/collectives/alltoall.py``'s mechanisms off in
+turn
 (in-process: the cost model's ``Mechanisms`` default replaced), and, with ``--base``, the same
 command in another worktree (its own ``.venv``) as the baseline. Prints one markdown row per
 (scenario, variant): step time, exposed and hidden attention exchange.
@@ -21,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import libra_des
-from libra_des.hardware import communication
-from libra_des.hardware.alltoall import Mechanisms
+from libra_des.hardware.collectives import communication
+from libra_des.hardware.collectives.alltoall import Mechanisms
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = (

@@ -11,7 +11,7 @@ Tables (markdown):
    smaller messages each), and the per-NIC rate of the cross-node bytes;
 2. per-GPU time against the per-GPU bytes on 8 nodes (64 GPUs), the protocol of one message;
 3. with ``--mechanisms``: what each mechanism adds on ``h200-roce-railopt-2to1`` (each
-   switched off in turn, ``hardware/alltoall.py``'s ``Mechanisms``);
+   switched off in turn, ``hardware/collectives/alltoall.py``'s ``Mechanisms``);
 4. the public points (``calibration/public/alltoall-efficiency.csv``) beside the model on the
    closest shipped topology.
 
@@ -27,10 +27,10 @@ import csv
 import dataclasses
 from pathlib import Path
 
-from libra_des.hardware.alltoall import Mechanisms
+from libra_des.hardware.collectives.alltoall import Mechanisms
 from libra_des.hardware.costs import CostModel
-from libra_des.hardware.profile import load_profile
-from libra_des.hardware.topology import load_topology, shipped_topologies
+from libra_des.hardware.fabric.topology import load_topology, shipped_topologies
+from libra_des.hardware.profiles.profile import load_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 NODES = (2, 4, 8, 16, 32, 64, 128)

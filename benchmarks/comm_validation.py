@@ -16,11 +16,11 @@ import csv
 from collections.abc import Iterator
 from pathlib import Path
 
-from libra_des.hardware.collectives import busbw_factor
+from libra_des.hardware.collectives.curves import busbw_factor
 from libra_des.hardware.costs import CostModel
-from libra_des.hardware.importers import import_nccl_tests
-from libra_des.hardware.profile import load_profile
-from libra_des.hardware.topology import load_topology
+from libra_des.hardware.fabric.topology import load_topology
+from libra_des.hardware.profiles.importers import import_nccl_tests
+from libra_des.hardware.profiles.profile import load_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"

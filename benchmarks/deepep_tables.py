@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from libra_des.hardware import deepep
+from libra_des.hardware.collectives import deepep
 from libra_des.hardware.costs import CostModel
-from libra_des.hardware.profile import load_profile
-from libra_des.hardware.topology import load_topology, read_spec
+from libra_des.hardware.fabric.topology import load_topology, read_spec
+from libra_des.hardware.profiles.profile import load_profile
 
 EXPERTS, TOP_K, GROUPS, TOP_GROUPS, HIDDEN = 256, 8, 8, 4, 7168
 FP8_TOKEN = HIDDEN + HIDDEN // 128 * 4  # FP8 values plus one fp32 scale per 128

@@ -5,7 +5,7 @@ step: DP 2 .. 32 gives 64 .. 1,024 GPUs (DP 32 is ``scenarios/quickstart.yaml`` 
 Prints the CPU seconds of each fidelity (median of ``--repeats``), their ratio, and the
 growth exponent of detailed mode between the smallest and largest size (CPU ~ GPUs ** k).
 ``--check`` also runs detailed mode with every all-to-all solved in the network (no replays,
-``sim/network/replay.py``) and prints its CPU seconds and the largest relative difference
+``sim/network/flow/replay.py``) and prints its CPU seconds and the largest relative difference
 of any number in the step records between the two.
 
     python benchmarks/detailed.py [--dp 2,4,8,16,32] [--repeats 1] [--check]
@@ -25,7 +25,7 @@ from unittest import mock
 import numpy as np
 
 from libra_des.config import ROOT, load_scenario
-from libra_des.sim.network.flow_model import Network
+from libra_des.sim.network.flow.flow_model import Network
 from libra_des.sim.training.simulator import simulate_training
 
 #: Step-record fields that time the simulator itself, not the simulated system.

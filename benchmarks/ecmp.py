@@ -23,7 +23,7 @@ from unittest import mock
 import numpy as np
 
 from libra_des.config import ROOT, load_scenario
-from libra_des.hardware.routing import Routing
+from libra_des.hardware.fabric.routing import Routing
 from libra_des.results.metrics import step_metrics
 from libra_des.sim.training import simulator
 from libra_des.sim.training.simulator import simulate_training

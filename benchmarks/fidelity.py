@@ -24,11 +24,11 @@ import simpy
 
 from libra_des.commands.run import simulate
 from libra_des.config import ROOT, load_scenario
-from libra_des.hardware.alltoall import Mechanisms
+from libra_des.hardware.collectives.alltoall import Mechanisms
 from libra_des.hardware.costs import CostModel
-from libra_des.hardware.profile import load_profile
-from libra_des.hardware.topology import load_topology, shipped_topologies
-from libra_des.sim.network.flow_model import Network
+from libra_des.hardware.fabric.topology import load_topology, shipped_topologies
+from libra_des.hardware.profiles.profile import load_profile
+from libra_des.sim.network.flow.flow_model import Network
 from libra_des.sim.network.models import flow_topology
 
 SMALL = (

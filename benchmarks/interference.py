@@ -1,7 +1,7 @@
 """The interference model against public overlap measurements, and what it moves.
 
 1. Every row of ``calibration/public/interference.yaml`` that states a measured slowdown is
-   predicted by ``libra_des/hardware/interference.py`` in both of its forms: the many-wave
+   predicted by ``libra_des/hardware/compute/interference.py`` in both of its forms: the many-wave
    ``S / (S - s)`` and the wave-quantised ``ceil(T / (S - s)) / ceil(T / S)`` (the row gives
    the GEMM's CTAs ``T``); the relative error of each is printed.
 2. ``--scenarios``: every shipped scenario at the golden (reduced) size, ``overlap.interference``
@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from libra_des.hardware.interference import OverlapModel, wave_slowdown
+from libra_des.hardware.compute.interference import OverlapModel, wave_slowdown
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE = ROOT / "calibration" / "public" / "interference.yaml"

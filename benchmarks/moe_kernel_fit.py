@@ -1,4 +1,5 @@
-"""Fit the BF16 grouped-GEMM kernels of ``hardware/grouped_kernels.py`` on public measurements.
+"""Fit the BF16 grouped-GEMM kernels of ``hardware/compute/grouped_kernels.py`` on public
+measurements.
 
 * Triton fused MoE: all five tile-model constants on vLLM PR #44818's H200 BF16 table
   (``calibration/public/fused_moe_h200_bf16_vllm.csv``): each call is two grouped GEMMs
@@ -20,9 +21,9 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import least_squares
 
-from libra_des.hardware.grouped_kernels import KERNELS, GroupedKernel
-from libra_des.hardware.kernels import GroupedGemmParams, grouped_seconds, grouped_shapes
-from libra_des.hardware.profile import load_profile
+from libra_des.hardware.compute.grouped_kernels import KERNELS, GroupedKernel
+from libra_des.hardware.compute.kernels import GroupedGemmParams, grouped_seconds, grouped_shapes
+from libra_des.hardware.profiles.profile import load_profile
 
 PUBLIC = Path(__file__).resolve().parents[1] / "calibration" / "public"
 NAMES = ("efficiency", "tile_s", "mem_eff", "launch_s", "overlap")

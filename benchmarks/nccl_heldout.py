@@ -27,10 +27,10 @@ from pathlib import Path
 import numpy as np
 
 from libra_des.hardware.costs import CostModel
-from libra_des.hardware.fitting import fit_profile
-from libra_des.hardware.importers import import_nccl_tests
-from libra_des.hardware.profile import Sample, load_profile
-from libra_des.hardware.topology import load_topology
+from libra_des.hardware.fabric.topology import load_topology
+from libra_des.hardware.profiles.fitting import fit_profile
+from libra_des.hardware.profiles.importers import import_nccl_tests
+from libra_des.hardware.profiles.profile import Sample, load_profile
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "nccl-tests-h200x8"
 LOGS = ("all_gather", "all_reduce", "reduce_scatter")

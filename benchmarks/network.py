@@ -15,7 +15,8 @@ times mean little on shared machines, the ratio travels.
     python benchmarks/network.py [--repeats 3] [--cases rail64-skewed,...] [--module PATH]
         [--compare PATH]
 
-``--module`` times another implementation of ``libra_des/sim/network/flow_model.py`` (a file with
+``--module`` times another implementation of ``libra_des/sim/network/flow/flow_model.py`` (a file
+with
 the same ``Network`` class), e.g. an older revision, against the same cases. ``--compare``
 runs every case's flows as separate transfers in this checkout and in another implementation
 and prints the largest relative difference of any flow's finish time.
@@ -36,8 +37,8 @@ import numpy as np
 import simpy
 from scale import bare_simpy_rate  # benchmarks/scale.py (run as a script from benchmarks/)
 
-from libra_des.hardware.topology import Topology, load_topology
-from libra_des.sim.network import flow_model as network
+from libra_des.hardware.fabric.topology import Topology, load_topology
+from libra_des.sim.network.flow import flow_model as network
 
 MIB = float(1 << 20)
 CASES = {

@@ -76,8 +76,8 @@ def flow_model(spec: dict[str, Any], case: Case) -> tuple[dict[tuple[int, int], 
     """Per-flow completion times (s) in the flow model, all flows started at t = 0."""
     import simpy
 
-    from libra_des.hardware.topology import load_topology
-    from libra_des.sim.network.flow_model import Network
+    from libra_des.hardware.fabric.topology import load_topology
+    from libra_des.sim.network.flow.flow_model import Network
 
     topo = load_topology(spec)
     env = simpy.Environment()

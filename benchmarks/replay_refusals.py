@@ -21,8 +21,8 @@ import numpy as np
 
 from libra_des.config import ROOT, load_scenario
 from libra_des.kinds.simulation import simulate
-from libra_des.sim.network.fluid import MARGIN
-from libra_des.sim.network.replay import Profile, Replay, ReplayBook
+from libra_des.sim.network.flow.fluid import MARGIN
+from libra_des.sim.network.flow.replay import Profile, Replay, ReplayBook
 
 
 def main() -> None:

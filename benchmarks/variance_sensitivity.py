@@ -9,10 +9,10 @@ so that every point plans the same tiles. One knob moves at a time from a noisel
 * ``slow_gpu_fraction``: GPUs slowed by 1.5x for the whole run;
 * ``failslow_rate``: chance per GPU per step that a 1.5x fail-slow episode starts (mean 5
   steps long);
-* the structured sources (hardware/fleet_variance.py): ``gpu_speed_sigma`` (persistent
+* the structured sources (hardware/variance/fleet_variance.py): ``gpu_speed_sigma`` (persistent
   per-GPU speed), ``jitter_node_correlation`` (with the calibrated 1.15% jitter on),
   ``node_episode_rate`` and ``rack_episode_rate`` (1.5x episodes of a whole node or rack);
-* the link and host sources (hardware/link_host_variance.py): ``link_jitter_sigma``
+* the link and host sources (hardware/variance/link_host_variance.py): ``link_jitter_sigma``
   (per-transfer link jitter, rack-correlated at the fleet default), ``link_episode_rate``
   (2x link degradation episodes, mean 100 steps), ``launch_gap_seconds`` (mean host gap per
   layer call) and ``host_stall_rate`` (50 ms garbage-collection / data-loader stalls per GPU

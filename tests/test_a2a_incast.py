@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 import simpy
 
-from libra_des.hardware.a2a_incast import KAPPA, fit_kappa, incast_share
-from libra_des.hardware.alltoall import Mechanisms
+from libra_des.hardware.collectives.a2a_incast import KAPPA, fit_kappa, incast_share
+from libra_des.hardware.collectives.alltoall import Mechanisms
 from libra_des.hardware.costs import CostModel
-from libra_des.hardware.profile import load_profile
-from libra_des.hardware.topology import load_topology
-from libra_des.sim.network.flow_model import Network
+from libra_des.hardware.fabric.topology import load_topology
+from libra_des.hardware.profiles.profile import load_profile
+from libra_des.sim.network.flow.flow_model import Network
 
 ROOT = Path(__file__).resolve().parents[1]
 TOPO = "h200-roce-railopt"

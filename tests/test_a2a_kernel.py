@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from libra_des.hardware.a2a_kernel import pair_sums
+from libra_des.hardware.collectives.a2a_kernel import pair_sums
 from libra_des.hardware.costs import CostModel
-from libra_des.hardware.profile import load_profile
-from libra_des.hardware.topology import load_topology
+from libra_des.hardware.fabric.topology import load_topology
+from libra_des.hardware.profiles.profile import load_profile
 
 
 def nested_depth(rng: np.random.Generator, n: int, classes: int) -> np.ndarray:

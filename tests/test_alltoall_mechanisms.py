@@ -1,4 +1,5 @@
-"""All-to-all at scale: each mechanism of hardware/alltoall.py is named in ``cost --json``'s
+"""All-to-all at scale: each mechanism of hardware/collectives/alltoall.py is named in ``cost
+--json``'s
 breakdown, and breaking it (switching it off or altering it) moves the time the way the
 mechanism says. Per-GPU time still grows with the node count at fixed per-GPU bytes, and every
 path that prices an all-to-all (TAP's exchange, Ulysses, DistCA, the training MoE all-to-all,
@@ -15,12 +16,12 @@ import pytest
 import libra_des
 from libra_des.cli import main
 from libra_des.config import ROOT
-from libra_des.hardware.a2a_incast import incast_share
-from libra_des.hardware.alltoall import QP_CACHE, InterNodeA2A, Mechanisms
+from libra_des.hardware.collectives.a2a_incast import incast_share
+from libra_des.hardware.collectives.alltoall import QP_CACHE, InterNodeA2A, Mechanisms
+from libra_des.hardware.collectives.ecmp import spine_view
 from libra_des.hardware.costs import CostModel
-from libra_des.hardware.ecmp import spine_view
-from libra_des.hardware.profile import load_profile
-from libra_des.hardware.topology import load_topology, shipped_topologies
+from libra_des.hardware.fabric.topology import load_topology, shipped_topologies
+from libra_des.hardware.profiles.profile import load_profile
 
 NETWORKED = [t for t in shipped_topologies() if load_topology(t).fabric().nodes > 1]
 MECHANISMS = {"message_size_efficiency", "per_peer_latency_s", "qp_miss_per_message_s",
@@ -123,7 +124,8 @@ def test_ecmp_factor_is_the_fast_models_and_breaking_it_moves_the_time(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Two leaf groups of the 2:1 fabric: the breakdown names the layout's expected collision
-    factor (balls into bins, hardware/ecmp.py); set to 1 (no collisions) the time falls."""
+    factor (balls into bins, hardware/collectives/ecmp.py); set to 1 (no collisions) the time
+    falls."""
     out = breakdown("h200-roce-railopt-2to1", 512, 2**30, capsys)["breakdown"]
     fabric = load_topology("h200-roce-railopt-2to1").fabric()
     assert out["ecmp"]["factor"] == pytest.approx(spine_view(fabric, 512, 8, True)[1])

@@ -17,6 +17,14 @@ The user entry points (``cli.py``, ``commands/``) import the package only throug
 the CLI also its process start-up, :data:`CLI_IMPORTS`); the API has no name table that hands
 modules to them by string (:func:`test_no_command_face`).
 
+Below the layers, the module graph has no circle: :func:`import_graph` draws an edge for every
+import statement, at module level, inside a function or under ``if TYPE_CHECKING:`` (a type
+checker still follows it), and a circle is broken by moving the shared piece down. A string
+naming a module is no edge there: a registry's loader names its shipped modules so that the
+registry, low, can find plug-ins that import it (discovery by name, which the layering above
+still checks). ``plan/`` prices nothing: of ``hardware/`` it imports only :data:`PLAN_HARDWARE`
+(the cluster's description and memory arithmetic); the costed searches live in ``sim/``.
+
 ``paper_figs/`` (the paper figures, a package beside ``libra_des``) sits above all of it: it
 imports libra_des only through its public face (:data:`PUBLIC`), and libra_des never imports
 it, except the ``figs`` command, inside its handler (:data:`FIGS_ENTRY`).
@@ -29,6 +37,7 @@ import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+import networkx as nx
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "libra_des"
@@ -42,15 +51,31 @@ LAYERS: Mapping[str, int] = {
     "workload": 2,
     "hardware": 3,
     "plan": 4,
-    "sim": 5,
-    "results": 6,
-    "kinds": 7,
+    # sim/ by subpackage: the network seam (and its flow engine, sim/network/flow/) under both
+    # simulators; training below MoE prefill, and neither imports the other (INDEPENDENT);
+    # then the rest of sim/ (chakra/: traces replayed through the cost model).
+    "sim.network": 5,
+    "sim.training": 6,
+    "sim.moe": 7,
+    "sim": 8,
+    "results": 9,
+    "kinds": 10,
     # runs/, the torch harness (calibrate/) and the report page: what the API offers above
     # the kinds (the report command hands report/ the figures it drew).
-    "runs": 8, "calibrate": 8, "report": 8,
-    "api": 9,
-    "commands": 10, "cli": 10,
+    "runs": 11, "calibrate": 11, "report": 11,
+    "api": 12,
+    "commands": 13, "cli": 13,
 }
+#: Layers that never import each other, whatever their ranks: the two simulators.
+INDEPENDENT = frozenset({"sim.training", "sim.moe"})
+#: What ``plan/`` may import of ``hardware/``: the cluster's description (topology, levels,
+#: links, the fabric's rates), GPU memory arithmetic and attention tile geometry. Everything
+#: else there prices or draws runtime noise (costs.py, cost_ops.py, collectives/,
+#: compute/'s kernels and interference, profiles/' fits, variance/), which plans never
+#: read: a search that prices plans (the costed TAP search, sim/training/tap_autotune.py)
+#: lives above, in sim/.
+PLAN_HARDWARE = ("libra_des.hardware.fabric", "libra_des.hardware.compute.memory",
+                 "libra_des.hardware.compute.tiles")
 #: The user entry points (``cli.py``, ``commands/``) reach the package only through these:
 #: the API (the package's face for them), its errors and each other (a module or a dotted
 #: prefix of one).
@@ -182,6 +207,13 @@ def violations(sources: Mapping[str, str]) -> list[str]:
                 continue
             if dep != layer and LAYERS.get(dep, 99) > LAYERS[layer]:
                 found.append(f"{module}: imports {target} (layer {dep} is above {layer})")
+            elif dep != layer and {dep, layer} <= INDEPENDENT:
+                found.append(f"{module}: imports {target} (layers {layer} and {dep} are "
+                             f"independent)")
+            elif within(module, ("libra_des.plan",)) and within(target, ("libra_des.hardware",)) \
+                    and not within(target, PLAN_HARDWARE):
+                found.append(f"{module}: imports {target} (plan/ imports no hardware pricing; "
+                             f"only {', '.join(PLAN_HARDWARE)})")
             elif within(module, ENTRY_POINTS) and not within(target, allowed):
                 found.append(f"{module}: imports {target} (commands use only "
                              f"{', '.join(allowed)})")
@@ -191,6 +223,47 @@ def violations(sources: Mapping[str, str]) -> list[str]:
 def within(module: str, prefixes: tuple[str, ...]) -> bool:
     """``module`` is one of ``prefixes`` or inside one of them."""
     return any(module == p or module.startswith(f"{p}.") for p in prefixes)
+
+
+def statement_imports(tree: ast.AST, module: str) -> Iterator[str]:
+    """Every module named by an import statement below ``tree``: at module level, inside a
+    function or under ``if TYPE_CHECKING:`` alike."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = absolute(node, module)
+            yield from (submodule(base, alias.name) for alias in node.names)
+
+
+def import_graph(sources: Mapping[str, str]) -> nx.DiGraph:
+    """Module -> the package modules it imports (``from M import NAME``: ``M.NAME`` if that is
+    a module, else ``M``)."""
+    graph = nx.DiGraph()
+    graph.add_nodes_from(sources)
+    for module, text in sources.items():
+        for target in statement_imports(ast.parse(text), module):
+            while target and target not in sources:
+                target = target.rpartition(".")[0]
+            if target and target != module:
+                graph.add_edge(module, target)
+    return graph
+
+
+def import_cycles(sources: Mapping[str, str], most: int = 20) -> list[str]:
+    """Up to ``most`` import circles of ``sources``, each as ``a -> b -> ... -> a`` from its
+    first module in sorted order (sorted, so the report does not depend on set order)."""
+    graph = import_graph(sources)
+    found = []
+    for component in nx.strongly_connected_components(graph):
+        if len(component) > 1:
+            for cycle in nx.simple_cycles(graph.subgraph(component)):
+                start = cycle.index(min(cycle))
+                cycle = cycle[start:] + cycle[:start]
+                found.append(" -> ".join([*cycle, cycle[0]]))
+                if len(found) >= most:
+                    return sorted(found)
+    return sorted(found)
 
 
 def package_sources() -> dict[str, str]:
@@ -251,6 +324,44 @@ def test_package_follows_the_layers() -> None:
     assert violations(sources) == []
 
 
+#: Most modules (``.py`` files, ``__init__`` included) one folder of the package may hold: a
+#: larger one is split into subpackages by concept (our choice, the size a reader takes in).
+MAX_FOLDER_MODULES = 20
+
+
+def test_folders_stay_small() -> None:
+    sizes = {folder: len(list(folder.glob("*.py"))) for folder in {p.parent for p in
+             PACKAGE.rglob("*.py")}}
+    assert len(sizes) > 10  # the walk found the subpackages
+    assert {str(f.relative_to(PACKAGE.parent)): n for f, n in sizes.items()
+            if n > MAX_FOLDER_MODULES} == {}
+
+
+def test_no_import_cycles() -> None:
+    assert import_cycles(package_sources()) == []
+
+
+@pytest.mark.parametrize(
+    ("sources", "expected"),
+    [
+        ({"libra_des.a": "from libra_des.b import X", "libra_des.b": "import libra_des.a"},
+         ["libra_des.a -> libra_des.b -> libra_des.a"]),
+        ({"libra_des.a": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                         "    from libra_des.b import X",
+          "libra_des.b": "def f():\n    from libra_des.a import Y"}, ["libra_des.a"]),
+        ({"libra_des.x.p": "from libra_des.x.p import m", "libra_des.x.p.m": "from .. import p"},
+         ["libra_des.x.p"]),
+        ({"libra_des.a": "from libra_des.b import X", "libra_des.b": "B = 'libra_des.a'"}, []),
+        ({"libra_des.a": "from libra_des.b import X\nfrom libra_des.c import Y",
+          "libra_des.b": "from libra_des.c import Z", "libra_des.c": "import numpy"}, []),
+    ],
+)
+def test_cycle_check_finds_circles(sources: dict[str, str], expected: list[str]) -> None:
+    found = import_cycles(sources)
+    assert len(found) == len(expected)
+    assert all(e in f for e, f in zip(expected, found, strict=True)), found
+
+
 def test_every_layer_is_documented() -> None:
     """Each ranked layer (a module or subpackage) is named in docs/architecture.md."""
     doc = (PACKAGE.parent / "docs" / "architecture.md").read_text()
@@ -298,6 +409,16 @@ def test_every_layer_is_documented() -> None:
         ("libra_des.commands.x", "from libra_des.base.startup import blas_threads",
          "commands use"),
         ("libra_des.cli", "from libra_des.base.version import __version__", "commands use"),
+        # The simulators apart; plan/ prices nothing.
+        ("libra_des.sim.moe.x", "from libra_des.sim.training.opcost import layer_costs",
+         "independent"),
+        ("libra_des.sim.training.x", "def f():\n    from libra_des.sim.moe import layer",
+         "layer sim.moe"),
+        ("libra_des.sim.network.x", "from libra_des.sim.training import pipeline",
+         "layer sim.training"),
+        ("libra_des.plan.x", "from libra_des.hardware.costs import CostModel", "no hardware"),
+        ("libra_des.plan.x", "def f():\n    from libra_des.hardware.collectives import a2a_batch",
+         "no hardware"),
     ],
 )
 def test_checker_catches_breaches(module: str, text: str, expected: str) -> None:
@@ -313,6 +434,9 @@ def test_checker_catches_breaches(module: str, text: str, expected: str) -> None
         ("libra_des.plan.x", "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
                              "    from libra_des.sim.training.simulator import Cluster"),
         ("libra_des.plan.moe.x", "from . import eplb\nfrom .. import grouping"),
+        ("libra_des.plan.x", "from libra_des.hardware.fabric.topology import Topology\n"
+                             "from libra_des.hardware.compute.memory import MemoryModel"),
+        ("libra_des.sim.moe.x", "from libra_des.sim.network.model import Traffic"),
         ("libra_des.commands.figs", "def handle():\n    from paper_figs import catalog"),
         ("libra_des.kinds.x", "BUILTIN = ('libra_des.kinds.training', 'libra_des.plan.step')"),
         ("libra_des.plan.x", "GROUP = 'libra_des.balancers'\nDOC = 'see libra_des.sim here'"),

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from libra_des.cli import main
-from libra_des.hardware.profile import load_profile
+from libra_des.hardware.profiles.profile import load_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 HAS_TORCH = importlib.util.find_spec("torch") is not None
@@ -90,8 +90,8 @@ def host_run(profile: Path) -> dict[str, object]:
 def test_calibrate_writes_host_stages_and_a_run_prices_from_them(
     calibrated: Path, tmp_path: Path
 ) -> None:
-    from libra_des.hardware.profile import Sourced as Src
-    from libra_des.hardware.profile import save_profile
+    from libra_des.hardware.profiles.profile import Sourced as Src
+    from libra_des.hardware.profiles.profile import save_profile
 
     host = load_profile(calibrated / "profile.json").host
     assert host is not None and host.cpu.startswith("CPU")

@@ -21,10 +21,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from libra_des.cli import main
-from libra_des.hardware.collectives import NIC_EFFICIENCY
-from libra_des.hardware.kernels import BORROWED_GROUPED
-from libra_des.hardware.nccl_tuner import NcclTuner
-from libra_des.hardware.profile import (
+from libra_des.hardware.collectives.curves import NIC_EFFICIENCY
+from libra_des.hardware.collectives.nccl_tuner import NcclTuner
+from libra_des.hardware.compute.kernels import BORROWED_GROUPED
+from libra_des.hardware.profiles.profile import (
     GemmShape,
     Profile,
     Sample,

@@ -12,8 +12,8 @@ import pytest
 
 from libra_des.cli import main
 from libra_des.hardware.costs import CostModel
-from libra_des.hardware.profile import load_profile
-from libra_des.hardware.topology import load_topology
+from libra_des.hardware.fabric.topology import load_topology
+from libra_des.hardware.profiles.profile import load_profile
 from libra_des.sim.chakra import schema
 from libra_des.sim.chakra.files import read_inputs, write_folder
 from libra_des.sim.chakra.replay import replay

@@ -11,8 +11,8 @@ import pytest
 import simpy
 
 from libra_des.errors import InputError
-from libra_des.hardware import collectives
-from libra_des.hardware.collective_catalogue import (
+from libra_des.hardware.collectives import curves as collectives
+from libra_des.hardware.collectives.collective_catalogue import (
     CATALOGUE,
     COMPOSED_OPS,
     DAG_ALGORITHMS,
@@ -23,13 +23,13 @@ from libra_des.hardware.collective_catalogue import (
     rail_rings,
     transfer_dag,
 )
+from libra_des.hardware.collectives.hierarchy import bytes_per_rank, decompose, level_ranks
 from libra_des.hardware.costs import CostModel
-from libra_des.hardware.hierarchy import bytes_per_rank, decompose, level_ranks
-from libra_des.hardware.profile import load_profile
-from libra_des.hardware.topology import load_topology
+from libra_des.hardware.fabric.topology import load_topology
+from libra_des.hardware.profiles.profile import load_profile
 from libra_des.sim.moe.layer import SharedLink
 from libra_des.sim.network.analytic import AnalyticNetwork
-from libra_des.sim.network.flow_model import Network
+from libra_des.sim.network.flow.flow_model import Network
 from libra_des.sim.network.model import NetworkModel, Traffic
 
 WITH_DAG = [a for a in CATALOGUE if a.dag is not None]

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from libra_des.errors import InputError
 from libra_des.hardware.costs import CostModel
-from libra_des.hardware.profile import datasheet_for, load_profile
-from libra_des.hardware.topology import load_topology, shipped_topologies
+from libra_des.hardware.fabric.topology import load_topology, shipped_topologies
+from libra_des.hardware.profiles.profile import datasheet_for, load_profile
 
 TOPOLOGIES = [t for t in shipped_topologies() if load_topology(t).spec.network]
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all")
@@ -110,7 +110,7 @@ def test_hot_receiver_sets_the_time_and_the_spine_halves_the_rate(topology: str)
     hot[:, 0] *= 4  # every sender sends four times as much to rank 0
     assert cost.all_to_allv(hot, g) > 1.5 * cost.all_to_allv(even, g)
     if cost.fabric.oversubscription > 1:
-        from libra_des.hardware.alltoall import Mechanisms
+        from libra_des.hardware.collectives.alltoall import Mechanisms
 
         flat = model("h200-roce-railopt")
         # PXN moves cross-rail messages to the destination's rail inside the node, so inside
@@ -126,7 +126,7 @@ def test_linear_fast_path_equals_message_by_message(topology: str) -> None:
     written as two equal regimes, which the fast path does not take)."""
     import dataclasses
 
-    from libra_des.hardware.collectives import Curve
+    from libra_des.hardware.collectives.curves import Curve
 
     cost = model(topology)
     a2a, _ = cost.inter_a2a(32, 8)

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from libra_des.hardware.collectives import NIC_EFFICIENCY
+from libra_des.hardware.collectives.curves import NIC_EFFICIENCY
 from libra_des.hardware.costs import CostModel
-from libra_des.hardware.fabric import Fabric
-from libra_des.hardware.importers import import_public_csv
-from libra_des.hardware.profile import Fit, Piece, Profile, load_profile
+from libra_des.hardware.fabric.rates import Fabric
+from libra_des.hardware.profiles.importers import import_public_csv
+from libra_des.hardware.profiles.profile import Fit, Piece, Profile, load_profile
 
 HDR = 25e9  # one 200 Gb/s HDR NIC (datasheet)
 ETA = 0.312  # the measured path delivers 31% of the NIC (about 7.8 GB/s)
@@ -124,7 +124,7 @@ def test_cost_without_bytes_sweeps_sizes_and_names_tiers(
     import json
 
     from libra_des.cli import main
-    from libra_des.hardware.profile import save_profile
+    from libra_des.hardware.profiles.profile import save_profile
 
     path = save_profile(with_inter_p2p(load_profile("a100-sxm")), tmp_path / "p.json")
     argv = ["cost", "--profile", str(path), "--op", "all_reduce", "--group", "16"]

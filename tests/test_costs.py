@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from libra_des.cli import main
 from libra_des.errors import InputError
 from libra_des.hardware.costs import CostModel
-from libra_des.hardware.fabric import Fabric
-from libra_des.hardware.profile import COLLECTIVE_OPS, load_profile
+from libra_des.hardware.fabric.rates import Fabric
+from libra_des.hardware.profiles.profile import COLLECTIVE_OPS, load_profile
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

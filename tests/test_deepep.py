@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from libra_des.errors import InputError
-from libra_des.hardware import deepep
+from libra_des.hardware.collectives import deepep
 
 
 def test_a_token_crosses_to_a_node_once_and_reaches_each_gpu_once() -> None:

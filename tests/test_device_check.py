@@ -11,8 +11,8 @@ import pytest
 from libra_des.cli import main
 from libra_des.config import load_scenario
 from libra_des.errors import InputError
-from libra_des.hardware.profile import check_device, gpu_family, load_profile
-from libra_des.kinds.preflight import Estimate
+from libra_des.hardware.profiles.profile import check_device, gpu_family, load_profile
+from libra_des.kinds.estimate import Estimate
 from libra_des.sim.training import pipeline
 from libra_des.sim.training.simulator import simulate_training
 

@@ -11,15 +11,15 @@ import pytest
 from libra_des.cli import main
 from libra_des.config import ROOT, load_scenario
 from libra_des.errors import InputError
-from libra_des.hardware.routing import (
+from libra_des.hardware.fabric.link_loads import hashed_bounds
+from libra_des.hardware.fabric.routing import (
     Routing,
     ecmp_salts,
     flow_hash,
     flow_hashes,
-    hashed_bounds,
 )
-from libra_des.hardware.topology import load_topology
-from libra_des.sim.network.flow_model import Network
+from libra_des.hardware.fabric.topology import load_topology
+from libra_des.sim.network.flow.flow_model import Network
 from libra_des.sim.training.simulator import simulate_training
 
 QUICK = str(ROOT / "scenarios" / "quickstart.yaml")

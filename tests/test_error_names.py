@@ -7,8 +7,8 @@ import pytest
 from libra_des.cli import main
 from libra_des.errors import InputError
 from libra_des.hardware.costs import CostModel
-from libra_des.hardware.profile import load_profile
-from libra_des.hardware.topology import load_topology
+from libra_des.hardware.fabric.topology import load_topology
+from libra_des.hardware.profiles.profile import load_profile
 
 
 def model() -> CostModel:

@@ -13,10 +13,10 @@ import pytest
 
 from libra_des.config import ROOT, load_scenario
 from libra_des.errors import InputError
-from libra_des.hardware.communication import Communication
-from libra_des.hardware.hierarchy import bytes_per_rank, decompose, level_ranks
-from libra_des.hardware.profile import load_profile
-from libra_des.hardware.topology import load_topology, read_spec, shipped_topologies
+from libra_des.hardware.collectives.communication import Communication
+from libra_des.hardware.collectives.hierarchy import bytes_per_rank, decompose, level_ranks
+from libra_des.hardware.fabric.topology import load_topology, read_spec, shipped_topologies
+from libra_des.hardware.profiles.profile import load_profile
 from libra_des.kinds.simulation import simulate
 
 NIC = 50e9  # 400 Gb/s per port in the shipped files
@@ -97,7 +97,8 @@ def test_all_to_all_messages_move_at_their_levels_rate() -> None:
     comm = Communication(load_profile(None), three_tier().fabric(), efficiency=False)
     m = 1e9
     alpha = comm.fabric.inter_latency
-    ecmp = comm.inter_a2a(128, 1)[0].ecmp  # expected spine collisions (hardware/ecmp.py)
+    # Expected spine collisions (hardware/collectives/ecmp.py).
+    ecmp = comm.inter_a2a(128, 1)[0].ecmp
     for dst_node, rate in ((40, NIC / 2), (100, NIC / 6)):
         # Every node of leaf group 0 sends one message that far: each NIC then has its
         # share of the leaf's (and pod's) uplinks, which the levels' rates describe.

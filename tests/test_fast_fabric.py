@@ -10,16 +10,16 @@ import pytest
 import simpy
 from reference.ecmp import monte_carlo_factor
 
-from libra_des.hardware.alltoall import Mechanisms
-from libra_des.hardware.costs import CostModel
-from libra_des.hardware.ecmp import (
+from libra_des.hardware.collectives.alltoall import Mechanisms
+from libra_des.hardware.collectives.ecmp import (
     collision_factor,
     expected_max,
     stage_overlap_warning,
 )
-from libra_des.hardware.profile import load_profile
-from libra_des.hardware.topology import load_topology, shipped_topologies
-from libra_des.sim.network.flow_model import Network
+from libra_des.hardware.costs import CostModel
+from libra_des.hardware.fabric.topology import load_topology, shipped_topologies
+from libra_des.hardware.profiles.profile import load_profile
+from libra_des.sim.network.flow.flow_model import Network
 from libra_des.sim.network.models import flow_topology
 
 MIB = 1 << 20

@@ -7,8 +7,8 @@ import pytest
 
 from libra_des.config import VarianceSpec
 from libra_des.errors import InputError
-from libra_des.hardware.fleet_variance import FLEET, correlated_normals
-from libra_des.hardware.variance import VarianceModel
+from libra_des.hardware.variance.fleet_variance import FLEET, correlated_normals
+from libra_des.hardware.variance.model import VarianceModel
 
 GPN = 8
 

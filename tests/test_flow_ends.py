@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from libra_des.sim.network import flow_ends
+from libra_des.sim.network.flow import flow_ends
 
 
 def test_pushes_rekeys_and_removals_keep_the_smallest_key_on_top() -> None:

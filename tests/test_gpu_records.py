@@ -20,8 +20,11 @@ from libra_des.base.identity import code_fingerprint
 from libra_des.cli import main
 from libra_des.config import ROOT, load_scenario
 from libra_des.errors import InputError
-from libra_des.hardware import memory as mem
+from libra_des.hardware.collectives.nccl_tuner import generation
+from libra_des.hardware.compute import memory as mem
+from libra_des.hardware.compute.kernels import sm_count
 from libra_des.hardware.costs import CostModel
+from libra_des.hardware.fabric.topology_spec import parse_spec, read_spec, shipped_topologies
 from libra_des.hardware.gpu_records import (
     ASSUMED_DEVICE,
     GPU_DIR,
@@ -30,10 +33,7 @@ from libra_des.hardware.gpu_records import (
     gpu_record,
     records,
 )
-from libra_des.hardware.kernels import sm_count
-from libra_des.hardware.nccl_tuner import generation
-from libra_des.hardware.profile import load_profile, shipped_profiles
-from libra_des.hardware.topology_spec import parse_spec, read_spec, shipped_topologies
+from libra_des.hardware.profiles.profile import load_profile, shipped_profiles
 from libra_des.kinds.simulation import simulate
 from libra_des.sim.moe.setup import USABLE_HBM, check_memory
 from libra_des.sim.moe.simulator import simulate_moe

@@ -12,11 +12,11 @@ from hypothesis import strategies as st
 
 from libra_des.cli import main
 from libra_des.errors import InputError
+from libra_des.hardware.compute.kernels import grouped_shape
 from libra_des.hardware.costs import CostModel
-from libra_des.hardware.fitting import fit_profile
-from libra_des.hardware.importers import import_grouped_gemm_csv
-from libra_des.hardware.kernels import grouped_shape
-from libra_des.hardware.profile import datasheet_for, load_profile
+from libra_des.hardware.profiles.fitting import fit_profile
+from libra_des.hardware.profiles.importers import import_grouped_gemm_csv
+from libra_des.hardware.profiles.profile import datasheet_for, load_profile
 
 PUBLIC = Path(__file__).resolve().parents[1] / "calibration" / "public"
 DEEPGEMM = PUBLIC / "grouped_gemm_h800_fp8_deepgemm.csv"

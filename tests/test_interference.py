@@ -1,4 +1,5 @@
-"""Compute-communication interference (``hardware/interference.py``, ``overlap.interference``).
+"""Compute-communication interference (``hardware/compute/interference.py``,
+``overlap.interference``).
 
 Closed forms: an SM-bound GEMM beside a collective that holds ``s`` of ``S`` SMs for its whole
 duration slows by ``S / (S - s)``; a kernel of ``T`` one-wave tiles by the wave count. At the
@@ -17,8 +18,7 @@ import pytest
 from libra_des.cli import main
 from libra_des.config import load_scenario
 from libra_des.errors import InputError
-from libra_des.hardware.costs import CostModel
-from libra_des.hardware.interference import (
+from libra_des.hardware.compute.interference import (
     OverlapModel,
     check_counts,
     fitted_share,
@@ -26,8 +26,9 @@ from libra_des.hardware.interference import (
     stretched_chunk,
     wave_slowdown,
 )
-from libra_des.hardware.profile import load_profile
-from libra_des.hardware.topology import load_topology
+from libra_des.hardware.costs import CostModel
+from libra_des.hardware.fabric.topology import load_topology
+from libra_des.hardware.profiles.profile import load_profile
 from libra_des.kinds.simulation import simulate
 from libra_des.sim.training.overlap import Factors, Ledger, pipeliner_stretch, stretched_buckets
 
@@ -162,7 +163,7 @@ def test_model_checks_its_counts() -> None:
 def test_a_gpu_profiles_kernel_under_collective_cases_set_the_sm_share() -> None:
     """Cases measured by ``libra-des calibrate`` on a GPU: a GEMM 1.25x slower under the
     collective lost 20% of the SMs; the scenario's own knob wins over the fit."""
-    from libra_des.hardware.profile import Interference
+    from libra_des.hardware.profiles.profile import Interference
 
     topo = load_topology("h200-roce-railopt", {"nodes": 1})
     base = load_profile(None)

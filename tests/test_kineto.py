@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from libra_des.cli import main
-from libra_des.hardware.kineto import import_kineto
-from libra_des.hardware.profile import load_profile
+from libra_des.hardware.profiles.kineto import import_kineto
+from libra_des.hardware.profiles.profile import load_profile
 
 #: Two gloo ranks run a GEMM, a batched GEMM, causal attention and three collectives under
 #: torch.profiler (after one untimed round, so the first call's set-up is not profiled).

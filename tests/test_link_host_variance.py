@@ -12,8 +12,8 @@ from test_fleet_variance import GPN, build, only
 from libra_des.cli import main
 from libra_des.config import VarianceSpec
 from libra_des.errors import InputError
-from libra_des.hardware.link_host_variance import HostGaps, LinkVariance
-from libra_des.hardware.variance import VarianceModel
+from libra_des.hardware.variance.link_host_variance import HostGaps, LinkVariance
+from libra_des.hardware.variance.model import VarianceModel
 
 
 def test_link_jitter_has_mean_one_its_sigma_and_rack_correlation() -> None:

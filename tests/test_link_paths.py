@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from libra_des.sim.network.link_paths import LinkPaths
+from libra_des.sim.network.flow.link_paths import LinkPaths
 
 
 def scan(routes: np.ndarray, paths: int, links: np.ndarray) -> np.ndarray:

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from libra_des.hardware.variance import VarianceModel
-from libra_des.sim.network.fluid import FluidState
-from libra_des.sim.network.link_table import LinkTable
+from libra_des.hardware.variance.model import VarianceModel
+from libra_des.sim.network.flow.fluid import FluidState
+from libra_des.sim.network.flow.link_table import LinkTable
 from tests.reference.linktable import full_binding, full_common
 
 

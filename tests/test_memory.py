@@ -10,7 +10,7 @@ from libra_des.cli import main
 from libra_des.config import ROOT, load_scenario
 from libra_des.config import TrainingScenario as Scenario
 from libra_des.errors import InputError
-from libra_des.hardware import memory as mem
+from libra_des.hardware.compute import memory as mem
 from libra_des.kinds.simulation import simulate
 from libra_des.sim.training.memory import PlanFootprint, check_memory, held_layers, stage_memory
 from libra_des.sim.training.schedules import build_schedule
@@ -39,7 +39,7 @@ def stages(sc: Scenario, tokens: float = 2048, remote: float = 0.0, chunks: int 
                         "H200-SXM").stages
 
 
-# Hand-computed per-layer figures (bf16, see hardware/memory.py):
+# Hand-computed per-layer figures (bf16, see hardware/compute/memory.py):
 # attention 64*(4+2*2)*16 + 4*16*64 = 12,288 weights, two norms 128;
 # dense FFN 3*64*128 = 24,576; MoE router 64*8 = 512, experts 8*3*64*32 = 49,152 over EP.
 DENSE_LAYER = 12_288 + 128 + 24_576

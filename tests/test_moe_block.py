@@ -10,8 +10,8 @@ import pytest
 
 from libra_des.config import load_scenario
 from libra_des.hardware.costs import CostModel
-from libra_des.hardware.profile import load_profile
-from libra_des.hardware.topology import load_topology
+from libra_des.hardware.fabric.topology import load_topology
+from libra_des.hardware.profiles.profile import load_profile
 from libra_des.plan.moe.registry import BUILTIN
 from libra_des.results.trace_moe import moe_trace
 from libra_des.sim.moe.block import NON_EXPERT, elementwise_bytes

@@ -9,7 +9,7 @@ import importlib.util
 import numpy as np
 import pytest
 
-from libra_des.hardware.profile import HostOverheads, Sourced
+from libra_des.hardware.profiles.profile import HostOverheads, Sourced
 from libra_des.sim.moe import host
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None

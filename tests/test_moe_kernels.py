@@ -11,11 +11,11 @@ import pytest
 from libra_des.cli import main
 from libra_des.config import load_scenario
 from libra_des.hardware import costs as costs_module
-from libra_des.hardware import grouped_kernels
+from libra_des.hardware.compute import grouped_kernels
+from libra_des.hardware.compute.grouped_kernels import KERNELS, grouped_kernel
 from libra_des.hardware.costs import CostModel
-from libra_des.hardware.grouped_kernels import KERNELS, grouped_kernel
-from libra_des.hardware.profile import load_profile
-from libra_des.hardware.topology import load_topology
+from libra_des.hardware.fabric.topology import load_topology
+from libra_des.hardware.profiles.profile import load_profile
 from libra_des.plan.moe.registry import BUILTIN
 from libra_des.sim.moe.costs import StageCoster
 from libra_des.sim.moe.simulator import simulate_moe

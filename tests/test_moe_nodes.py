@@ -90,7 +90,7 @@ def test_multinode_scenarios_elaborate() -> None:
     from pathlib import Path
 
     from libra_des.config import load_scenario
-    from libra_des.hardware.topology import load_topology
+    from libra_des.hardware.fabric.topology import load_topology
     from libra_des.sim.moe.setup import check_memory, ep_group
 
     found = sorted((Path(__file__).resolve().parents[1] / "scenarios").glob("moe-ep-*node-*.yaml"))

@@ -13,8 +13,8 @@ from libra_des.cli import main
 from libra_des.config import Scenario, load_scenario
 from libra_des.errors import InputError
 from libra_des.hardware.costs import CostModel
-from libra_des.hardware.profile import load_profile
-from libra_des.hardware.topology import load_topology
+from libra_des.hardware.fabric.topology import load_topology
+from libra_des.hardware.profiles.profile import load_profile
 from libra_des.plan.moe import static_home
 from libra_des.plan.moe.registry import moe_system_names
 from libra_des.sim.moe.batch import BatchPlanner

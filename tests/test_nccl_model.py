@@ -15,13 +15,13 @@ import pytest
 
 from libra_des.cli import main
 from libra_des.errors import InputError
-from libra_des.hardware import collective_ops
+from libra_des.hardware.collectives import collective_ops
+from libra_des.hardware.collectives.nccl_tuner import NcclTuner, check_override
 from libra_des.hardware.costs import CostModel
-from libra_des.hardware.fitting import fit_profile
-from libra_des.hardware.importers import import_nccl_tests
-from libra_des.hardware.nccl_tuner import NcclTuner, check_override
-from libra_des.hardware.profile import COLLECTIVE_OPS, Sample, load_profile
-from libra_des.hardware.topology import load_topology
+from libra_des.hardware.fabric.topology import load_topology
+from libra_des.hardware.profiles.fitting import fit_profile
+from libra_des.hardware.profiles.importers import import_nccl_tests
+from libra_des.hardware.profiles.profile import COLLECTIVE_OPS, Sample, load_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 NCCL = ROOT.parent / "shared" / "data" / "nccl-tests-h200x8"
@@ -236,7 +236,7 @@ def test_all_to_all_breakdown_names_each_mechanism_and_grows_with_nodes(
 def test_all_to_all_has_its_own_efficiency_from_all_to_all_evidence() -> None:
     import csv
 
-    from libra_des.hardware.collectives import A2A_NIC_EFFICIENCY
+    from libra_des.hardware.collectives.curves import A2A_NIC_EFFICIENCY
 
     text = (ROOT / "calibration" / "public" / "alltoall-efficiency.csv").read_text()
     rows = list(csv.DictReader(ln for ln in text.splitlines() if not ln.startswith("#")))

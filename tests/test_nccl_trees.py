@@ -15,8 +15,8 @@ import math
 import pytest
 
 from libra_des.hardware.costs import CostModel
-from libra_des.hardware.profile import load_profile
-from libra_des.hardware.topology import load_topology
+from libra_des.hardware.fabric.topology import load_topology
+from libra_des.hardware.profiles.profile import load_profile
 
 
 def bare(profile: str, topology: str, nodes: int) -> CostModel:

@@ -14,9 +14,9 @@ from reference.solver import TIE_TOLERANCE, bottleneck_links, max_min_rates, ref
 
 from libra_des.config import VarianceSpec
 from libra_des.errors import InputError
-from libra_des.hardware.topology import Topology, load_topology
-from libra_des.hardware.variance import VarianceModel
-from libra_des.sim.network.flow_model import Network
+from libra_des.hardware.fabric.topology import Topology, load_topology
+from libra_des.hardware.variance.model import VarianceModel
+from libra_des.sim.network.flow.flow_model import Network
 from libra_des.sim.network.model import send_together
 
 MB = 1 << 20

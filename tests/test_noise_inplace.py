@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from libra_des.hardware.variance import LogNormalNoise
+from libra_des.hardware.variance.model import LogNormalNoise
 
 
 @pytest.mark.parametrize("sigma", [0.0, 0.03, 0.5, 1.7])

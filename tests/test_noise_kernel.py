@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from libra_des.hardware.noise_kernel import shifted_normals
-from libra_des.hardware.variance import EpisodeSchedule, FailSlowEpisodes, LogNormalNoise
+from libra_des.hardware.variance.episodes import EpisodeSchedule, FailSlowEpisodes
+from libra_des.hardware.variance.model import LogNormalNoise
+from libra_des.hardware.variance.noise_kernel import shifted_normals
 
 
 @pytest.mark.parametrize("sigma", [0.0115, 0.3, 1.7])

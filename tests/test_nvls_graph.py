@@ -15,8 +15,8 @@ from __future__ import annotations
 import pytest
 
 from libra_des.hardware.costs import CostModel
-from libra_des.hardware.profile import load_profile
-from libra_des.hardware.topology import load_topology
+from libra_des.hardware.fabric.topology import load_topology
+from libra_des.hardware.profiles.profile import load_profile
 
 # (GPUs, search speed s by hand: the largest of 60, 50, 40 with (n + 1) s <= 370.8)
 HAND = ((2, 60.0), (4, 60.0), (8, 40.0))

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from libra_des.hardware.costs import CostModel
-from libra_des.hardware.profile import load_profile
-from libra_des.hardware.topology import load_topology
+from libra_des.hardware.fabric.topology import load_topology
+from libra_des.hardware.profiles.profile import load_profile
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "vidur-profiles"
 
@@ -94,7 +94,7 @@ def test_intra_node_send_recv_against_vidur(profile: str, topology: str, log: st
 def test_an_overlapped_exchange_takes_nccls_p2p_channels() -> None:
     """The SMs an overlapped point-to-point exchange holds: NCCL's p2p channels, 32 on an
     H200 node (24 execution channels rounded up), so a GEMM keeps 132 - 32 SMs."""
-    from libra_des.hardware.interference import overlap_model, p2p_channels
+    from libra_des.hardware.compute.interference import overlap_model, p2p_channels
 
     m = bare("h200-sxm", "h200-8x-nvswitch")
     assert p2p_channels(m, 8) == 32

@@ -10,11 +10,16 @@ import pytest
 
 from libra_des.cli import main
 from libra_des.errors import InputError
-from libra_des.hardware.collectives import Curve
-from libra_des.hardware.fitting import fit_profile
-from libra_des.hardware.importers import import_files, parse_batch
-from libra_des.hardware.kernels import AttentionParams, attention_call, attention_work, cp_shard
-from libra_des.hardware.profile import (
+from libra_des.hardware.collectives.curves import Curve
+from libra_des.hardware.compute.kernels import (
+    AttentionParams,
+    attention_call,
+    attention_work,
+    cp_shard,
+)
+from libra_des.hardware.profiles.fitting import fit_profile
+from libra_des.hardware.profiles.importers import import_files, parse_batch
+from libra_des.hardware.profiles.profile import (
     AttentionShape,
     GemmShape,
     Piece,

@@ -1,5 +1,5 @@
 """PXN in the flow model: cross-rail point-to-point messages relayed through a proxy GPU of the
-sender's node on the destination's rail (hardware/topology.py, docs/communication.md)."""
+sender's node on the destination's rail (hardware/fabric/topology.py, docs/communication.md)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import simpy
 
-from libra_des.hardware.alltoall import Mechanisms
+from libra_des.hardware.collectives.alltoall import Mechanisms
 from libra_des.hardware.costs import CostModel
-from libra_des.hardware.profile import load_profile
-from libra_des.hardware.topology import Topology, load_topology
-from libra_des.sim.network.flow_model import Network
+from libra_des.hardware.fabric.topology import Topology, load_topology
+from libra_des.hardware.profiles.profile import load_profile
+from libra_des.sim.network.flow.flow_model import Network
 from libra_des.sim.network.models import flow_topology
 
 MIB = 1 << 20

@@ -1,4 +1,4 @@
-"""Replayed all-to-alls (sim/network/replay.py) give what solving every coflow gives."""
+"""Replayed all-to-alls (sim/network/flow/replay.py) give what solving every coflow gives."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import simpy
 
-from libra_des.hardware.topology import Topology, load_topology
-from libra_des.sim.network.flow_model import Network
+from libra_des.hardware.fabric.topology import Topology, load_topology
+from libra_des.sim.network.flow.flow_model import Network
 
 MB = 1 << 20
 

@@ -1,4 +1,4 @@
-"""Adversarial checks of replayed all-to-alls (sim/network/replay.py): cases built to catch a
+"""Adversarial checks of replayed all-to-alls (sim/network/flow/replay.py): cases built to catch a
 replay that drifts from solving every coflow in the network (``Network(replay=False)``).
 
 Every case runs twice, with and without replays, and compares each op's finish time (rtol
@@ -20,10 +20,11 @@ import pytest
 import simpy
 
 from libra_des.errors import InputError
-from libra_des.hardware.topology import Topology, load_topology, read_spec
-from libra_des.hardware.variance import BernoulliSlowdown, VarianceModel
-from libra_des.sim.network.flow_model import Network
-from libra_des.sim.network.replay import Handover, Replay
+from libra_des.hardware.fabric.topology import Topology, load_topology, read_spec
+from libra_des.hardware.variance.episodes import BernoulliSlowdown
+from libra_des.hardware.variance.model import VarianceModel
+from libra_des.sim.network.flow.flow_model import Network
+from libra_des.sim.network.flow.replay import Handover, Replay
 from tests.test_replay import MB, a2a, all_reduce, send
 
 #: One op: its absolute start time, zero-time hops before it starts (to order ops that start

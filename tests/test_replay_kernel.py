@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from libra_des.sim.network import replay_kernel as kernel
-from libra_des.sim.network.fluid import MARGIN
+from libra_des.sim.network.flow import replay_kernel as kernel
+from libra_des.sim.network.flow.tolerances import MARGIN
 
 
 def test_reserve_and_release_match_fancy_indexing_and_end_at_exact_zero() -> None:

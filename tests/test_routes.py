@@ -8,10 +8,10 @@ import pytest
 import simpy
 
 from libra_des.errors import InputError
-from libra_des.hardware.routing import Routing
-from libra_des.hardware.topology import LinkId, Topology, load_topology
-from libra_des.sim.network.flow_model import Network
-from libra_des.sim.network.routes import RouteNumbers
+from libra_des.hardware.fabric.routing import Routing
+from libra_des.hardware.fabric.topology import LinkId, Topology, load_topology
+from libra_des.sim.network.flow.flow_model import Network
+from libra_des.sim.network.flow.routes import RouteNumbers
 
 CASES = [
     ("h200-roce-railopt", {"nodes": 16}, "ecmp", True),

@@ -11,7 +11,7 @@ import pytest
 from test_comm_properties import TOPOLOGIES, model
 
 from libra_des.config import LengthDist
-from libra_des.hardware.a2a_batch import all_to_allv_batch
+from libra_des.hardware.collectives.a2a_batch import all_to_allv_batch
 from libra_des.plan.pipeline_kernel import pipelined_rows
 from libra_des.plan.tap import pipelined_array
 from libra_des.plan.types import PairBytes

@@ -12,10 +12,10 @@ from libra_des.cli import main
 from libra_des.config import ROOT, load_scenario
 from libra_des.errors import CheckError
 from libra_des.hardware.costs import CostModel
-from libra_des.hardware.profile import load_profile
-from libra_des.hardware.topology import load_topology
+from libra_des.hardware.fabric.topology import load_topology
+from libra_des.hardware.profiles.profile import load_profile
 from libra_des.kinds.simulation import simulate
-from libra_des.plan.tap_autotune import PoolSetting, grid, rank
+from libra_des.sim.training.tap_autotune import PoolSetting, grid, rank
 
 MICRO = str(ROOT / "scenarios" / "paper-attention-microbench-256k.yaml")
 SMALL = ["parallelism.dp=2", "parallelism.cp=2", "parallelism.gbs=4", "balancer.pool_size=2",

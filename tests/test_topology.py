@@ -11,7 +11,7 @@ import networkx as nx
 import pytest
 
 from libra_des.errors import InputError
-from libra_des.hardware.topology import (
+from libra_des.hardware.fabric.topology import (
     load_topology,
     parse_bandwidth,
     parse_latency,

@@ -6,7 +6,7 @@ import networkx as nx
 import pytest
 
 from libra_des.errors import InputError
-from libra_des.hardware.topology import Link, load_topology, shipped_topologies
+from libra_des.hardware.fabric.topology import Link, load_topology, shipped_topologies
 
 
 @pytest.mark.parametrize("name", shipped_topologies())
@@ -36,6 +36,6 @@ def test_reduced_connectivity_check_agrees_with_full_graph(spines: int, nodes: i
         assert nx.number_connected_components(topo.graph) == 1
     # The full graph, grown from a topology that skips the check, decides the same.
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("libra_des.hardware.topology.Topology.check_connected", lambda self: None)
+        mp.setattr("libra_des.hardware.fabric.topology.Topology.check_connected", lambda self: None)
         full = load_topology("h200-roce-railopt", params)
     assert (nx.number_connected_components(full.graph) == 1) == connected

@@ -8,13 +8,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from libra_des.config import VarianceSpec
-from libra_des.hardware.variance import (
+from libra_des.hardware.variance.episodes import (
     BernoulliSlowdown,
     EpisodeSchedule,
     FailSlowEpisodes,
-    LogNormalNoise,
-    VarianceModel,
 )
+from libra_des.hardware.variance.model import LogNormalNoise, VarianceModel
 
 # Paper (Libra long-context training): 32K causal attention on 256 identical GPUs, 500 steps,
 # fastest and slowest GPU dropped per step: (slowest - fastest) / fastest.

@@ -35,8 +35,8 @@ def replay_chakra(traces: list[Path], topology: str, profile: str | None = None,
     the ranks need, priced by ``profile`` (default: the shipped H200 SXM). ``scope``
     ``borrowed`` accepts a profile measured on another GPU, with a warning."""
     from libra_des.hardware.costs import CostModel
-    from libra_des.hardware.profile import check_device, load_profile
-    from libra_des.hardware.topology import load_topology
+    from libra_des.hardware.fabric.topology import load_topology
+    from libra_des.hardware.profiles.profile import check_device, load_profile
     from libra_des.sim.chakra.files import read_inputs
     from libra_des.sim.chakra.replay import replay
 

@@ -18,8 +18,8 @@ if TYPE_CHECKING:
     from libra_des.hardware.cost_ops import CostOp as CostOp
     from libra_des.hardware.cost_ops import CostReport as CostReport
     from libra_des.hardware.costs import CostModel as CostModel
-    from libra_des.hardware.fabric import Fabric
-    from libra_des.hardware.profile import Profile
+    from libra_des.hardware.fabric.rates import Fabric
+    from libra_des.hardware.profiles.profile import Profile
 
 __all__ = [
     "CostLimits", "check_numbers", "cost", "cost_choices", "cost_limits", "cost_model",
@@ -31,7 +31,7 @@ def fabric_for(
     profile: Profile, topology: str | None, group: int, gpus_per_node: int | None
 ) -> Fabric:
     """The fabric of ``topology`` (or the profile's machine), grown to fit ``group`` GPUs."""
-    from libra_des.hardware.topology import load_topology
+    from libra_des.hardware.fabric.topology import load_topology
 
     name = topology or profile.interconnect.topology
     if name is None:
@@ -65,11 +65,12 @@ def cost_model(
 
 def cost_device_warnings(profile: str | None, topology: str | None,
                          profile_scope: str) -> list[str]:
-    """``run``'s device check (:func:`~libra_des.hardware.device_check.profile_warnings`) for
-    a cost query: the named topology, else the profile's own machine (nothing to check when
-    the profile names none). Raises the same one-line error as ``run`` on a refused profile."""
-    from libra_des.hardware.device_check import profile_warnings
-    from libra_des.hardware.profile import load_profile
+    """``run``'s device check
+    (:func:`~libra_des.hardware.profiles.device_check.profile_warnings`) for a cost query:
+    the named topology, else the profile's own machine (nothing to check when the profile
+    names none). Raises the same one-line error as ``run`` on a refused profile."""
+    from libra_des.hardware.profiles.device_check import profile_warnings
+    from libra_des.hardware.profiles.profile import load_profile
 
     if profile_scope not in ("own", "borrowed"):
         raise InputError("profile_scope", profile_scope, "own | borrowed")
@@ -85,7 +86,7 @@ def checked_cost_model(
 ) -> tuple[CostModel, list[str]]:
     """:func:`cost_model` and the device check's warnings (before any pricing)."""
     from libra_des.hardware.costs import CostModel
-    from libra_des.hardware.profile import load_profile
+    from libra_des.hardware.profiles.profile import load_profile
 
     for name, ref in (("profile", profile), ("topology", topology)):
         if ref is not None and not isinstance(ref, str | os.PathLike):
@@ -154,8 +155,8 @@ def cost_ops() -> tuple[CostOp, ...]:
 
 def cost_choices() -> dict[str, tuple[str, ...]]:
     """The names ``libra-des cost`` offers: ops, collective algorithms and GEMM dtypes."""
-    from libra_des.hardware.collectives import ALGORITHMS
-    from libra_des.hardware.profile import DTYPE_BYTES
+    from libra_des.hardware.collectives.curves import ALGORITHMS
+    from libra_des.hardware.profiles.profile import DTYPE_BYTES
 
     return {"op": tuple(o.name for o in cost_ops()), "algorithm": ALGORITHMS,
             "dtype": tuple(DTYPE_BYTES)}

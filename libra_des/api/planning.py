@@ -2,8 +2,8 @@
 TAP (H, B) ranking that ``auto`` knobs use (``plan --scenario S --tap``).
 
 :mod:`libra_des.runs.plan_replay` replays groupings and TAP over corpus windows;
-:mod:`libra_des.plan.tap_autotune` ranks TAP's candidates. Every function imports them inside
-its body.
+:mod:`libra_des.sim.training.tap_autotune` ranks TAP's candidates. Every function imports
+them inside its body.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from libra_des.api.scenarios import load_training
 from libra_des.errors import InputError
 
 if TYPE_CHECKING:
-    from libra_des.plan.tap_autotune import Ranking as Ranking
     from libra_des.runs.plan_replay import PlanSettings as PlanSettings
+    from libra_des.sim.training.tap_autotune import Ranking as Ranking
 
 __all__ = [
     "TapRanking", "default_plan_model", "max_seed", "plan_policies", "plan_settings", "rank_tap",
@@ -88,8 +88,8 @@ class TapRanking:
 def rank_tap(scenario: str, overrides: Sequence[str] = ()) -> TapRanking:
     """Rank TAP's (H, B) candidates as a run does before its first step, with both knobs
     ``auto``: the same first window, pools, cost model and memory check (see
-    :mod:`libra_des.plan.tap_autotune`). Fixed knobs in the scenario are ignored: the ranking
-    covers the whole grid. Training scenarios whose policy runs TAP only."""
+    :mod:`libra_des.sim.training.tap_autotune`). Fixed knobs in the scenario are ignored:
+    the ranking covers the whole grid. Training scenarios whose policy runs TAP only."""
     import numpy as np
 
     from libra_des.plan.balancers.registry import get as training_balancer

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING
 from libra_des.errors import InputError
 
 if TYPE_CHECKING:
-    from libra_des.hardware.fitting import FitResult as FitResult
-    from libra_des.hardware.importers import Imported as Imported
-    from libra_des.hardware.profile import Fit as Fit
-    from libra_des.hardware.profile import Profile as Profile
-    from libra_des.hardware.profile import Sourced as Sourced
+    from libra_des.hardware.profiles.fitting import FitResult as FitResult
+    from libra_des.hardware.profiles.importers import Imported as Imported
+    from libra_des.hardware.profiles.profile import Fit as Fit
+    from libra_des.hardware.profiles.profile import Profile as Profile
+    from libra_des.hardware.profiles.profile import Sourced as Sourced
 
 __all__ = [
     "Prediction", "ProfileValidation", "SampleGroup", "import_formats", "import_measurements",
@@ -32,21 +32,21 @@ GIB, MIB = float(1 << 30), float(1 << 20)
 
 def import_formats() -> tuple[str, ...]:
     """The measurement formats ``profile import --format`` reads."""
-    from libra_des.hardware.importers import FORMATS
+    from libra_des.hardware.profiles.importers import FORMATS
 
     return FORMATS
 
 
 def load_profile(ref: str | Path | None = None) -> Profile:
     """A profile by path or shipped name (``None``: the shipped H200 SXM)."""
-    from libra_des.hardware.profile import load_profile as load
+    from libra_des.hardware.profiles.profile import load_profile as load
 
     return load(ref)
 
 
 def read_measurements(fmt: str, paths: list[Path]) -> Imported:
     """The samples of measurement files in format ``fmt`` (and the device they name)."""
-    from libra_des.hardware.importers import import_files
+    from libra_des.hardware.profiles.importers import import_files
 
     return import_files(fmt, paths)
 
@@ -54,8 +54,8 @@ def read_measurements(fmt: str, paths: list[Path]) -> Imported:
 def base_profile(out: Path, device: str | None, start_from: str | None = None) -> Profile:
     """The profile to extend: ``out`` if it exists, else ``start_from`` or the device's datasheet
     profile (without fits or samples)."""
-    from libra_des.hardware.profile import datasheet_for
-    from libra_des.hardware.profile import load_profile as load
+    from libra_des.hardware.profiles.profile import datasheet_for
+    from libra_des.hardware.profiles.profile import load_profile as load
 
     if out.exists():
         prof = load(out)
@@ -77,8 +77,8 @@ def import_measurements(imported: Imported, out: Path, device: str | None = None
     """Add ``imported`` to the profile at ``out`` (a new one from ``start_from`` or the
     device's datasheet profile), fit it and save it; re-imported files replace their samples.
     ``strip_samples`` keeps the fits only."""
-    from libra_des.hardware.fitting import fit_profile
-    from libra_des.hardware.profile import save_profile
+    from libra_des.hardware.profiles.fitting import fit_profile
+    from libra_des.hardware.profiles.profile import save_profile
 
     prof = base_profile(out, device or (None if out.exists() else imported.device), start_from)
     fresh = {s.source for s in imported.samples}
@@ -94,8 +94,8 @@ def import_measurements(imported: Imported, out: Path, device: str | None = None
 def refit_profile(ref: str, cv: bool = False) -> tuple[Path, list[FitResult]]:
     """Refit a profile's samples (``cv``: leave-one-size-out cross-validation) and save it
     when anything was fitted; (its path, the fits)."""
-    from libra_des.hardware.fitting import fit_profile
-    from libra_des.hardware.profile import resolve_profile, save_profile
+    from libra_des.hardware.profiles.fitting import fit_profile
+    from libra_des.hardware.profiles.profile import resolve_profile, save_profile
 
     path = resolve_profile(ref)
     fitted, results = fit_profile(load_profile(path), cv=cv)
@@ -116,7 +116,7 @@ class ProfileValidation:
 
 def validate_profile(ref: str | Path) -> ProfileValidation:
     """Replay every measured sample of a profile (``libra-des validate``)."""
-    from libra_des.hardware.profile_replay import replay, summarise
+    from libra_des.hardware.profiles.profile_replay import replay, summarise
 
     profile = load_profile(ref)
     rows = summarise(profile, replay(profile))
@@ -138,7 +138,7 @@ class SampleGroup:
 
 def sample_groups(profile: Profile) -> list[SampleGroup]:
     """A profile's samples by fit key (ops without a fitted model are left out)."""
-    from libra_des.hardware.fitting import group_samples, sample_size
+    from libra_des.hardware.profiles.fitting import group_samples, sample_size
 
     out = []
     for (op, group, gpn, _), ss in group_samples(profile.samples).items():

@@ -132,7 +132,7 @@ def noise_factors(gpus: int, steps: int, seed: int = 0) -> np.ndarray:
     import numpy as np
 
     from libra_des.config import VarianceSpec
-    from libra_des.hardware.variance import VarianceModel
+    from libra_des.hardware.variance.model import VarianceModel
 
     for name, value in (("gpus", gpus), ("steps", steps)):
         if not is_int(value) or not 1 <= value <= 1 << 20:

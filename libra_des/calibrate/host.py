@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from libra_des.hardware.profile import HostCheck, HostOverheads, Sourced
+from libra_des.hardware.profiles.profile import HostCheck, HostOverheads, Sourced
 
 if TYPE_CHECKING:
     import torch

@@ -10,7 +10,8 @@ Method (assumptions):
   ``scaled_dot_product_attention`` call (``is_causal=True`` inside each document), so a call
   over a length mix is one launch per distinct length; ``flash_attn_varlen_func`` (one launch)
   is used instead when ``flash-attn`` is importable on a GPU. Recorded as
-  :class:`~libra_des.hardware.profile.AttentionShape` (length, count) runs, as the importers
+  :class:`~libra_des.hardware.profiles.profile.AttentionShape` (length, count) runs, as the
+  importers
   record the public H100 table, so the same fitter applies.
 - gemm: ``[m, k] x [k, n]`` (bf16 on GPU, fp32 on CPU). grouped_gemm: ``E`` experts with
   ``m`` rows each, timed as one batched GEMM launch (``torch.bmm``), i.e. a grouped GEMM under
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from libra_des.calibrate.sizes import CLOCK_FLOOR_S, SOURCE, Sizes
-from libra_des.hardware.profile import AttentionShape, GemmShape, Sample, TimeStats
+from libra_des.hardware.profiles.profile import AttentionShape, GemmShape, Sample, TimeStats
 
 if TYPE_CHECKING:
     import torch

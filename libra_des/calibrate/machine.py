@@ -14,7 +14,7 @@ from pathlib import Path
 
 from libra_des.calibrate.kernels import Clock
 from libra_des.calibrate.sizes import MIB
-from libra_des.hardware.profile import Interconnect, Peaks, Profile, Sample, Sourced
+from libra_des.hardware.profiles.profile import Interconnect, Peaks, Profile, Sample, Sourced
 
 
 def best_rate(fn: Callable[[], object], work: float, clock: Clock, repeats: int = 5) -> float:

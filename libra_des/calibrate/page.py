@@ -18,10 +18,10 @@ from pathlib import Path
 import numpy as np
 
 from libra_des.base.storage import write_atomic
-from libra_des.hardware.fitting import FitResult, group_key, sample_size
-from libra_des.hardware.interference import fitted_share
-from libra_des.hardware.profile import Profile
-from libra_des.hardware.profile_replay import Replay, replay
+from libra_des.hardware.compute.interference import fitted_share
+from libra_des.hardware.profiles.fitting import FitResult, group_key, sample_size
+from libra_des.hardware.profiles.profile import Profile
+from libra_des.hardware.profiles.profile_replay import Replay, replay
 
 W, H, PAD = 420, 260, 48
 STYLE = """body{font-family:system-ui,sans-serif;margin:24px;color:#222}

@@ -28,7 +28,7 @@ import numpy as np
 
 from libra_des.calibrate.kernels import Clock, dtype_of, stats
 from libra_des.calibrate.sizes import MIB, SOURCE, collective_groups
-from libra_des.hardware.profile import Interference, Sample
+from libra_des.hardware.profiles.profile import Interference, Sample
 
 if TYPE_CHECKING:
     import torch

@@ -22,8 +22,8 @@ from rich.console import Console
 
 from libra_des.calibrate.sizes import ALL_OPS, COLLECTIVES, KERNEL_OPS, SIZE_SETS, SOURCE, Sizes
 from libra_des.errors import InputError
-from libra_des.hardware.fitting import FitResult, fit_profile
-from libra_des.hardware.profile import (
+from libra_des.hardware.profiles.fitting import FitResult, fit_profile
+from libra_des.hardware.profiles.profile import (
     Interference,
     Profile,
     Sample,

@@ -1,6 +1,6 @@
 """``libra-des validate PROFILE [--json]``: replay a profile's measurements through the simulator.
 
-The replay and its per-op error table are :mod:`libra_des.hardware.profile_replay`'s (the
+The replay and its per-op error table are :mod:`libra_des.hardware.profiles.profile_replay`'s (the
 API's :func:`~libra_des.api.profiles.validate_profile`); this command prints them.
 """
 

@@ -1,7 +1,7 @@
 """Variance knobs the run would ignore: refused as bad input (``VarianceSpec``'s check).
 
 A variance source acts only when its rate, fraction or spread is on; its length, factor or
-correlation alone changes nothing (hardware/variance.py, fleet_variance.py and
+correlation alone changes nothing (hardware/variance/model.py, fleet_variance.py and
 link_host_variance.py read them so), and under ``enabled: false`` no knob acts at all.
 """
 
@@ -14,7 +14,7 @@ from libra_des.errors import InputError
 
 #: A variance knob and the knob that must be on for it to act: ``(knob, switch)``; a knob
 #: listed twice acts when either switch is on. A knob whose switches are all off is ignored
-#: by the run (hardware/variance.py, fleet_variance.py, link_host_variance.py read them
+#: by the run (hardware/variance/model.py, fleet_variance.py, link_host_variance.py read them
 #: so), which is bad input.
 VARIANCE_SWITCHES = (
     ("slow_factor", "slow_gpu_fraction"),

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import (
     ConfigDict,
@@ -25,7 +25,9 @@ from pydantic import (
     model_validator,
 )
 
-from libra_des.config import (
+from libra_des.base.identity import portable_paths
+from libra_des.config.ignored_knobs import ignored_variance_knob
+from libra_des.config.loading import (
     Frozen,
     ModelSpec,
     MoeWorkload,
@@ -37,7 +39,6 @@ from libra_des.config import (
     shipped_scenario,
     validate,
 )
-from libra_des.config.ignored_knobs import ignored_variance_knob
 from libra_des.config.validation import check_gpus, check_model, check_training
 from libra_des.errors import InputError
 
@@ -108,7 +109,7 @@ class TrainingBalancerSpec(Frozen):
     policy: str = "libra"
     pool_size: int = Field(default=8, gt=0)
     # TAP's head split H and block size B; ``auto`` lets the configuration simulator choose
-    # them per run (libra_des.plan.tap_autotune).
+    # them per run (libra_des.sim.training.tap_autotune).
     heads_split: int | str = "auto"
     block_size: int | str = "auto"
     slack: float = Field(default=0.03, ge=0)
@@ -172,7 +173,7 @@ class VarianceSpec(Frozen):
     """Runtime-variance knobs; ``enabled: false`` gives a noiseless run.
 
     Fields left at ``None`` take the calibrated defaults of
-    :mod:`libra_des.hardware.variance` (fitted to the paper's 256-GPU attention-noise spread).
+    :mod:`libra_des.hardware.variance.model` (fitted to the paper's 256-GPU attention-noise spread).
     ``failslow_rate`` is the chance per GPU per step that an episode starts; an episode lasts
     ``failslow_steps`` steps on average and slows the GPU by ``failslow_factor``.
     """
@@ -186,7 +187,7 @@ class VarianceSpec(Frozen):
     failslow_steps: float | None = Field(default=None, ge=1)
     degraded_link_fraction: float = Field(default=0.0, ge=0, le=1)
     degraded_link_factor: float = Field(default=1.0, ge=1)
-    # Structured sources (hardware/fleet_variance.py): None is off, or the fleet default
+    # Structured sources (hardware/variance/fleet_variance.py): None is off, or the fleet default
     # (docs/variance.md) under ``fleet: true``.
     fleet: bool = False
     gpu_speed_sigma: float | None = Field(default=None, ge=0, le=0.5)
@@ -198,7 +199,7 @@ class VarianceSpec(Frozen):
     rack_episode_steps: float | None = Field(default=None, ge=1)
     rack_episode_factor: float | None = Field(default=None, ge=1)
     rack_nodes: int | None = Field(default=None, ge=1)
-    # Network links and host gaps (hardware/link_host_variance.py), the same None rule.
+    # Network links and host gaps (hardware/variance/link_host_variance.py), the same None rule.
     link_jitter_sigma: float | None = Field(default=None, ge=0, le=0.5)
     link_jitter_correlation: float | None = Field(default=None, ge=0, le=1)
     link_episode_rate: float | None = Field(default=None, ge=0, le=1)
@@ -215,7 +216,7 @@ class VarianceSpec(Frozen):
 
 
 class MemorySpec(Frozen):
-    """Training memory policy (see :mod:`libra_des.hardware.memory` and ``docs/memory.md``).
+    """Training memory policy (see :mod:`libra_des.hardware.compute.memory` and ``docs/memory.md``).
 
     ``recompute``: what a layer's backward recomputes instead of keeping (none | selective |
     full). ``keep_remote_kv``: keep the remote K/V groups, remote Q and computed O of TAP /
@@ -240,7 +241,7 @@ class CommSpec(Frozen):
     choice, as a per-function ``NCCL_ALGO`` list would); ``protocol``: restrict NCCL's tuner to
     this protocol. An algorithm or protocol the topology cannot run (NVLS without NVLink SHARP,
     CollNet without in-network reduction, LL128 over PCIe) is bad input, checked when the cost
-    model is built (``hardware/nccl_tuner.py``).
+    model is built (``hardware/collectives/nccl_tuner.py``).
     """
 
     algorithm: Literal[
@@ -249,17 +250,18 @@ class CommSpec(Frozen):
     ] | None = None
     protocol: Literal["LL", "LL128", "Simple"] | None = None
     #: CTAs an NCCL channel runs (one: NCCL's grid is its channel count; 0: copy-engine
-    #: transfers, which hold no SM); None: that default (``hardware/interference.py``).
+    #: transfers, which hold no SM); None: that default (``hardware/compute/interference.py``).
     sm_per_channel: int | None = Field(default=None, ge=0)
     #: Channels of every overlapped transfer; None: NCCL's tuner's choice where it prices
-    #: the call, else the sourced default of ``hardware/interference.py``.
+    #: the call, else the sourced default of ``hardware/compute/interference.py``.
     channels: int | None = Field(default=None, ge=1)
 
 
 class OverlapSpec(Frozen):
     """Compute-communication overlap. ``interference: on`` (the default) slows an overlapped
     kernel by the SMs and HBM bandwidth the transfer beside it takes, and the transfer by the
-    HBM the kernel holds (``hardware/interference.py``; docs/model.md, "Compute-communication
+    HBM the kernel holds (``hardware/compute/interference.py``; docs/model.md,
+    "Compute-communication
     interference"); ``off``: overlap is free (the results of earlier versions, bit for bit).
     YAML's bare ``on`` / ``off`` (booleans to a YAML 1.1 reader) mean the same."""
 
@@ -274,7 +276,7 @@ class OverlapSpec(Frozen):
 
 
 class NetworkSpec(Frozen):
-    """How detailed fidelity routes flows between nodes (``hardware/routing.py``,
+    """How detailed fidelity routes flows between nodes (``hardware/fabric/routing.py``,
     ``docs/communication.md``); fast fidelity reads none of it.
 
     ``routing``: ``ecmp`` hashes each (source GPU, destination GPU) flow onto one switch per
@@ -304,7 +306,7 @@ class ScenarioBase(Frozen):
     topology_params: dict[str, Any] = Field(default_factory=dict)
     profile: str | dict[str, Any] | None = None
     #: ``own``: the profile must be measured on the topology's GPU; ``borrowed``: use it on
-    #: another GPU anyway (the result carries a warning). See ``hardware/device_check.py``.
+    #: another GPU anyway (the result carries a warning). See ``hardware/profiles/device_check.py``.
     profile_scope: Literal["own", "borrowed"] = "own"
     model: ModelSpec
     variance: VarianceSpec = VarianceSpec()
@@ -397,7 +399,8 @@ class TrainingScenario(ScenarioBase):
 class MoeModelSpec(ModelSpec):
     """An MoE model with the number format its routed experts run in: ``bf16`` (weights and
     activations in BF16) or ``fp8`` (FP8 expert weights and activations, BF16 outputs), which
-    picks the grouped-GEMM kernel each system ships for it (``hardware/grouped_kernels.py``)."""
+    picks the grouped-GEMM kernel each system ships for it
+    (``hardware/compute/grouped_kernels.py``)."""
 
     dtype: Literal["bf16", "fp8"] = "bf16"
 
@@ -475,7 +478,7 @@ def validate_scenario(data: Any) -> Scenario:
     try:
         scenario: Scenario = model.model_validate(data)  # type: ignore[assignment]
     except ValidationError as exc:
-        raise pydantic_line(exc, "", kind, model) from None
+        raise pydantic_line(exc, "", kind, model, kinds_of=key_kinds) from None
     return scenario
 
 
@@ -492,3 +495,29 @@ def load_scenario(path: str | Path, overrides: Iterable[str] = ()) -> Scenario:
         # `workload.lengths.kind=constant` edits the freshly included file.
         data = elaborate(apply_overrides(data, [text]), base)
     return validate_scenario(data)
+
+
+def key_kinds(dotted: str) -> list[str]:
+    """The scenario kinds whose models have the dotted key ``a.b.c``."""
+    out = []
+    for name, model in SCENARIO_KINDS.items():
+        node: Any = model
+        for part in dotted.split("."):
+            fields = getattr(node, "model_fields", {})
+            if part not in fields:
+                break
+            node = fields[part].annotation
+            # ``X | None`` and ``SerializeAsAny[X]``: the model inside.
+            node = next((a for a in (*get_args(node), node) if hasattr(a, "model_fields")), node)
+        else:
+            out.append(name)
+    return out
+
+
+def scenario_dict(scenario: Scenario) -> dict[str, Any]:
+    """The fully resolved scenario as plain JSON-able data (for result files).
+
+    Absolute paths become project- or cwd-relative (:mod:`libra_des.base.identity`), so result
+    files do not depend on where the checkout lives.
+    """
+    return dict(portable_paths(scenario.model_dump(mode="json")))

@@ -7,7 +7,7 @@ prints. The API (:func:`libra_des.api.cost`, :func:`libra_des.api.cost_report`) 
 op up here and the command goes through the API, so a new op is one function and one
 :func:`register` call (shipped ones: one more entry of :func:`shipped`; from another package:
 an entry point of the group ``libra_des.cost_ops``). The shipped ops are every collective of
-:data:`~libra_des.hardware.profile.COLLECTIVE_OPS` (nccl-tests' ``size`` in ``nbytes``),
+:data:`~libra_des.hardware.profiles.profile.COLLECTIVE_OPS` (nccl-tests' ``size`` in ``nbytes``),
 ``attention`` (a FlashAttention-style call over documents) and ``gemm``.
 """
 
@@ -23,9 +23,9 @@ import numpy as np
 
 from libra_des.config.validation import MAX_TOKENS
 from libra_des.errors import InputError
+from libra_des.hardware.compute.kernels import cp_shard, shard_pairs
 from libra_des.hardware.costs import CostModel
-from libra_des.hardware.kernels import cp_shard, shard_pairs
-from libra_des.hardware.profile import COLLECTIVE_OPS, DTYPE_BYTES
+from libra_des.hardware.profiles.profile import COLLECTIVE_OPS, DTYPE_BYTES
 from libra_des.registry import Registry, shipped_then_entry_points
 
 #: Entry-point group third-party cost ops register under.
@@ -148,7 +148,8 @@ def gemm(model: CostModel, q: CostQuery, _op: str) -> CostReport:
 
 def borrowed(report: CostReport, warnings: list[str]) -> CostReport:
     """``report`` priced with a profile measured on another GPU (the device check's
-    ``warnings``, :mod:`~libra_des.hardware.device_check`): its measured tier is borrowed."""
+    ``warnings``, :mod:`~libra_des.hardware.profiles.device_check`): its measured tier is
+    borrowed."""
     if not warnings:
         return report
     fields = dict(report.fields)

@@ -1,9 +1,10 @@
 """The cost model the simulations ask: how long a kernel, a transfer or a collective takes.
 
 ``CostModel(profile, fabric)`` answers from a calibration profile (fitted curves where it has
-them, datasheet numbers where it does not) on a :class:`~libra_des.hardware.fabric.Fabric`.
-Kernel models live in :mod:`libra_des.hardware.kernels`, collective algorithms in
-:mod:`libra_des.hardware.collectives` and :mod:`libra_des.hardware.communication`.
+them, datasheet numbers where it does not) on a :class:`~libra_des.hardware.fabric.rates.Fabric`.
+Kernel models live in :mod:`libra_des.hardware.compute.kernels`, collective algorithms in
+:mod:`libra_des.hardware.collectives.curves` and
+:mod:`libra_des.hardware.collectives.communication`.
 
 ``efficiency=False`` switches every fitted communication efficiency off: collectives then
 follow the pure alpha-beta closed forms on the fabric's link rates and hop latencies (ring
@@ -18,10 +19,10 @@ from typing import Any
 import numpy as np
 
 from libra_des.errors import InputError
-from libra_des.hardware.communication import CollectiveCost, Communication
-from libra_des.hardware.fabric import Fabric
-from libra_des.hardware.grouped_kernels import GroupedKernel
-from libra_des.hardware.kernels import (
+from libra_des.hardware.collectives.communication import CollectiveCost, Communication
+from libra_des.hardware.collectives.nccl_tuner import NO_OVERRIDES, Overrides
+from libra_des.hardware.compute.grouped_kernels import GroupedKernel
+from libra_des.hardware.compute.kernels import (
     BLOCK_M_LARGE,
     BLOCK_M_SMALL,
     BORROWED_GROUPED,
@@ -41,8 +42,8 @@ from libra_des.hardware.kernels import (
     sm_count,
     tile_geometry,
 )
-from libra_des.hardware.nccl_tuner import NO_OVERRIDES, Overrides
-from libra_des.hardware.profile import DTYPE_BYTES, Profile
+from libra_des.hardware.fabric.rates import Fabric
+from libra_des.hardware.profiles.profile import DTYPE_BYTES, Profile
 
 __all__ = ["CollectiveCost", "CostModel", "comm_overrides"]
 
@@ -57,7 +58,7 @@ class CostModel(Communication):
     """Kernel, collective and transfer times for one device profile on one fabric.
 
     Collectives (``collective``, ``all_to_allv``, ``p2p``) come from
-    :class:`~libra_des.hardware.communication.Communication`; kernels are defined here.
+    :class:`~libra_des.hardware.collectives.communication.Communication`; kernels are defined here.
     """
 
     def __init__(self, profile: Profile, fabric: Fabric, efficiency: bool = True,
@@ -165,7 +166,8 @@ class CostModel(Communication):
 
     def grouped_gemm(self, tokens_per_expert: Any, n: int, k: int, dtype: str = "bf16") -> float:
         """One grouped-GEMM launch over experts (the tile model of
-        :func:`~libra_des.hardware.kernels.grouped_seconds`): rows padded to the M tile, waves
+        :func:`~libra_des.hardware.compute.kernels.grouped_seconds`): rows padded to the M tile,
+        waves
         of tiles over the SMs, every active expert's weights read. Experts with no tokens are
         skipped; the profile's fit for ``dtype`` when it has one, else the borrowed constants."""
         rows = np.asarray(tokens_per_expert, dtype=np.float64).ravel()
@@ -184,7 +186,7 @@ class CostModel(Communication):
     ) -> np.ndarray:
         """:meth:`grouped_gemm` of every row of ``tokens_per_expert`` [launches, experts] (one
         vectorised evaluation; each entry equals the single launch's seconds). ``kernel``: a
-        named kernel's geometry and constants (``hardware/grouped_kernels.py``) where the
+        named kernel's geometry and constants (``hardware/compute/grouped_kernels.py``) where the
         profile holds no fit of its own for ``dtype``."""
         rows = np.asarray(tokens_per_expert, dtype=np.float64)
         check_dims(rows, n, k)

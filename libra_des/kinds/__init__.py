@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from libra_des.config import Scenario, ScenarioBase
-    from libra_des.kinds.preflight import Estimate
+    from libra_des.kinds.estimate import Estimate
 
 #: The modules that register the shipped kinds.
 BUILTIN = ("libra_des.kinds.training", "libra_des.kinds.moe")

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import libra_des.kinds as kinds
 from libra_des.errors import InputError
+from libra_des.kinds.estimate import Estimate
 
 if TYPE_CHECKING:  # annotations only: ``plan``'s size checks need no scenario models
     from libra_des.config import MoeScenario, Scenario, TrainingScenario
@@ -31,15 +31,6 @@ MAX_SECONDS = 24 * 3600.0
 #: Perfetto's UI becomes unusable well before): our choice.
 MAX_TRACE_EVENTS = 2_000_000
 BASE_BYTES = 250e6  # interpreter, numpy, SimPy, networkx (measured: about 110 MB)
-
-
-@dataclass(frozen=True)
-class Estimate:
-    bytes: float
-    seconds: float
-
-    def text(self) -> str:
-        return f"about {self.bytes / 1e9:.3g} GB and {self.seconds / 60:.3g} min"
 
 
 def mean_sample_tokens(sc: TrainingScenario) -> float:
@@ -56,8 +47,8 @@ def mean_sample_tokens(sc: TrainingScenario) -> float:
 def training_estimate(sc: TrainingScenario) -> Estimate:
     # Lazy: ``libra-des plan`` needs only check_plan_sizes, and these pull in the cost model.
     from libra_des.plan.step import pool_size_of
-    from libra_des.plan.tap_autotune import MIN_BLOCK
     from libra_des.sim.network import models as network_models
+    from libra_des.sim.training.tap_autotune import MIN_BLOCK
 
     par = sc.parallelism
     workers = pool_size_of(sc) * par.cp  # W: one pool's lockstep workers

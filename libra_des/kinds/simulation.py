@@ -39,11 +39,12 @@ def simulate_timed(
 
     The result records the versions that produced it (:func:`~libra_des.base.identity.versions`).
     A profile measured on another GPU than the topology's is refused before any work unless
-    borrowed; a borrowed one puts ``warnings`` in the result (``hardware/device_check.py``).
+    borrowed; a borrowed one puts ``warnings`` in the result
+    (``hardware/profiles/device_check.py``).
     """
     from libra_des.base.identity import versions
     from libra_des.base.startup import reuse_heap
-    from libra_des.hardware.device_check import profile_warnings
+    from libra_des.hardware.profiles.device_check import profile_warnings
 
     reuse_heap()  # before the run's first large temporaries (base/startup.py)
     kind = kinds.kind_of(scenario)
@@ -70,6 +71,6 @@ def run_record(timing: dict[str, Any], files: list[str]) -> dict[str, Any]:
 
 def elaborate_peak(scenario: Scenario) -> float:
     """Dense bf16 peak FLOP/s of the scenario's device (from its profile)."""
-    from libra_des.hardware.profile import load_profile
+    from libra_des.hardware.profiles.profile import load_profile
 
     return float(load_profile(scenario.profile).peak_flops("bf16"))

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from libra_des.config import TrainingBalancerSpec, TrainingScenario, validate
+from libra_des.config import TrainingBalancerSpec, TrainingScenario, key_kinds, validate
 from libra_des.errors import InputError
 from libra_des.kinds import ScenarioKind, register
 from libra_des.kinds.preflight import training_estimate, training_trace_ranks
@@ -168,7 +168,7 @@ def resolve_balancer(scenario: TrainingScenario) -> TrainingScenario:
         # Only the keys the scenario set: a default of the own model stays a default.
         data = bal.model_dump(exclude_unset=True)
         resolved = validate(own or TrainingBalancerSpec, data, "balancer.", "training",
-                            key_balancers)
+                            key_balancers, key_kinds)
         if own is not None:
             scenario = scenario.model_copy(update={"balancer": resolved})
     policies = training_balancers.names()

@@ -37,7 +37,7 @@ import numpy as np
 
 from libra_des.config import ModelSpec
 from libra_des.errors import InputError
-from libra_des.hardware.kernels import BLOCK_M, BLOCK_N, tile_geometry
+from libra_des.hardware.compute.tiles import BLOCK_M, BLOCK_N, tile_geometry
 from libra_des.plan.attention import as_lengths, segments
 from libra_des.plan.types import AttentionPlan, PairBytes
 

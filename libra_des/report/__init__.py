@@ -290,7 +290,7 @@ def scenario_section(src: Source) -> str:
 
 def profile_rows(ref: Any) -> list[tuple[str, Any, str]]:
     """The profile's kernel and fabric constants and collective fits, each with its source."""
-    from libra_des.hardware.profile import DEFAULT_PROFILE, resolve_profile
+    from libra_des.hardware.profiles.profile import DEFAULT_PROFILE, resolve_profile
 
     try:
         data = read_json(resolve_profile(ref or DEFAULT_PROFILE), plausible=False)

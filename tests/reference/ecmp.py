@@ -1,4 +1,5 @@
-"""The ECMP collision factor by hashing (``libra_des.hardware.ecmp.collision_factor`` gives
+"""The ECMP collision factor by hashing (``libra_des.hardware.collectives.ecmp.collision_factor``
+gives
 it in closed form; tests/test_fast_fabric.py compares the two)."""
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """The link table's implication set recomputed from scratch: the reference the incremental
-:meth:`libra_des.sim.network.link_table.LinkTable.refresh` is tested against
+:meth:`libra_des.sim.network.flow.link_table.LinkTable.refresh` is tested against
 (tests/test_linktable.py).
 
 Link ``a`` is implied (not binding) when some ``b`` on every route through it is narrower,
 or as wide and either not mutual (``a`` is not on every route through ``b``) or
-lower-numbered (the rule of :class:`~libra_des.sim.network.link_table.LinkTable`).
+lower-numbered (the rule of :class:`~libra_des.sim.network.flow.link_table.LinkTable`).
 """
 
 from __future__ import annotations

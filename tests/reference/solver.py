@@ -1,5 +1,5 @@
 """Max-min fair rates of flows over links, in numpy: the reference the compiled fluid
-engine (``libra_des.sim.network.fluid_kernel``) is tested against (tests/test_network.py).
+engine (``libra_des.sim.network.flow.fluid_kernel``) is tested against (tests/test_network.py).
 
 Input: flows as (flow, link) rows (``edge_flow``, ``edge_link``, grouped by flow) and each
 link's capacity; output: every flow's max-min fair rate, exact up to float round-off (the
@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg.lapack import dtrtrs
 
-from libra_des.sim.network.fluid_kernel import TIE_TOLERANCE
+from libra_des.sim.network.flow.fluid_kernel import TIE_TOLERANCE
 
 #: Relative slack of the max-min checks (saturation, feasibility, bottleneck order).
 CHECK_TOLERANCE = 1e-10

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from libra_des.hardware.variance import VarianceModel
+from libra_des.hardware.variance.model import VarianceModel
 from libra_des.plan.step import StepPlan
 from libra_des.plan.tap import pipelined_time
 from libra_des.sim.training.opcost import LinearCosts, SlotAttention

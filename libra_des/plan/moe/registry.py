@@ -44,7 +44,8 @@ class MoeCapabilities:
     ``memory_slots``: ``balancer.slots`` double-buffered expert slots are reserved per GPU.
     ``dispatch``: the token dispatch used when ``balancer.dispatch`` is ``auto``.
     ``kernels``: the grouped-GEMM kernel it ships for each ``model.dtype``
-    (``hardware/grouped_kernels.py``). The default is SGLang's: its Triton fused-MoE path for
+    (``hardware/compute/grouped_kernels.py``). The default is SGLang's: its Triton fused-MoE path
+    for
     BF16 and DeepGEMM for FP8. Every shipped system keeps it: the Libra paper runs all of them
     in SGLang v0.4.10 (docs/model.md B), Lina and HarMoEny as its re-implementations there
     (our reading of its setup).

@@ -9,7 +9,7 @@ finished. Assumptions (ASTRA-sim's reading of the format where it has one):
   member of its group (``pg_name`` in the comm-group file, else every rank) has reached its
   n-th collective of that group, and lasts what the cost model prices for the op, ``comm_size``
   bytes (nccl-tests' size meaning) and the group's layout on the fabric (the network layer's
-  algorithm choice, :meth:`~libra_des.hardware.communication.Communication.collective`);
+  algorithm choice, :meth:`~libra_des.hardware.collectives.communication.Communication.collective`);
 - ``COMM_SEND_NODE`` / ``COMM_RECV_NODE``: matched by (source, destination, tag); the message
   starts when both sides are ready and lasts one point-to-point transfer (same node or not);
   sends and receives do not hold the collective stream;

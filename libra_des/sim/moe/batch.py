@@ -18,7 +18,7 @@ import numpy as np
 from libra_des.config import ROOT, RoutingSpec, resolve_path
 from libra_des.config import MoeScenario as Scenario
 from libra_des.errors import InputError
-from libra_des.hardware.variance import VarianceModel
+from libra_des.hardware.variance.model import VarianceModel
 from libra_des.plan.moe import MoeLayerPlan, MoeSetup, rebalance_experts, static_home
 from libra_des.plan.moe.registry import MoeSystem, PlanInputs, moe_system
 from libra_des.sim.moe.block import GATE, PRE_GATE, TAIL

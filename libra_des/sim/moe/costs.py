@@ -35,9 +35,9 @@ from typing import Protocol
 import numpy as np
 
 from libra_des.config import ModelSpec
+from libra_des.hardware.compute.grouped_kernels import GroupedKernel
 from libra_des.hardware.costs import CostModel
-from libra_des.hardware.fabric import Fabric
-from libra_des.hardware.grouped_kernels import GroupedKernel
+from libra_des.hardware.fabric.rates import Fabric
 from libra_des.plan.moe.assignment import MoeLayerPlan, static_home
 from libra_des.sim.moe.block import (
     GATE,

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from libra_des.hardware.profile import HostOverheads
+from libra_des.hardware.profiles.profile import HostOverheads
 
 #: Torch calls of one greedy move, and of the moves' set-up (clone, row sum): counted on
 #: ``calibrate.host.greedy_moves`` with a TorchFunctionMode (indexing and .item() included).

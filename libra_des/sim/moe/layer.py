@@ -11,7 +11,7 @@ Assumptions:
   ends when the last finishes; jobs on a link share it equally (processor sharing), so replica
   copies on the copy engine stretch a dispatch or combine they overlap with, and vice versa.
   At ``detailed`` fidelity the traffic runs as flows on the topology
-  (:mod:`libra_des.sim.network.flow_model`).
+  (:mod:`libra_des.sim.network.flow.flow_model`).
 * A stage starts when all its dependencies have ended (GPU streams, barriers and data
   dependencies are all expressed as dependencies). Stages are callbacks on SimPy events, not
   processes: a stage begins from its last dependency's callback, and its end is a timeout's
@@ -108,7 +108,7 @@ class Contention:
 
     While any dispatch or combine is in flight (they are group-wide: every GPU of the EP
     group runs its kernel), a compute stage progresses at ``1 / kernel`` of its solo speed
-    (``hardware/interference.py``): Libra's two-stage windows (local experts beside the
+    (``hardware/compute/interference.py``): Libra's two-stage windows (local experts beside the
     dispatch), shared experts beside combine. Replica copies run on the copy engine and hold
     no SM. ``slowed_s`` sums the seconds compute stages took beyond their solo work.
     """

@@ -18,10 +18,10 @@ import numpy as np
 from libra_des.config import ModelSpec
 from libra_des.config import MoeScenario as Scenario
 from libra_des.errors import InputError
-from libra_des.hardware.deepep import check_width
-from libra_des.hardware.grouped_kernels import GroupedKernel, grouped_kernel
-from libra_des.hardware.memory import device_hbm
-from libra_des.hardware.topology import Topology
+from libra_des.hardware.collectives.deepep import check_width
+from libra_des.hardware.compute.grouped_kernels import GroupedKernel, grouped_kernel
+from libra_des.hardware.compute.memory import device_hbm
+from libra_des.hardware.fabric.topology import Topology
 from libra_des.plan.moe.registry import moe_system
 
 #: Share of HBM a serving engine can use (assumption: CUDA context, allocator slack).

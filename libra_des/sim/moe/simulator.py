@@ -52,13 +52,13 @@ import simpy
 from rich.progress import Progress
 
 from libra_des.config import MoeScenario as Scenario
-from libra_des.hardware.communication import tier_keys
+from libra_des.hardware.collectives.communication import tier_keys
+from libra_des.hardware.compute.interference import overlap_model, p2p_channels, port_share
 from libra_des.hardware.costs import CostModel, comm_overrides
-from libra_des.hardware.interference import overlap_model, p2p_channels, port_share
-from libra_des.hardware.profile import load_profile
-from libra_des.hardware.routing import Routing
-from libra_des.hardware.topology import Topology, load_topology
-from libra_des.hardware.variance import VarianceModel
+from libra_des.hardware.fabric.routing import Routing
+from libra_des.hardware.fabric.topology import Topology, load_topology
+from libra_des.hardware.profiles.profile import load_profile
+from libra_des.hardware.variance.model import VarianceModel
 from libra_des.plan.moe import MoeLayerPlan
 from libra_des.sim.moe import batch as moe_policy
 from libra_des.sim.moe import setup as moe_setup
@@ -242,7 +242,8 @@ def simulate_moe(
     if cont is not None:
         # Per GPU over the run. Dispatch and combine keep their network-model times: their
         # HBM slowdown (``collective_factor``) is 1 while kernel and transfer HBM demand fit
-        # the bandwidth, as at NVLink port rates on the shipped GPUs (hardware/interference.py).
+        # the bandwidth, as at NVLink port rates on the shipped GPUs
+        # (hardware/compute/interference.py).
         result["interference"] = {"compute_slowdown_s": float(cont.slowed_s) / group.gpus,
                                   "collective_slowdown_s": 0.0, "kernel_factor": kernel,
                                   "collective_factor": comm}

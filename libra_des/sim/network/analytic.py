@@ -23,7 +23,7 @@ from typing import Protocol
 import numpy as np
 import simpy
 
-from libra_des.hardware.communication import Communication
+from libra_des.hardware.collectives.communication import Communication
 
 
 class Port(Protocol):

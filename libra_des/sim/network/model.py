@@ -8,10 +8,10 @@ detailed pipeline, MoE's stage graphs) only ever call these methods, so a scenar
   collective takes the alpha-beta cost model's solo time
   (:class:`~libra_des.hardware.costs.CostModel`), optionally stretched by processor sharing
   of each GPU's port with whatever else occupies it;
-- :class:`~libra_des.sim.network.flow_model.Network` (``detailed``): transfers are flows on
+- :class:`~libra_des.sim.network.flow.flow_model.Network` (``detailed``): transfers are flows on
   the topology's routes sharing links max-min fairly, and a collective runs the transfer DAG
   its algorithm has in the collective catalogue
-  (:mod:`libra_des.hardware.collective_catalogue`).
+  (:mod:`libra_des.hardware.collectives.collective_catalogue`).
 
 A new model implements the three methods (and exposes its ``env``); nothing else changes.
 :class:`Traffic` describes one communication stage as data, so a plan can say what moves

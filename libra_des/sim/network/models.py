@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     import simpy
 
     from libra_des.hardware.costs import CostModel
-    from libra_des.hardware.topology import Topology
-    from libra_des.hardware.variance import VarianceModel
+    from libra_des.hardware.fabric.topology import Topology
+    from libra_des.hardware.variance.model import VarianceModel
     from libra_des.sim.network.analytic import Port
     from libra_des.sim.network.model import NetworkModel
 
@@ -82,7 +82,7 @@ def analytic(env: simpy.Environment, setup: NetworkSetup) -> NetworkModel:
 
 def flows(env: simpy.Environment, setup: NetworkSetup) -> NetworkModel:
     """Flows on the topology's routes, max-min fair, degraded links from the variance."""
-    from libra_des.sim.network.flow_model import Network
+    from libra_des.sim.network.flow.flow_model import Network
 
     return Network(env, flow_topology(setup.topology, setup.cost), setup.variance)
 

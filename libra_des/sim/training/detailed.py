@@ -4,7 +4,7 @@ Same plans, costs and noise as the fast mode
 (:mod:`libra_des.sim.training.stagetimes`), but each op is
 replayed layer by layer: pre-attention work, then pooled attention whose chunk dispatches and
 returns are all-to-all(v) collectives on the flow-level network
-(:mod:`libra_des.sim.network.flow_model`)
+(:mod:`libra_des.sim.network.flow.flow_model`)
 following the Pipeliner's one-channel schedule, then post-attention work. Activations and
 gradients between stages travel as one flow per CP worker. Flows of different pools contend
 for shared links (spine, NIC, NVSwitch ports), which the fast mode's analytic bounds ignore.

@@ -1,7 +1,7 @@
 """An ECMP ensemble of one training step: its communication under K hashes, cheaply.
 
 The step's first sample is the run itself: the detailed pipeline on the flow network routed
-with sample 0 of ``network.ecmp_seed`` (:mod:`libra_des.hardware.routing`). Its network is
+with sample 0 of ``network.ecmp_seed`` (:mod:`libra_des.hardware.fabric.routing`). Its network is
 wrapped in a :class:`Recorder` that notes how long every call took. Everything that does not
 depend on the hash is then shared by the other samples: the plan, the op costs and their
 noise, the schedule, and every call's measured time.
@@ -12,7 +12,7 @@ the sample's hash changes:
 
 - an all-to-all(v) adds the change of its bandwidth bound: the seconds the busiest link it
   crosses needs to carry everything on it (NIC ports, and the uplinks and downlinks the hash
-  picks; :func:`~libra_des.hardware.routing.hashed_bounds`), under the sample's hash less
+  picks; :func:`~libra_des.hardware.fabric.link_loads.hashed_bounds`), under the sample's hash less
   under the run's. "Everything on it" is its *wave*: the same (``n``-th) call of every pool
   of its pipeline stage, which the schedule runs side by side (each pool of a stage makes
   the same sequence of calls);
@@ -36,8 +36,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import simpy
 
-from libra_des.hardware.routing import Routing, hashed_bounds
-from libra_des.hardware.topology import Topology
+from libra_des.hardware.fabric.link_loads import hashed_bounds
+from libra_des.hardware.fabric.routing import Routing
+from libra_des.hardware.fabric.topology import Topology
 from libra_des.sim.network.model import NetworkModel, send_together
 
 #: A call's key: ("c", GPUs) for a collective, ("t", src, dst) for a transfer, ("t", pairs)

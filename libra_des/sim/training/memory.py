@@ -1,6 +1,7 @@
 """Peak memory of every pipeline stage of a training scenario, checked before simulation.
 
-Per GPU of stage ``d`` (the arithmetic and its sources are in :mod:`libra_des.hardware.memory`):
+Per GPU of stage ``d`` (the arithmetic and its sources are in
+:mod:`libra_des.hardware.compute.memory`):
 
 * model states of the layers the stage holds (all its virtual stages), plus the embedding on
   the first stage and the LM head on the last;
@@ -31,7 +32,7 @@ import numpy as np
 
 from libra_des.config import TrainingScenario as Scenario
 from libra_des.errors import InputError
-from libra_des.hardware import memory as mem
+from libra_des.hardware.compute import memory as mem
 from libra_des.hardware.gpu_records import gpu_record
 from libra_des.plan.step import StepPlan
 from libra_des.sim.training.schedules import Schedule

@@ -3,7 +3,7 @@ device_times`'s arithmetic per (entity, op, layer), its workers in one row.
 
 Per layer of an op, each worker of the pool runs its attention as the Pipeliner schedules it
 (:func:`~libra_des.plan.pipeline_kernel.makespan_row`), its compute chunks stretched beside
-the exchange when overlap interferes (:func:`~libra_des.hardware.interference_kernel.
+the exchange when overlap interferes (:func:`~libra_des.hardware.compute.interference_kernel.
 stretch`), plus a full recomputation's forward before a backward; the layer waits for the
 slowest worker in each of its three phases (before attention, attention, after it). The
 per-layer fields are reduced over workers (maximum, mean) and layers (sum) in registers: the
@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from libra_des.base.startup import numba_module
-from libra_des.hardware.interference_kernel import stretch
+from libra_des.hardware.compute.interference_kernel import stretch
 from libra_des.plan.pipeline_kernel import makespan_row
 
 numba = numba_module()

@@ -38,7 +38,7 @@ import numpy as np
 
 from libra_des.config import ModelSpec, RoutingSpec
 from libra_des.config import TrainingScenario as Scenario
-from libra_des.hardware.a2a_batch import all_to_allv_batch
+from libra_des.hardware.collectives.a2a_batch import all_to_allv_batch
 from libra_des.hardware.costs import CostModel
 from libra_des.plan.step import StepPlan
 from libra_des.plan.types import AttentionPlan

@@ -1,6 +1,6 @@
 """Where a training step overlaps compute with communication, and what interference costs.
 
-The model is :mod:`libra_des.hardware.interference`; this module applies it at the three
+The model is :mod:`libra_des.hardware.compute.interference`; this module applies it at the three
 overlap points of a training step (``overlap.interference: on``; ``off`` leaves every
 duration untouched, so results are bit for bit the free-overlap ones):
 
@@ -26,13 +26,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from libra_des.hardware.costs import CostModel
-from libra_des.hardware.interference import (
+from libra_des.hardware.compute.interference import (
     OverlapModel,
     p2p_channels,
     port_share,
     stretched_chunk,
 )
+from libra_des.hardware.costs import CostModel
 from libra_des.sim.training.schedules import Schedule
 
 

@@ -23,14 +23,19 @@ import simpy
 from libra_des.base.startup import long_lived_run
 from libra_des.config import TrainingScenario as Scenario
 from libra_des.errors import CheckError, InputError
+from libra_des.hardware.collectives.ecmp import stage_overlap_warning
+from libra_des.hardware.compute.interference import (
+    OverlapModel,
+    overlap_model,
+    p2p_channels,
+    port_share,
+)
 from libra_des.hardware.costs import CostModel, comm_overrides
-from libra_des.hardware.ecmp import stage_overlap_warning
-from libra_des.hardware.fabric import Fabric
-from libra_des.hardware.interference import OverlapModel, overlap_model, p2p_channels, port_share
-from libra_des.hardware.profile import load_profile
-from libra_des.hardware.routing import Routing
-from libra_des.hardware.topology import Topology, load_topology
-from libra_des.hardware.variance import VarianceModel
+from libra_des.hardware.fabric.rates import Fabric
+from libra_des.hardware.fabric.routing import Routing
+from libra_des.hardware.fabric.topology import Topology, load_topology
+from libra_des.hardware.profiles.profile import load_profile
+from libra_des.hardware.variance.model import VarianceModel
 from libra_des.plan.step import (
     StepPlan,
     balancer_of,
@@ -38,7 +43,6 @@ from libra_des.plan.step import (
     pipeliner_chunks,
     pool_size_of,
 )
-from libra_des.plan.tap_autotune import Ranking, resolve_knobs
 from libra_des.sim.network import models as network_models
 from libra_des.sim.network.model import NetworkModel
 from libra_des.sim.network.models import Fidelity, NetworkSetup, flow_topology
@@ -70,6 +74,7 @@ from libra_des.sim.training.overlap import (
 from libra_des.sim.training.pipeline import Pipeline, PipelineRun, PipelineSim
 from libra_des.sim.training.schedules import Op, Schedule, build_schedule
 from libra_des.sim.training.stagetimes import DeviceTimes, Layout, device_times
+from libra_des.sim.training.tap_autotune import Ranking, resolve_knobs
 from libra_des.workload.packing import PackedBatch, make_stream
 
 
@@ -423,7 +428,7 @@ def executed_pair_heads(
 
 
 def fidelity_warnings(scenario: Scenario, cluster: Cluster) -> tuple[str, ...]:
-    """Known disagreements of the chosen fidelity for this layout (hardware/ecmp.py)."""
+    """Known disagreements of the chosen fidelity for this layout (hardware/collectives/ecmp.py)."""
     replays = network_models.get(scenario.fidelity).replays_training
     note = stage_overlap_warning(cluster.cost.fabric, replays)
     return (note,) if note else ()

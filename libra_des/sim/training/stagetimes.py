@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from libra_des.hardware.variance import VarianceModel
+from libra_des.hardware.variance.model import VarianceModel
 from libra_des.plan.step import StepPlan
 from libra_des.sim.training.opcost import LinearCosts, SlotAttention
 from libra_des.sim.training.overlap import Factors

@@ -1,0 +1,133 @@
+"""DeepEP-class MoE dispatch and combine across nodes, over the project's all-to-all model.
+
+Two kernel families, as DeepEP (V1, github.com/deepseek-ai/DeepEP docs/legacy.md) runs them:
+
+* **normal** (training, prefill): hierarchical forwarding. A token goes once over RDMA to
+  every other node that holds one of its experts, to the GPU of the same local index there
+  (same rail), which forwards it over NVLink to the GPUs of its node that need it; GPUs of the
+  source node get it over NVLink directly. Each GPU receives a token once however many of its
+  experts it picks (deduplicated per GPU and per node). RDMA and NVLink stages are pipelined
+  in chunks, so a call lasts as long as the slower of the two all-to-alls, each priced by
+  :meth:`~libra_des.hardware.collectives.communication.Communication.all_to_allv` on the fabric.
+  The kernels run on ``sms`` SMs (DeepEP's README example sets 24): each SM moves at most its
+  share of HBM bandwidth (:func:`sm_copy_bw`, our assumption), which caps a GPU's rate, and a
+  grouped GEMM overlapped with them gets the remaining SMs (:func:`compute_share`).
+* **low latency** (decode): pure RDMA, one message per (token, expert) pair, no
+  deduplication and no NVLink forwarding (every peer, on the node or not, through the NIC),
+  GPU-initiated on one queue pair per local expert so that all messages are in flight at
+  once (priced as one point-to-point stream of the busiest NIC's volume,
+  :meth:`~libra_des.hardware.collectives.communication.Communication.p2p`); hook-based receiving
+  occupies no SM while in flight (``sms = 0``).
+
+Combine mirrors dispatch (the transposed traffic, in the combine's element size).
+Assumptions: routing is given per token; chunk pipelining is perfect (the slower stage sets
+the time, the faster one is hidden); no congestion beyond the all-to-all model's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from libra_des.errors import InputError
+from libra_des.hardware.compute.kernels import sm_count
+from libra_des.hardware.costs import CostModel
+
+
+@dataclass(frozen=True)
+class EpKernel:
+    """One DeepEP kernel family and its SM budget."""
+
+    name: str
+    hierarchical: bool  # NVLink forwarding behind one RDMA copy per node (normal kernels)
+    sms: int  # SMs the kernel holds while it runs (0: hook-based, none in flight)
+
+
+#: DeepEP V1's normal kernels with the SM count of its README's example (``set_num_sms(24)``).
+NORMAL = EpKernel("deepep_normal", hierarchical=True, sms=24)
+#: DeepEP V1's low-latency kernels: pure RDMA, receive hooks that hold no SM.
+LOW_LATENCY = EpKernel("deepep_low_latency", hierarchical=False, sms=0)
+
+
+def check_width(ep: int, experts: int) -> None:
+    """Bad input when the EP group is wider than the routed experts."""
+    if ep > experts:
+        raise InputError("parallelism.ep", ep, f"<= model.experts={experts} (an expert a GPU)")
+
+
+def expert_gpu(experts: int, ep: int) -> np.ndarray:
+    """``[E]`` GPU of every expert (contiguous blocks, as DeepEP's layout)."""
+    check_width(ep, experts)
+    return np.arange(experts) // (experts // ep)
+
+
+def normal_traffic(routed: np.ndarray, origin: np.ndarray, experts: int, ep: int, gpn: int,
+                   token_bytes: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(rdma[G, G], nvlink[G, G])`` dispatch bytes of the normal kernels."""
+    gpu = expert_gpu(experts, ep)
+    dest = gpu[routed]  # [T, k] GPU of every pair
+    t = routed.shape[0]
+    needed = np.zeros((t, ep), dtype=bool)
+    needed[np.repeat(np.arange(t), routed.shape[1]), dest.ravel()] = True
+    needed[np.arange(t), origin] = False  # its own GPU: no transfer
+    node = np.arange(ep) // gpn
+    nodes = int(node.max()) + 1
+    src_node = origin // gpn
+    node_needed = np.zeros((t, nodes), dtype=bool)
+    rows, cols = np.nonzero(needed)
+    node_needed[rows, node[cols]] = True
+    rdma = np.zeros((ep, ep))
+    nvlink = np.zeros((ep, ep))
+    for n in range(nodes):
+        remote = node_needed[:, n] & (src_node != n)
+        relay = n * gpn + origin % gpn  # same local index on node n
+        np.add.at(rdma, (origin[remote], relay[remote]), token_bytes)
+        for d in range(n * gpn, (n + 1) * gpn):
+            want = needed[:, d]
+            direct = want & (src_node == n)
+            np.add.at(nvlink, (origin[direct], np.full(int(direct.sum()), d)), token_bytes)
+            fwd = want & remote & (relay != d)
+            np.add.at(nvlink, (relay[fwd], np.full(int(fwd.sum()), d)), token_bytes)
+    return rdma, nvlink
+
+
+def low_latency_traffic(routed: np.ndarray, origin: np.ndarray, experts: int, ep: int,
+                        token_bytes: float) -> np.ndarray:
+    """``[G, G]`` dispatch bytes of the low-latency kernels: one message per remote pair."""
+    dest = expert_gpu(experts, ep)[routed]
+    src = np.repeat(origin, routed.shape[1])
+    out = np.zeros((ep, ep))
+    np.add.at(out, (src, dest.ravel()), token_bytes)
+    out[np.arange(ep), np.arange(ep)] = 0.0
+    return out
+
+
+def sm_copy_bw(cost: CostModel) -> float:
+    """Bytes/s one SM can move (our assumption: its even share of HBM bandwidth)."""
+    return cost.profile.hbm_bw / sm_count(cost.profile.device)
+
+
+def compute_share(cost: CostModel, kernel: EpKernel) -> float:
+    """Share of the SMs left to a kernel overlapped with ``kernel``."""
+    sms = sm_count(cost.profile.device)
+    return (sms - min(kernel.sms, sms - 1)) / sms
+
+
+def seconds(cost: CostModel, kernel: EpKernel, rdma: np.ndarray, nvlink: np.ndarray,
+            gpn: int) -> float:
+    """One dispatch (or combine, with the transposed matrices) of ``kernel``."""
+    ep = rdma.shape[0]
+    if kernel.hierarchical:
+        t = max(cost.all_to_allv(rdma, gpn) if rdma.any() else 0.0,
+                cost.all_to_allv(nvlink, gpn) if nvlink.any() else 0.0)
+        moved = np.maximum((rdma + nvlink).sum(axis=1), (rdma + nvlink).sum(axis=0)).max()
+        return max(t, float(moved) / (kernel.sms * sm_copy_bw(cost)))
+    # Pure RDMA with GPU-initiated messages on many queue pairs (one per local expert): all of
+    # a rank's messages are in flight at once, so its NIC streams its whole volume after one
+    # message latency, as one point-to-point transfer of that volume (not NCCL's
+    # one-peer-after-another rounds of ``all_to_allv``).
+    if ep <= 1 or not rdma.any():
+        return 0.0
+    busiest = float(max(rdma.sum(axis=1).max(), rdma.sum(axis=0).max()))
+    return cost.p2p(busiest, same_node=False)
