@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Result", "SweepPoint", "SweepRun", "cost", "cost_choices", "cost_model", "cost_ops",
     "cost_report", "fabric_for", "load_scenario", "moe_systems", "noise_factors",
-    "replay_plans", "run_sweep", "simulate", "step_plan",
+    "replay_plans", "run_sweep", "simulate", "step_plan", "write_output",
 ]
 
 #: Latest step :func:`step_plan` replays to (every earlier step is planned on the way):
@@ -406,6 +406,14 @@ def moe_systems() -> dict[str, str]:
     from libra_des.plan.moe.registry import BUILTIN, moe_system
 
     return {name: moe_system(name).label for name in BUILTIN}
+
+
+def write_output(path: str | Path, data: str | bytes) -> None:
+    """Write one output file atomically and record it in its folder's manifest, the proof
+    that a later run may replace it (the output-folder policy, docs/user-guide.md)."""
+    from libra_des.base.storage import write_atomic
+
+    write_atomic(Path(path), data)
 
 
 def noise_factors(gpus: int, steps: int, seed: int = 0) -> np.ndarray:

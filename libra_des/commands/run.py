@@ -126,7 +126,7 @@ def check_chakra(scenario: Any, out: Path) -> None:
     # The export reads the training trace's layout (trace.py), so only that model qualifies.
     if not isinstance(scenario, TrainingScenario):
         raise InputError("--chakra", scenario.kind, "a training scenario")
-    check_output_dir(out, "--chakra", ("comm_group.json",))
+    check_output_dir(out, "--chakra", ("comm_group.json",), ("libra.*.et",))
 
 
 def write_chakra(trace: dict[str, Any], out: Path) -> None:
