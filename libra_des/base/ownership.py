@@ -241,5 +241,9 @@ def check_folder(folder: Path, field: str, names: Iterable[str] = (),
 
 def check_file(path: Path, field: str) -> None:
     """Refuse, before any work, a single output file that is not new or ours unchanged."""
-    check_special(path.parent, field)
-    check_target(path, field, load(path.parent) or {})
+    try:
+        check_special(path.parent, field)
+        check_target(path, field, load(path.parent) or {})
+    except OSError as exc:
+        why = errno.errorcode.get(exc.errno or 0, type(exc).__name__)
+        raise InputError(field, str(path), f"a usable output path ({why})") from None

@@ -17,9 +17,8 @@ a fit or a file write begins:
   the other scenario kind is an unknown key there: each kind's model has only its own).
 
 The preflight estimate of a run's memory and time lives in :mod:`libra_des.kinds.preflight`; output
-paths are checked by :func:`check_output_dir` (with the output-folder policy of
-:mod:`libra_des.base.ownership`). This module imports nothing of the package but
-:mod:`libra_des.errors` and that policy, so the configuration models can call it.
+paths are checked by :func:`check_output_dir` (the policy: :mod:`libra_des.base.ownership`).
+This module imports only that and :mod:`libra_des.errors`, so the configuration can call it.
 """
 
 from __future__ import annotations
@@ -36,8 +35,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 
 import yaml
 
-from libra_des.base import ownership
-from libra_des.base.ownership import check_file, check_folder, check_special
+from libra_des.base.ownership import ALLOWED_FOLDER, check_file, check_folder, check_special
 from libra_des.errors import InputError
 
 #: Deepest nesting of mappings and lists accepted in any input file (scenarios nest about 4
@@ -530,18 +528,14 @@ def check_output_dir(out: Path, flag: str, files: tuple[str, ...] = (),
     """Refuse an output folder that cannot be written before any work starts.
 
     ``out`` must be a folder or creatable; the first existing ancestor must be a writable
-    folder; no component may exceed the file system's name length; ``out`` must be one the
-    tool may fill (new, empty or its own, :func:`~libra_des.base.ownership.check_folder`),
-    and each of ``files`` (and existing names matching ``patterns``) inside it absent or a
-    file the tool wrote, unchanged since. ``owned=False``: the folder of a single output file
-    (only writability is checked; :func:`check_output_file` checks the file).
+    folder; no part may exceed the name length; ``out``, ``files`` and ``patterns`` in it the
+    tool's to fill (:func:`~libra_des.base.ownership.check_folder`; not if ``owned=False``).
     """
     where = str(out)
     if len(os.fsencode(where)) >= 4096:
         raise InputError(flag, where, "a path shorter than 4,096 bytes")
     try:
-        for p in (out, *out.parents):
-            check_special(p, flag)
+        check_special(out, flag)  # a link loop anywhere on the path: ELOOP here
         dangling = next((p for p in (out, *out.parents) if p.is_symlink() and not p.exists()),
                         None)
         if dangling is not None:
@@ -555,7 +549,7 @@ def check_output_dir(out: Path, flag: str, files: tuple[str, ...] = (),
             if len(os.fsencode(part)) > limit:
                 raise InputError(flag, where, f"file names of at most {limit} bytes")
         if out.exists() and not out.is_dir():
-            raise InputError(flag, f"{where} (a file)", ownership.ALLOWED_FOLDER)
+            raise InputError(flag, f"{where} (a file)", ALLOWED_FOLDER)
         if not probe.is_dir():
             raise InputError(flag, where, f"a path inside a folder ({probe} is a file)")
         if not os.access(probe, os.W_OK | os.X_OK):
@@ -577,11 +571,7 @@ def check_output_file(path: Path, flag: str) -> None:
         raise InputError(flag, str(path), "a file name the file system allows (too long)")
     if path.is_dir():
         raise InputError(flag, str(path), "a file path (this is a folder)")
-    try:
-        check_file(path, flag)
-    except OSError as exc:
-        why = errno.errorcode.get(exc.errno or 0, type(exc).__name__)
-        raise InputError(flag, str(path), f"a usable output path ({why})") from None
+    check_file(path, flag)
 
 
 #: Largest input text file read (scenarios, topologies, profiles, measurement logs): 256 MB,
@@ -590,9 +580,8 @@ MAX_INPUT_BYTES = 256 << 20
 
 
 def read_bounded(path: Path, field: str = "input") -> str:
-    """A text file's content, refusing more than :data:`MAX_INPUT_BYTES` (a runaway file is
-    an error, not a hang); FIFOs, sockets, devices and link loops are refused unopened
-    (:func:`~libra_des.base.ownership.check_special`). OSError/UnicodeDecodeError pass on."""
+    """A text file's content, refusing more than :data:`MAX_INPUT_BYTES`; FIFOs, sockets,
+    devices and link loops unopened (``check_special``). OSError/UnicodeDecodeError pass on."""
     check_special(path, field)
     with path.open("rb") as fh:
         data = fh.read(MAX_INPUT_BYTES + 1)

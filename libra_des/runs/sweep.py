@@ -382,8 +382,8 @@ def run_sweep(
     points = list(points) if points is not None else resolve(spec)
     run = executor or local_executor(default_workers())
     check_folder(out)  # before any work (libra_des.base.ownership)
+    check_parts(out, list(dict.fromkeys(p.id for p in points)))
     with folder_lock(out):
-        check_parts(out, list(dict.fromkeys(p.id for p in points)))
         return run_locked(spec, out, run, advance, points)
 
 

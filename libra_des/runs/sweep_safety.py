@@ -49,8 +49,7 @@ def folder_lock(out: Path) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise InputError("--out", str(out), "a folder no other running sweep is writing "
-                             "to (wait for it, or choose another --out)") from None
+            raise busy(out) from None
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         ledger = Ledger(out)  # the lock is one of the folder's own files (ownership.py)
@@ -117,12 +116,39 @@ def check_folder(out: Path) -> None:
 
 
 def check_parts(out: Path, point_ids: Sequence[str]) -> None:
-    """The points and indexes subfolders, checked like the top (under the folder's lock,
-    so a sweep still writing them is refused by the lock, not mistaken for a stranger): a
-    point file that is a folder or one the tool did not write is refused before any point
-    runs."""
-    ownership.check_folder(out / "points", "--out", [f"{i}.json" for i in point_ids])
-    ownership.check_folder(out / "indexes", "--out", (), ("*.json",))
+    """The points and indexes subfolders, checked like the top: a point file that is a
+    folder or one the tool did not write is refused before any point runs (and before the
+    lock is taken, so a refusal changes nothing). A sweep still writing them (its latest
+    point files not yet in the manifest) is named as such, not mistaken for a stranger."""
+    try:
+        ownership.check_folder(out / "points", "--out", [f"{i}.json" for i in point_ids])
+        ownership.check_folder(out / "indexes", "--out", (), ("*.json",))
+    except InputError:
+        if lock_held(out):
+            raise busy(out) from None
+        raise
+
+
+def lock_held(out: Path) -> bool:
+    """Whether a live sweep holds ``OUT/.lock`` (probed without creating or writing it)."""
+    import fcntl
+
+    try:
+        fd = os.open(out / LOCK_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def busy(out: Path) -> InputError:
+    return InputError("--out", str(out), "a folder no other running sweep is writing to "
+                      "(wait for it, or choose another --out)")
 
 
 def check_points(count: int) -> None:
