@@ -23,15 +23,7 @@ from libra_des.cli import main
 from libra_des.errors import CheckError, InputError
 from libra_des.results.plausibility import check_numbers
 from libra_des.sim.chakra import files as chakra_files
-
-#: 16 GPUs, one step, two layers: well under a second.
-TINY = {
-    "name": "tiny", "kind": "training", "steps": 1, "topology": "h200-roce-railopt",
-    "model": "qwen3-30b-a3b", "workload": "longctx-256k",
-    "parallelism": {"dp": 2, "pp": 1, "cp": 8, "tp": 1, "gbs": 2},
-    "balancer": {"policy": "libra", "pool_size": 2}, "memory": {"recompute": "full"},
-}
-SMALL = ["--set", "model.layers=2"]
+from tests.test_hostile_new import SMALL, TINY  # 16 GPUs, one step, two layers
 
 
 @pytest.fixture(scope="module")
