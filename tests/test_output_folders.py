@@ -259,10 +259,46 @@ def test_a_writer_refuses_untouched_or_touches_only_its_own_files(
     except InputError:
         assert snapshot(folder) == before
         return
+    valid = ownership.load(folder) is not None
     chakra_files.write_folder(folder, {r: b"new%d" % r for r in range(ranks)}, {})
     after = snapshot(folder)
     for name, sha in before.items():
-        if name != ownership.MANIFEST and after.get(name) != sha:
+        if name == ownership.MANIFEST and after.get(name) != sha:
+            assert valid  # only its own manifest, intact, is rewritten
+        elif after.get(name) != sha:
             assert vouched.get(name) == sha, name  # only files it wrote, unchanged since
     assert {f"libra.{r}.et" for r in range(ranks)} <= set(after)
     assert not {n for n in after if n.endswith(".et")} - {f"libra.{r}.et" for r in range(ranks)}
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(earlier=st.booleans(), edits=st.lists(st.tuples(
+    st.sampled_from(("page.html", "other.html", ownership.MANIFEST)), st.binary(max_size=8)),
+    max_size=2))
+def test_a_single_file_writer_replaces_only_its_own_unchanged_file(
+    tmp_path_factory: pytest.TempPathFactory, earlier: bool, edits: list[tuple[str, bytes]],
+) -> None:
+    from libra_des.config.validation import check_output_file
+
+    folder = tmp_path_factory.mktemp("pg")
+    page = folder / "page.html"
+    if earlier:
+        ownership.record_write(page, "<p>first</p>")
+    for name, data in edits:
+        (folder / name).write_bytes(data)
+    before = snapshot(folder)
+    vouched = ownership.load(folder) or {}
+    valid = ownership.load(folder) is not None
+    try:
+        check_output_file(page, "--out")
+    except InputError:
+        assert snapshot(folder) == before
+        return
+    ownership.record_write(page, "<p>second</p>")
+    after = snapshot(folder)
+    assert before.get("page.html") in (None, vouched.get("page.html"))
+    assert valid or ownership.MANIFEST not in before  # never over a manifest not its own
+    assert {k: v for k, v in after.items() if k not in ("page.html", ownership.MANIFEST)} == {
+        k: v for k, v in before.items() if k not in ("page.html", ownership.MANIFEST)}
+    assert ownership.load(folder) is not None  # the tool's manifest again, vouching the page

@@ -243,7 +243,12 @@ def check_file(path: Path, field: str) -> None:
     """Refuse, before any work, a single output file that is not new or ours unchanged."""
     try:
         check_special(path.parent, field)
-        check_target(path, field, load(path.parent) or {})
+        files = load(path.parent)
+        manifest = path.parent / MANIFEST
+        if files is None and (manifest.exists() or manifest.is_symlink()):
+            raise InputError(field, str(path), f"a folder whose {MANIFEST} libra-des wrote, "
+                             "unchanged (this one is not: it would be replaced)")
+        check_target(path, field, files or {})
     except OSError as exc:
         why = errno.errorcode.get(exc.errno or 0, type(exc).__name__)
         raise InputError(field, str(path), f"a usable output path ({why})") from None
