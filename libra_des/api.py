@@ -410,9 +410,13 @@ def moe_systems() -> dict[str, str]:
 
 def write_output(path: str | Path, data: str | bytes) -> None:
     """Write one output file atomically and record it in its folder's manifest, the proof
-    that a later run may replace it (the output-folder policy, docs/user-guide.md)."""
+    that a later run may replace it (the output-folder policy, docs/user-guide.md). A file
+    there that the manifest does not record unchanged is refused
+    (:class:`~libra_des.errors.InputError`), never replaced."""
+    from libra_des.base.ownership import check_file
     from libra_des.base.storage import write_atomic
 
+    check_file(Path(path), "path")
     write_atomic(Path(path), data)
 
 

@@ -148,6 +148,18 @@ def test_api_sweep_refuses_a_foreign_folder(scenario: Path, tmp_path: Path) -> N
     assert snapshot(tmp_path) == before
 
 
+def test_api_write_output_replaces_only_its_own_file(tmp_path: Path) -> None:
+    from libra_des import api
+
+    path = tmp_path / "plan.json"
+    api.write_output(path, "{}")
+    api.write_output(path, "[]")  # its own, unchanged: replaced
+    path.write_text("edited")
+    with pytest.raises(InputError, match="nobody changed since"):
+        api.write_output(path, "{}")
+    assert path.read_text() == "edited"
+
+
 def test_figs_calibrate_and_report_refuse_the_users_files(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

@@ -110,7 +110,7 @@ def check_folder(out: Path) -> None:
     """Refuse, before any work, a sweep folder that is not new, empty or the tool's own, or
     whose top files (the lock, ``sweep.csv``...) are not the tool's unchanged or are folders."""
     check_output_dir(out, "--out", TOP_FILES)
-    for sub in ("indexes", "points"):
+    for sub in ("indexes", "points", "trace-cache"):
         if (out / sub).exists() and not (out / sub).is_dir():
             raise InputError("--out", str(out / sub), "a folder (this path is a file)")
 
