@@ -15,6 +15,7 @@ exercise every code path; the numbers mean nothing).
 from __future__ import annotations
 
 import csv
+import io
 import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -181,9 +182,7 @@ def replay_plans(opts: FigOptions, name: str, **settings: Any) -> api.PlanReplay
     """The configuration simulator (:func:`libra_des.api.replay_plans`); its output is kept
     beside the figure's data, as ``plan.json``."""
     data = api.replay_plans(**settings)
-    path = opts.data(name) / "plan.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2) + "\n")
+    api.write_output(opts.data(name) / "plan.json", json.dumps(data, indent=2) + "\n")
     return data
 
 
@@ -225,11 +224,11 @@ def new_figure(ncols: int = 1, width: float = 6.4, height: float = 4.2) -> tuple
 def write_csv(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
     """Rows of plotted values; the header is the union of the rows' keys in first-seen order."""
     header = list(dict.fromkeys(k for row in rows for k in row))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=header)
-        writer.writeheader()
-        writer.writerows(rows)
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=header)
+    writer.writeheader()
+    writer.writerows(rows)
+    api.write_output(path, text.getvalue())
 
 
 def save(
@@ -248,7 +247,9 @@ def save(
     files = []
     for ext, dpi in (("png", 60 if opts.tiny else 150), ("pdf", None)):
         path = opts.out / f"{name}.{ext}"
-        fig.savefig(path, dpi=dpi, bbox_inches="tight")
+        buf = io.BytesIO()  # written through the output-folder policy (a manifest entry)
+        fig.savefig(buf, format=ext, dpi=dpi, bbox_inches="tight")
+        api.write_output(path, buf.getvalue())
         files.append(path)
     write_csv(opts.out / f"{name}.csv", rows)
     return Drawn(name, title, text, (*files, opts.out / f"{name}.csv"))

@@ -301,15 +301,20 @@ def test_run_never_deletes_or_overwrites_a_file_it_did_not_write(
     monkeypatch.chdir(tmp_path)
     (tmp_path / "trace.json").write_text("mine")
     argv = ["run", str(scenario), *SMALL, "--out", "."]
-    assert "trace.json" in one_line_error(capsys, [*argv, "--trace"])
+    # A folder holding the user's files and no manifest is not the tool's to fill.
+    assert "a folder the tool created" in one_line_error(capsys, [*argv, "--trace"])
+    assert "a folder the tool created" in one_line_error(capsys, argv)
     assert not (tmp_path / "result.json").exists()
-    assert main([*argv, "--json"]) == 0  # a run without --trace leaves the user's file alone
     assert (tmp_path / "trace.json").read_text() == "mine"
     # A run's own artefacts are replaced and its stale trace removed on a rerun.
     own = tmp_path / "own"
     assert main(["run", str(scenario), *SMALL, "--out", str(own), "--trace", "--json"]) == 0
     assert main(["run", str(scenario), *SMALL, "--out", str(own), "--json"]) == 0
     assert not (own / "trace.json").exists()
+    # A file of the run's that the user edited since is refused, never replaced.
+    (own / "result.json").write_text((own / "result.json").read_text() + " ")
+    assert "result.json" in one_line_error(capsys, ["run", str(scenario), *SMALL, "--out",
+                                                    str(own), "--json"])
 
 
 def test_report_never_overwrites_a_sweep_table(

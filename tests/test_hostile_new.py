@@ -206,7 +206,7 @@ def test_figs_refuses_empty_only_bad_workers_and_a_file_out(
     afile = tmp_path / "file"
     afile.write_text("x")
     err = one_line_error(capsys, ["figs", "--only", "dp_scaling", "--tiny", "--out", str(afile)])
-    assert "this path is a file" in err
+    assert "(a file)" in err and "a folder the tool created" in err
     assert not out.exists()
 
 
@@ -309,9 +309,9 @@ def test_figs_rerun_into_its_own_out_folder_is_not_refused(
     pytest.importorskip("matplotlib")
     from paper_figs import catalog
 
-    (tmp_path / "data").mkdir()  # what a first run leaves behind
-    (tmp_path / "figures.json").write_text("{}")
     monkeypatch.setattr(catalog, "draw", lambda entries, opts, done: [])
+    assert main(["figs", "--only", "dp_scaling", "--tiny", "--out", str(tmp_path)]) == 0
+    (tmp_path / "data").mkdir()  # what a first run leaves behind
     assert main(["figs", "--only", "dp_scaling", "--tiny", "--out", str(tmp_path)]) == 0
     (tmp_path / "figures.json").unlink()
     (tmp_path / "figures.json").mkdir()

@@ -128,7 +128,8 @@ def test_moe_trace_and_npy_routing_trace(
     npy = tmp_path / "t.npy"
     np.save(npy, np.zeros((4, 89, 8), dtype=np.int32))
     err = one_line_error(
-        capsys, ["run", MOE, "--set", f"workload.routing.trace={npy}", "--out", str(tmp_path)]
+        capsys, ["run", MOE, "--set", f"workload.routing.trace={npy}", "--out",
+                 str(tmp_path / "o")]
     )
     assert ".npz" in err
 
@@ -156,8 +157,12 @@ def test_endless_and_special_input_files(
     fifo = tmp_path / "fifo.yaml"
     os.mkfifo(fifo)
     assert "regular file" in one_line_error(capsys, ["run", str(fifo)])
-    if Path("/dev/zero").exists():
-        assert "256 MB" in one_line_error(capsys, ["run", "/dev/zero"])
+    if Path("/dev/zero").exists():  # a device: refused unopened, like the pipe
+        assert "a device" in one_line_error(capsys, ["run", "/dev/zero"])
+    big = tmp_path / "big.yaml"  # a runaway regular file: refused past the read bound
+    with big.open("wb") as fh:
+        fh.truncate((256 << 20) + 1)
+    assert "256 MB" in one_line_error(capsys, ["run", str(big)])
 
 
 def test_file_names_longer_than_the_os_allows(
@@ -264,11 +269,14 @@ def test_safety_net_lines(
         assert safety.guarded(handler, None, "run") == code
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and needle in err and "run" in err
+    safety.guarded(full, None, "run")  # the contract's form: field, value, what is allowed
+    assert capsys.readouterr().err.startswith("error: run: got 'runs/x/result.json (No space")
     monkeypatch.setattr(safety.os, "_exit", exit_now)
     with pytest.raises(SystemExit) as stop:
         safety.guarded(oom, None, "run")
-    assert stop.value.code == 3
-    assert "out of memory" in capsys.readouterr().err
+    assert stop.value.code == 2  # the input asked for more than the machine has
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "more memory" in err and "GiB" in err
 
 
 def check_result(result: dict[str, Any], peak: float, flops: float) -> None:

@@ -143,7 +143,7 @@ def test_two_point_sweep_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixtur
     points = index["points"]
     assert [p["overrides"] for p in points] == [{"balancer.policy": "ulysses"},
                                                 {"balancer.policy": "libra"}]
-    assert sorted(f.name for f in (out / "points").iterdir()) == sorted(
+    assert sorted(f.name for f in (out / "points").glob("[!.]*")) == sorted(
         f"{p['id']}.json" for p in points)
     for p in points:
         result = json.loads((out / p["file"]).read_text())
@@ -163,11 +163,16 @@ def test_resume_skips_finished_points(
     again = sweep.run_sweep(spec("balancer.policy=ulysses,libra"), tmp_path, local_executor(1))
     assert calls == ["ulysses", "libra"] and again.ran == 0 and again.reused == 2
     assert {f: f.stat().st_mtime_ns for f in (tmp_path / "points").iterdir()} == mtimes
-    # A lost (or foreign) point file is recomputed, and only that one.
-    first.records[1].path.unlink()
+    # A point file edited since (or foreign) is refused before any point runs, unchanged.
     first.records[0].path.write_text('{"scenario": {}}')
+    with pytest.raises(InputError, match="nobody changed since"):
+        sweep.run_sweep(spec("balancer.policy=ulysses,libra"), tmp_path, local_executor(1))
+    assert calls == ["ulysses", "libra"]
+    assert first.records[0].path.read_text() == '{"scenario": {}}'
+    # A lost point file is recomputed, and only that one.
+    first.records[0].path.unlink()
     sweep.run_sweep(spec("balancer.policy=ulysses,libra"), tmp_path, local_executor(1))
-    assert calls[2:] == ["ulysses", "libra"]
+    assert calls[2:] == ["ulysses"]
 
 
 def test_equal_points_run_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -181,8 +186,8 @@ def test_same_grid_same_files(tmp_path: Path) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
     for out in (a, b):
         sweep.run_sweep(spec("balancer.policy=ulysses,libra"), out, local_executor(1))
-    names = sorted(f.name for f in (a / "points").iterdir())
-    assert names == sorted(f.name for f in (b / "points").iterdir()) and len(names) == 2
+    names = sorted(f.name for f in (a / "points").glob("[!.]*"))
+    assert names == sorted(f.name for f in (b / "points").glob("[!.]*")) and len(names) == 2
     for name in names:
         assert without_wall(a / "points" / name) == without_wall(b / "points" / name)
     assert without_wall(a / "sweep.json") == without_wall(b / "sweep.json")

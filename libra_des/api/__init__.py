@@ -39,6 +39,8 @@ doing the work inside their bodies (so ``import libra_des.api`` stays cheap):
 
 from __future__ import annotations
 
+import os
+
 from libra_des.api.costs import (
     checked_cost_model,
     cost,
@@ -77,5 +79,14 @@ __all__ = [
     "checked_cost_model", "cost", "cost_choices", "cost_device_warnings", "cost_model",
     "cost_ops", "cost_report", "fabric_for",
     "load_scenario", "load_training", "moe_systems", "noise_factors", "replay_plans",
-    "run_sweep", "shipped_path", "simulate", "step_plan",
+    "run_sweep", "shipped_path", "simulate", "step_plan", "write_output",
 ]
+
+
+def write_output(path: str | os.PathLike[str], data: str | bytes) -> None:
+    """Write one output file under the output-folder policy (atomically, recorded in its
+    folder's manifest; a file there the manifest does not vouch for is refused):
+    :func:`libra_des.api.outputs.write_output`, imported on first use."""
+    from libra_des.api.outputs import write_output as write
+
+    write(path, data)

@@ -60,7 +60,7 @@ def check_chakra_export(scenario: Scenario, out: Path, flag: str = "--chakra") -
 
     if not isinstance(scenario, TrainingScenario):
         raise InputError(flag, scenario.kind, "a training scenario")
-    check_output_dir(out, flag, ("comm_group.json",))
+    check_output_dir(out, flag, ("comm_group.json",), ("libra.*.et",))
 
 
 def export_chakra(trace: dict[str, Any], out: Path) -> list[Path]:

@@ -7,6 +7,8 @@ that imports this module pays for nothing else; they are typed by their definiti
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from libra_des.base.storage import dumps, write_atomic
 from libra_des.config.validation import check_output_dir, check_output_file
 from libra_des.results.outputs import (
@@ -20,5 +22,16 @@ from libra_des.results.outputs import (
 
 __all__ = [
     "RUN_RECORD", "check_ours", "check_output_dir", "check_output_file", "check_report_path",
-    "claim", "default_folder", "dumps", "remove_stale", "write_atomic",
+    "claim", "default_folder", "dumps", "remove_stale", "write_atomic", "write_output",
 ]
+
+
+def write_output(path: str | Path, data: str | bytes) -> None:
+    """Write one output file atomically and record it in its folder's manifest, the proof
+    that a later run may replace it (the output-folder policy, docs/user-guide.md). A file
+    there that the manifest does not record unchanged is refused
+    (:class:`~libra_des.errors.InputError`), never replaced."""
+    from libra_des.base.ownership import check_file
+
+    check_file(Path(path), "path")
+    write_atomic(Path(path), data)

@@ -1,15 +1,17 @@
 """Result files: canonical JSON and atomic writes (no half-written output survives).
 
 Lives low in the package so that every layer (profiles, runs, sweeps) can persist data.
+Every file written here is recorded in its folder's manifest (:mod:`.ownership`), which is
+what later lets a rerun replace it, and nothing the tool did not write.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from libra_des.base.ownership import record_write
 
 
 def dumps(obj: Any) -> str:
@@ -17,16 +19,6 @@ def dumps(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, indent=2, allow_nan=False)
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write through a temporary file and rename, so no half-written output survives."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        # mkstemp creates 0600 files; results are meant to be shared like any other output.
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def write_atomic(path: Path, text: str | bytes) -> None:
+    """Write through a temporary file and rename, and record the file as the tool's own."""
+    record_write(path, text)

@@ -65,7 +65,11 @@ def handle(args: argparse.Namespace) -> int:
     if len(workers_list) != 1:
         raise InputError("--workers", args.workers, "a single integer >= 1")
     workers = workers_list[0]
-    check_output_dir(Path(args.out), "--out", ("figures.json",))
+    # Every figure's PNG, PDF and CSV is replaced: each must be the tool's own, unchanged.
+    check_output_dir(Path(args.out), "--out", ("figures.json",), ("*.png", "*.pdf", "*.csv"))
+    data = Path(args.out) / "data"  # the figures' sweeps, each checked by its own sweep
+    if data.exists() and not data.is_dir():
+        raise InputError("--out", str(data), "a folder for the figures' data (this is a file)")
     opts = FigOptions(Path(args.out), quick=args.quick, workers=workers, tiny=args.tiny)
     entries = [e for e in catalog.FIGURES if e.name in names]
     err = Console(stderr=True)

@@ -3,12 +3,14 @@
 ``guarded`` runs a command handler and maps what escapes it:
 
 * :class:`~libra_des.errors.InputError` -> its one line, exit 2 (bad input);
-* :class:`OSError` (disk full, permission denied, a name the OS refuses) -> one line naming
-  the file, exit 2: the environment, not the simulator, is at fault;
+* :class:`OSError` (disk full, permission denied, a name the OS refuses) -> the contract's
+  one line (``error: COMMAND: got 'PATH (reason)'; allowed: ...``), exit 2: the
+  environment, not the simulator, is at fault;
 * :class:`~libra_des.errors.CheckError` -> one line, exit 3 (a result failed a built-in check:
   a bug, never printed as a result);
-* ``MemoryError`` -> one line, and the process ends at once (exit 3) so that no worker thread
-  or pool keeps it alive;
+* ``MemoryError`` -> one line naming the memory limit it hit, and the process ends at once
+  (exit 2: the input asks for more than the machine has) so that no worker thread or pool
+  keeps it alive;
 * a closed stdout (``libra-des run --json | head -c10``) -> quiet exit 0;
 * ``KeyboardInterrupt`` -> ``interrupted``, exit 130;
 * anything else -> one line naming the command and asking for a bug report with the input,
@@ -55,11 +57,31 @@ def silence_stdout() -> None:
 
 
 def os_error_line(command: str, exc: OSError) -> str:
+    """The contract's one line for an OS error: the command as the field, the path and the
+    OS's reason as the value (the checks before any work name the exact flag instead)."""
     what = exc.strerror or type(exc).__name__
     where = exc.filename if exc.filename is not None else ""
-    if where:
-        return f"error: {command}: {value_text(where)}: {what}"
-    return f"error: {command}: {what}"
+    value = f"{value_text(where)} ({what})" if where else what
+    return InputError(command, value, "paths the OS lets this command read and write (a "
+                      "readable input, a writable folder with free space)").line()
+
+
+def memory_line(command: str) -> str:
+    """The one line for running out of memory, naming the limit that was hit: the process's
+    address-space limit (``ulimit -v``) when one is set, else the machine's memory."""
+    import resource
+
+    limit, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if limit != resource.RLIM_INFINITY:
+        hit = f"the address-space limit of {limit / 2**30:.1f} GiB (ulimit -v)"
+    else:
+        try:
+            total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+            hit = f"this machine's {total / 2**30:.1f} GiB of memory"
+        except (OSError, ValueError):
+            hit = "this machine's memory"
+    return InputError(command, "an input needing more memory than is free",
+                      f"an input that fits in {hit} (make the scenario smaller)").line()
 
 
 def guarded(handler: Callable[[T], int], args: T, command: str) -> int:
@@ -81,8 +103,8 @@ def guarded(handler: Callable[[T], int], args: T, command: str) -> int:
         silence_stdout()
         return 0
     except MemoryError:
-        say(f"error: {command}: out of memory; make the scenario smaller")
-        os._exit(EXIT_BUG)
+        say(memory_line(command))
+        os._exit(EXIT_BAD_INPUT)
     except RecursionError:
         say(f"error: {command}: input nested too deeply to read")
         return EXIT_BAD_INPUT

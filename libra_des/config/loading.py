@@ -214,7 +214,7 @@ def read_yaml(path: str | Path, field: str = "scenario") -> Any:
     """Read one YAML file; missing, unreadable or malformed files are input errors."""
     p = Path(path)
     try:
-        text = read_bounded(p)
+        text = read_bounded(p, field)
     except FileNotFoundError:
         raise InputError(field, str(path), "an existing YAML file") from None
     except (OSError, UnicodeDecodeError) as exc:

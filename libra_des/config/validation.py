@@ -17,8 +17,8 @@ a fit or a file write begins:
   the other scenario kind is an unknown key there: each kind's model has only its own).
 
 The preflight estimate of a run's memory and time lives in :mod:`libra_des.kinds.preflight`; output
-paths are checked by :func:`check_output_dir`. This module imports nothing of the package but
-:mod:`libra_des.errors`, so the configuration models can call it.
+paths are checked by :func:`check_output_dir` (the policy: :mod:`libra_des.base.ownership`).
+This module imports only that and :mod:`libra_des.errors`, so the configuration can call it.
 """
 
 from __future__ import annotations
@@ -29,13 +29,13 @@ import math
 import os
 import re
 import shutil
-import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
 import yaml
 
+from libra_des.base.ownership import ALLOWED_FOLDER, check_file, check_folder, check_special
 from libra_des.errors import InputError
 
 #: Deepest nesting of mappings and lists accepted in any input file (scenarios nest about 4
@@ -523,17 +523,19 @@ def name_max(folder: Path) -> int:
         return 255
 
 
-def check_output_dir(out: Path, flag: str, files: tuple[str, ...] = ()) -> None:
+def check_output_dir(out: Path, flag: str, files: tuple[str, ...] = (),
+                     patterns: tuple[str, ...] = (), owned: bool = True) -> None:
     """Refuse an output folder that cannot be written before any work starts.
 
     ``out`` must be a folder or creatable; the first existing ancestor must be a writable
-    folder; no component may exceed the file system's name length; each of ``files`` inside
-    ``out`` must be a file or absent (not a folder).
+    folder; no part may exceed the name length; ``out``, ``files`` and ``patterns`` in it the
+    tool's to fill (:func:`~libra_des.base.ownership.check_folder`; not if ``owned=False``).
     """
     where = str(out)
     if len(os.fsencode(where)) >= 4096:
         raise InputError(flag, where, "a path shorter than 4,096 bytes")
     try:
+        check_special(out, flag)  # a link loop anywhere on the path: ELOOP here
         dangling = next((p for p in (out, *out.parents) if p.is_symlink() and not p.exists()),
                         None)
         if dangling is not None:
@@ -547,7 +549,7 @@ def check_output_dir(out: Path, flag: str, files: tuple[str, ...] = ()) -> None:
             if len(os.fsencode(part)) > limit:
                 raise InputError(flag, where, f"file names of at most {limit} bytes")
         if out.exists() and not out.is_dir():
-            raise InputError(flag, where, "a folder (this path is a file)")
+            raise InputError(flag, f"{where} (a file)", ALLOWED_FOLDER)
         if not probe.is_dir():
             raise InputError(flag, where, f"a path inside a folder ({probe} is a file)")
         if not os.access(probe, os.W_OK | os.X_OK):
@@ -555,9 +557,8 @@ def check_output_dir(out: Path, flag: str, files: tuple[str, ...] = ()) -> None:
         if shutil.disk_usage(probe).free < MIN_FREE_BYTES:
             raise InputError(flag, where, f"a folder on a disk with at least "
                              f"{MIN_FREE_BYTES >> 20} MB free")
-        for name in files:
-            if (out / name).is_dir():
-                raise InputError(flag, str(out / name), "a file path (this is a folder)")
+        if owned:
+            check_folder(out, flag, files, patterns)
     except OSError as exc:
         why = errno.errorcode.get(exc.errno or 0, type(exc).__name__)
         raise InputError(flag, where, f"a usable output path ({why})") from None
@@ -565,11 +566,12 @@ def check_output_dir(out: Path, flag: str, files: tuple[str, ...] = ()) -> None:
 
 def check_output_file(path: Path, flag: str) -> None:
     """Refuse an output file path that cannot be written (see :func:`check_output_dir`)."""
-    check_output_dir(path.parent, flag)
+    check_output_dir(path.parent, flag, owned=False)
     if len(os.fsencode(path.name)) > name_max(path.parent if path.parent.is_dir() else Path(".")):
         raise InputError(flag, str(path), "a file name the file system allows (too long)")
     if path.is_dir():
         raise InputError(flag, str(path), "a file path (this is a folder)")
+    check_file(path, flag)
 
 
 #: Largest input text file read (scenarios, topologies, profiles, measurement logs): 256 MB,
@@ -577,11 +579,10 @@ def check_output_file(path: Path, flag: str) -> None:
 MAX_INPUT_BYTES = 256 << 20
 
 
-def read_bounded(path: Path) -> str:
-    """A text file's content, refusing more than :data:`MAX_INPUT_BYTES` (so ``/dev/zero``
-    or a FIFO that never ends is an error, not a hang). OSError/UnicodeDecodeError pass on."""
-    if stat.S_ISFIFO(path.stat().st_mode) or stat.S_ISSOCK(path.stat().st_mode):
-        raise InputError(str(path), "a pipe or socket", "a regular file (opening would wait)")
+def read_bounded(path: Path, field: str = "input") -> str:
+    """A text file's content, refusing more than :data:`MAX_INPUT_BYTES`; FIFOs, sockets,
+    devices and link loops unopened (``check_special``). OSError/UnicodeDecodeError pass on."""
+    check_special(path, field)
     with path.open("rb") as fh:
         data = fh.read(MAX_INPUT_BYTES + 1)
     if len(data) > MAX_INPUT_BYTES:

@@ -6,11 +6,13 @@ owns it; a default folder owned by another scenario (or holding files without a 
 left alone and the run goes to ``runs/exp-<hash of the scenario path>`` instead, with a
 note. An explicit ``--out`` is the user's choice and is used as given.
 
-A run records the files it wrote in ``run.json`` (with its wall-clock time and host). A rerun
-removes the files an earlier run recorded there and this one did not rewrite (``trace.json``
-of an earlier ``--trace`` run), so a folder never mixes two runs; and it never deletes or
-overwrites a file no run recorded (a ``trace.json`` of the user's own in ``--out .`` is
-refused before any work: :func:`check_ours`).
+A run records the files it wrote in ``run.json`` (with its wall-clock time and host), and
+every file it writes in the folder's manifest (:mod:`libra_des.base.ownership`, the one
+output-folder policy). A rerun removes the files an earlier run recorded there and this one
+did not rewrite (``trace.json`` of an earlier ``--trace`` run), so a folder never mixes two
+runs; and it never deletes or overwrites a file the manifest does not vouch for unchanged
+(a ``trace.json`` of the user's own, a ``run.json`` the user edited), refusing before any
+work (:func:`check_ours`).
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ import hashlib
 import json
 from pathlib import Path
 
+from libra_des.base import ownership
 from libra_des.base.storage import write_atomic
-from libra_des.errors import InputError
 
 MARKER = ".libra-des-source"
 #: The record of a run beside its ``result.json``: wall-clock time, host, files written.
@@ -29,15 +31,13 @@ RUN_RECORD = "run.json"
 
 def owner(folder: Path) -> str | None:
     """The scenario path that owns ``folder``; None when free (absent or empty);
-    ``"?"`` when it holds files but no marker (owner unknown)."""
+    ``"?"`` when it holds files but no marker the folder's manifest vouches for."""
     if not folder.is_dir():
         return None
     marker = folder / MARKER
-    if marker.is_file():
-        try:
-            return marker.read_text().strip() or "?"
-        except (OSError, UnicodeDecodeError):
-            return "?"
+    mine = ownership.load(folder) or {}
+    if mine.get(MARKER) is not None and ownership.file_digest(marker) == mine[MARKER]:
+        return marker.read_text().strip() or "?"
     return "?" if any(folder.iterdir()) else None
 
 
@@ -58,9 +58,14 @@ def claim(folder: Path, scenario_path: str) -> None:
 
 
 def recorded(folder: Path) -> set[str] | None:
-    """The files ``folder/run.json`` says an earlier run wrote (None: no readable record)."""
+    """The files ``folder/run.json`` says an earlier run wrote (None: no record the folder's
+    manifest vouches for unchanged: a hand-written or edited ``run.json`` is not trusted)."""
+    path = folder / RUN_RECORD
+    mine = ownership.load(folder) or {}
+    if mine.get(RUN_RECORD) is None or ownership.file_digest(path) != mine[RUN_RECORD]:
+        return None
     try:
-        data = json.loads((folder / RUN_RECORD).read_text())
+        data = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
     files = data.get("files") if isinstance(data, dict) else None
@@ -70,38 +75,23 @@ def recorded(folder: Path) -> set[str] | None:
 
 
 def check_ours(folder: Path, files: tuple[str, ...], flag: str) -> None:
-    """Refuse, before any work, a folder where this run would overwrite a file (one of
-    ``files`` or ``run.json``) that no earlier run recorded as its own."""
-    ours = recorded(folder)
-    allowed = set() if ours is None else {*ours, RUN_RECORD}
-    for name in (*files, RUN_RECORD):
-        path = folder / name
-        if (path.exists() or path.is_symlink()) and name not in allowed:
-            raise InputError(flag, str(path), "a folder whose result files an earlier run "
-                             "wrote (this file is not one: move it, or choose another --out)")
+    """Refuse, before any work, a folder where this run would overwrite or remove a file
+    (one of ``files``, ``run.json``, the marker, an earlier run's stale outputs) that the
+    folder's manifest does not record unchanged."""
+    stale = tuple(sorted(recorded(folder) or ()))
+    ownership.check_folder(folder, flag, (*files, RUN_RECORD, MARKER, *stale))
 
 
 def remove_stale(folder: Path, written: set[str]) -> None:
     """Delete the artefacts an earlier run recorded that this run did not rewrite."""
+    ledger = ownership.Ledger(folder)
     for name in sorted((recorded(folder) or set()) - written - {RUN_RECORD}):
-        (folder / name).unlink(missing_ok=True)
-
-
-#: How every page ``libra-des report`` writes begins (report.render): an existing file that
-#: begins otherwise is not one a report wrote, so it is never overwritten.
-REPORT_HEAD = b"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>libra-des report:"
+        ledger.remove(name)
+    ledger.save()
 
 
 def check_report_path(path: Path, flag: str = "--out") -> None:
     """Refuse, before any work, an HTML output path holding a file no report wrote (a
-    sweep's own ``sweep.csv``, a result, the user's page)."""
-    if not (path.exists() or path.is_symlink()):
-        return
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(len(REPORT_HEAD))
-    except OSError:
-        head = b""
-    if head != REPORT_HEAD:
-        raise InputError(flag, str(path), "a new file or a report libra-des wrote (this "
-                         "file is not one: choose another --out)")
+    sweep's own ``sweep.csv``, a result, the user's page): it must be new, or a file its
+    folder's manifest records unchanged."""
+    ownership.check_file(path, flag)

@@ -6,7 +6,8 @@ should have refused), never an answer. Each scenario kind's ``simulate``
 :class:`~libra_des.errors.CheckError` (one line, exit status 3) when a result breaks one of:
 
 * every number is finite (NaN or infinity anywhere, at any depth);
-* every ``*_fraction`` and the MFU lie in [0, 1] (up to rounding, :data:`TOLERANCE`);
+* every ``*_fraction`` and the MFU lie in [0, 1] (rounding noise within :data:`TOLERANCE`
+  is clamped to the bound in the result, never printed outside it);
 * times, rates and counts are not negative; imbalance ratios (max / mean) are >= 1;
 * the run took at least the compute roofline of its work: training's model FLOPs over
   ``gpus x peak`` (the same statement as MFU <= 1), and for MoE prefill each layer's routed
@@ -16,7 +17,7 @@ should have refused), never an answer. Each scenario kind's ``simulate``
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from typing import Any
 
 from libra_des.errors import CheckError
@@ -42,23 +43,55 @@ def leaves(node: Any, where: str = "") -> Iterator[tuple[str, Any]]:
         yield where, node
 
 
-def check_numbers(result: Mapping[str, Any]) -> None:
-    """Finite everywhere; fractions in [0, 1]; no negative times, rates or counts."""
-    for path, value in leaves({k: v for k, v in result.items() if k != "scenario"}):
-        if not isinstance(value, int | float) or isinstance(value, bool):
-            continue
-        if not math.isfinite(value):
-            raise CheckError("finite outputs", f"{path} = {value}")
-        name = path.split(".")[-1].split("[")[0]
-        top = path.split(".")[0]
-        if (name.endswith("fraction") or name in SHARES) and not (
-            -TOLERANCE <= value <= 1 + TOLERANCE
-        ):
+def check_numbers(result: MutableMapping[str, Any]) -> None:
+    """Finite everywhere; fractions in [0, 1]; no negative times, rates or counts.
+
+    A value outside its range by no more than the rounding slack (:data:`TOLERANCE`, e.g. a
+    bubble fraction of -3e-17 from a difference of two equal sums) is set to the bound in
+    ``result`` itself, so no result is ever written or printed outside its range; a value
+    beyond the slack is a genuine violation (:class:`~libra_des.errors.CheckError`)."""
+    for key, value in result.items():
+        if key != "scenario":
+            result[key] = settled(value, key)
+
+
+def settled(node: Any, path: str) -> Any:
+    """``node`` with every number checked and its rounding noise clamped (see above)."""
+    if isinstance(node, MutableMapping):  # in place: callers may hold the nested objects
+        for key, value in node.items():
+            node[key] = settled(value, f"{path}.{key}")
+        return node
+    if isinstance(node, Mapping):
+        return {k: settled(v, f"{path}.{k}") for k, v in node.items()}
+    if isinstance(node, list):
+        node[:] = [settled(v, f"{path}[{i}]") for i, v in enumerate(node)]
+        return node
+    if isinstance(node, tuple):
+        return tuple(settled(v, f"{path}[{i}]") for i, v in enumerate(node))
+    if not isinstance(node, int | float) or isinstance(node, bool):
+        return node
+    return bounded(node, path)
+
+
+def bounded(value: float, path: str) -> float:
+    """One number of a result, checked against its range and clamped within the slack."""
+    if not math.isfinite(value):
+        raise CheckError("finite outputs", f"{path} = {value}")
+    name = path.split(".")[-1].split("[")[0]
+    top = path.split(".")[0]
+    if name.endswith("fraction") or name in SHARES:
+        if not -TOLERANCE <= value <= 1 + TOLERANCE:
             raise CheckError("fractions in [0, 1]", f"{path} = {value:.6g}")
-        if value < -TOLERANCE * 1e-3 and name not in SIGNED:
+        value = min(max(value, type(value)(0)), type(value)(1))
+    if name not in SIGNED and value < 0:
+        if value < -TOLERANCE * 1e-3:
             raise CheckError("no negative times, rates or counts", f"{path} = {value:.6g}")
-        if top == "imbalance_ratio" and value < 1 - TOLERANCE:
+        value = type(value)(0)
+    if top == "imbalance_ratio" and value < 1:
+        if value < 1 - TOLERANCE:
             raise CheckError("imbalance ratio (max / mean) >= 1", f"{path} = {value:.6g}")
+        value = type(value)(1)
+    return value
 
 
 def check_training(result: Mapping[str, Any], flops_per_step: float, peak: float) -> None:

@@ -66,7 +66,7 @@ def read_result(path: Path, field: str = "report", plausible: bool = True) -> di
     from libra_des.results.plausibility import check_numbers
 
     try:
-        data = parse_json(read_bounded(path), field, str(path))
+        data = parse_json(read_bounded(path, field), field, str(path))
     except (OSError, UnicodeDecodeError):
         raise InputError(field, str(path), "a readable result JSON file") from None
     if not isinstance(data, dict):
@@ -147,9 +147,7 @@ def write_table(rows: Sequence[Mapping[str, Any]], stem: Path) -> list[Path]:
     sink = pa.BufferOutputStream()
     pq.write_table(pa.Table.from_pylist(uniform(rows)), sink)
     path = stem.with_suffix(".parquet")
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(sink.getvalue().to_pybytes())
-    tmp.replace(path)
+    write_atomic(path, sink.getvalue().to_pybytes())
     return [*written, path]
 
 

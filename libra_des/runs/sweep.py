@@ -47,7 +47,15 @@ from libra_des.kinds import moe as moe_kind
 from libra_des.kinds import training as training_kind
 from libra_des.kinds.simulation import simulate_timed
 from libra_des.base.storage import dumps, write_atomic
-from libra_des.runs.sweep_safety import check_points, folder_lock, stop_workers, worker_init
+from libra_des.base.ownership import Ledger
+from libra_des.runs.sweep_safety import (
+    check_folder,
+    check_parts,
+    check_points,
+    folder_lock,
+    stop_workers,
+    worker_init,
+)
 from libra_des.results.tables import write_sweep_table
 from libra_des.workload import trace_cache
 
@@ -345,6 +353,11 @@ class SweepResult:
         }
 
 
+#: Point files written between two saves of their manifest: a sweep killed outright (no
+#: Ctrl-C) leaves at most this many unrecorded, which a rerun then refuses (our choice).
+SAVE_EVERY = 16
+
+
 def load_finished(path: Path, scenario: Scenario) -> dict[str, Any] | None:
     """A stored result for exactly this scenario, or None (missing, unreadable, other run)."""
     try:
@@ -369,6 +382,8 @@ def run_sweep(
     """
     points = list(points) if points is not None else resolve(spec)
     run = executor or local_executor(default_workers())
+    check_folder(out)  # before any work (libra_des.base.ownership)
+    check_parts(out, list(dict.fromkeys(p.id for p in points)))
     with folder_lock(out):
         return run_locked(spec, out, run, advance, points)
 
@@ -388,16 +403,22 @@ def run_locked(
     advance(len(unique) - len(todo))
     errors: dict[str, Outcome] = {}
     walls: dict[str, float] = {}
-    with trace_cache.enabled(out / "trace-cache"):  # MoE points share routing traces
-        for pos, outcome in run([p.scenario for p in todo]):
-            pid = todo[pos].id
-            if outcome.text is None:
-                errors[pid] = outcome
-            else:
-                write_atomic(out / "points" / f"{pid}.json", outcome.text)
-                found[pid] = json.loads(outcome.text)
-                walls[pid] = outcome.wall_s
-            advance(1)
+    ledger = Ledger(out / "points")  # the point files' manifest, saved in batches
+    try:
+        with trace_cache.enabled(out / "trace-cache"):  # MoE points share routing traces
+            for pos, outcome in run([p.scenario for p in todo]):
+                pid = todo[pos].id
+                if outcome.text is None:
+                    errors[pid] = outcome
+                else:
+                    ledger.write(f"{pid}.json", outcome.text)
+                    found[pid] = json.loads(outcome.text)
+                    walls[pid] = outcome.wall_s
+                    if len(ledger.changed) >= SAVE_EVERY:
+                        ledger.save()
+                advance(1)
+    finally:
+        ledger.save()  # finished points stay the sweep's own after a Ctrl-C too
     records = tuple(record(p, found[p.id], errors.get(p.id), out, p.id not in todo_ids,
                            walls.get(p.id, 0.0)) for p in points)
     first = next((o.input_error for o in errors.values() if o.input_error), None)

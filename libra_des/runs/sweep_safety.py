@@ -19,10 +19,13 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from libra_des.base import ownership
+from libra_des.base.ownership import Ledger
+from libra_des.config.validation import check_output_dir
 from libra_des.errors import InputError
 
 #: How often a worker checks that its driver is alive (seconds): our choice, well under the
@@ -46,10 +49,12 @@ def folder_lock(out: Path) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise InputError("--out", str(out), "a folder no other running sweep is writing "
-                             "to (wait for it, or choose another --out)") from None
+            raise busy(out) from None
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
+        ledger = Ledger(out)  # the lock is one of the folder's own files (ownership.py)
+        ledger.record(LOCK_NAME)
+        ledger.save()
         yield
     finally:
         os.close(fd)  # closing drops the lock
@@ -95,6 +100,55 @@ def stop_workers(pool: ProcessPoolExecutor) -> None:
         with contextlib.suppress(Exception):
             proc.terminate()
     pool.shutdown(wait=False, cancel_futures=True)
+
+
+#: What a sweep writes at the top of its folder (sweep.parquet with the ``tables`` extra).
+TOP_FILES = ("sweep.json", "sweep.csv", "sweep.parquet", LOCK_NAME)
+
+
+def check_folder(out: Path) -> None:
+    """Refuse, before any work, a sweep folder that is not new, empty or the tool's own, or
+    whose top files (the lock, ``sweep.csv``...) are not the tool's unchanged or are folders."""
+    check_output_dir(out, "--out", TOP_FILES)
+    for sub in ("indexes", "points", "trace-cache"):
+        if (out / sub).exists() and not (out / sub).is_dir():
+            raise InputError("--out", str(out / sub), "a folder (this path is a file)")
+
+
+def check_parts(out: Path, point_ids: Sequence[str]) -> None:
+    """The points and indexes subfolders, checked like the top: a point file that is a
+    folder or one the tool did not write is refused before any point runs (and before the
+    lock is taken, so a refusal changes nothing). A sweep still writing them (its latest
+    point files not yet in the manifest) is named as such, not mistaken for a stranger."""
+    try:
+        ownership.check_folder(out / "points", "--out", [f"{i}.json" for i in point_ids])
+        ownership.check_folder(out / "indexes", "--out", (), ("*.json",))
+    except InputError:
+        if lock_held(out):
+            raise busy(out) from None
+        raise
+
+
+def lock_held(out: Path) -> bool:
+    """Whether a live sweep holds ``OUT/.lock`` (probed without creating or writing it)."""
+    import fcntl
+
+    try:
+        fd = os.open(out / LOCK_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def busy(out: Path) -> InputError:
+    return InputError("--out", str(out), "a folder no other running sweep is writing to "
+                      "(wait for it, or choose another --out)")
 
 
 def check_points(count: int) -> None:

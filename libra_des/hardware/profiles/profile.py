@@ -376,7 +376,7 @@ def resolve_profile(ref: str | Path) -> Path:
 def read_text(path: Path, field: str, what: str) -> str:
     """A file's text; a missing or unreadable file is an input error naming ``what``."""
     try:
-        return read_bounded(path)
+        return read_bounded(path, field)
     except FileNotFoundError:
         raise InputError(field, str(path), f"an existing {what}") from None
     except (OSError, UnicodeDecodeError) as exc:

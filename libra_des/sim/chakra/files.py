@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
 from pathlib import Path
 from typing import Any
 
-from libra_des.base.storage import write_atomic
-from libra_des.config.validation import parse_json, read_bounded
+from libra_des.base.ownership import Ledger, check_special
+from libra_des.config.validation import check_output_dir, parse_json, read_bounded
 from libra_des.errors import InputError
 from libra_des.sim.chakra.replay import EtNode, parse_node
 from libra_des.sim.chakra.schema import read_trace
@@ -20,27 +21,36 @@ _RANK = re.compile(r"\.(\d+)\.et$")
 MAX_RANKS = 16384
 
 
-def write_folder(out: Path, files: dict[int, bytes], groups: dict[str, list[int]]) -> list[Path]:
-    """Write every rank's trace and the comm groups (each file through a rename)."""
-    import os
-    import tempfile
+#: What an export writes into its folder (its ``.et`` files, by pattern: their count follows
+#: the run), for the output-folder check before any work (:mod:`libra_des.base.ownership`).
+OUTPUT_NAMES = (GROUPS,)
+OUTPUT_PATTERNS = (f"{PREFIX}.*.et",)
 
-    out.mkdir(parents=True, exist_ok=True)
-    written = []
-    for rank, data in files.items():
-        path = out / f"{PREFIX}.{rank}.et"
-        fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{path.name}.", suffix=".tmp")
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-        written.append(path)
-    write_atomic(out / GROUPS, json.dumps(groups, indent=1, sort_keys=True) + "\n")
-    return [*written, out / GROUPS]
+
+def check_folder(out: Path, flag: str = "--chakra") -> None:
+    """Refuse, before any work, a folder an export may not fill (foreign or edited files)."""
+    check_output_dir(out, flag, OUTPUT_NAMES, OUTPUT_PATTERNS)
+
+
+def write_folder(out: Path, files: dict[int, bytes], groups: dict[str, list[int]]) -> list[Path]:
+    """Write every rank's trace and the comm groups (each file through a rename), recorded
+    in the folder's manifest; an earlier export's rank files this one does not write are
+    removed, so the folder never mixes two runs."""
+    ledger = Ledger(out)
+    written = [ledger.write(f"{PREFIX}.{rank}.et", data) for rank, data in files.items()]
+    written.append(ledger.write(GROUPS, json.dumps(groups, indent=1, sort_keys=True) + "\n"))
+    names = {p.name for p in written}
+    for name in sorted(ledger.files):
+        if name not in names and fnmatch.fnmatchcase(name, OUTPUT_PATTERNS[0]):
+            ledger.remove(name)
+    ledger.save()
+    return written
 
 
 def et_files(paths: list[Path]) -> list[Path]:
     found: list[Path] = []
     for p in paths:
+        check_special(p, "ET")
         if p.is_dir():
             found += sorted(p.glob("*.et"))
         elif p.is_file():
@@ -49,6 +59,8 @@ def et_files(paths: list[Path]) -> list[Path]:
             raise InputError("ET", str(p), "an existing .et file or a folder of them")
     if not found:
         raise InputError("ET", " ".join(map(str, paths)), "at least one Chakra .et file")
+    for p in found:
+        check_special(p, "ET")  # a pipe named *.et in a folder: refused, never opened
     if len(found) > MAX_RANKS:
         raise InputError("ET", f"{len(found)} files", f"at most {MAX_RANKS} ranks")
     return found
@@ -63,7 +75,7 @@ def read_groups(folder: Path, ranks: int) -> dict[str, list[int]]:
     path = folder / GROUPS
     if not path.is_file():
         return {}
-    data: Any = parse_json(read_bounded(path), "comm_group", str(path))
+    data: Any = parse_json(read_bounded(path, "comm_group"), "comm_group", str(path))
     if not isinstance(data, dict):
         raise InputError("comm_group", type(data).__name__, "a JSON object {name: [ranks]}")
     out = {}
