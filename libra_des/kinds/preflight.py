@@ -1,22 +1,28 @@
 """Preflight: refuse, before any work, runs this machine cannot finish; check run options.
 
-:func:`estimate` gives a rough upper estimate of a run's peak memory and wall time from the
-sizes that drive them. The coefficients are *measured* on this project's CI-class machine
-(2 shared cores; ``/usr/bin/time`` of ``libra-des run``) and rounded up: per W^2 entry of a
-pool's byte matrices (W workers per pool), per GPU, per sample, per op, per TAP block, and
-for MoE prefill per (batch x MoE layer) of 16K tokens. The measured runs behind them are in
-benchmarks/README.md ("Figures that docstrings used to carry").
+:func:`estimate` gives an estimate of a run's peak memory and its CPU seconds (what a user
+waits for on an idle machine) from the sizes that drive them (:func:`training_terms`,
+:func:`moe_terms`). The coefficients are data, in ``preflight.yaml`` beside this module,
+together with the measured runs that set them (``benchmarks/preflight_check.py --measure
+--write --fit`` measures, fits and writes both; without flags it prints every case's estimate
+against its measurement). The time estimate aims at the measured time times the file's
+``seconds_margin`` (within 3x either way on every measured case); the memory estimate is at
+or above every measured peak (each kind's ``bytes_margin``).
 
 A run estimated above the memory this machine has available (``MemAvailable``) or above
-:data:`MAX_SECONDS` is an input error naming the estimate; ``--no-preflight`` overrides.
+:data:`MAX_SECONDS` is an input error naming the estimate; ``--no-preflight`` overrides. A
+network model that the data file does not know (a third party's) stretches the fast
+estimate by its registration's ``training_wall`` / ``moe_wall``.
 """
 
 from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
+from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import libra_des.kinds as kinds
 from libra_des.errors import InputError
@@ -31,6 +37,17 @@ MAX_SECONDS = 24 * 3600.0
 #: Perfetto's UI becomes unusable well before): our choice.
 MAX_TRACE_EVENTS = 2_000_000
 BASE_BYTES = 250e6  # interpreter, numpy, SimPy, networkx (measured: about 110 MB)
+#: The coefficients and the measurements that set them.
+DATA = Path(__file__).with_name("preflight.yaml")
+
+
+@cache
+def coefficients() -> Mapping[str, Any]:
+    """``preflight.yaml`` (read once)."""
+    import yaml  # lazy: ``plan``'s start-up never reads the file
+
+    data: Mapping[str, Any] = yaml.safe_load(DATA.read_text())
+    return data
 
 
 def mean_sample_tokens(sc: TrainingScenario) -> float:
@@ -44,47 +61,91 @@ def mean_sample_tokens(sc: TrainingScenario) -> float:
     return max(guess, float(dist.min), 1.0)
 
 
-def training_estimate(sc: TrainingScenario) -> Estimate:
-    # Lazy: ``libra-des plan`` needs only check_plan_sizes, and these pull in the cost model.
+def training_terms(sc: TrainingScenario) -> dict[str, float]:
+    """The sizes a training run's cost grows with, per step: W^2 entries of a pool's byte
+    matrices (W lockstep workers per pool), samples, GPUs, pipeline ops and TAP blocks."""
+    # Lazy: ``libra-des plan`` needs only check_plan_sizes, and these pull in the planner.
     from libra_des.plan.step import pool_size_of
-    from libra_des.sim.network import models as network_models
     from libra_des.sim.training.tap_autotune import MIN_BLOCK
 
     par = sc.parallelism
-    workers = pool_size_of(sc) * par.cp  # W: one pool's lockstep workers
-    samples = par.gbs * sc.workload.packed_length / mean_sample_tokens(sc)
-    ops = (par.dp // pool_size_of(sc)) * par.pp * 2 * par.microbatches * par.virtual_stages
-    # TAP blocks of the window (the quickstart's 16K blocks: 16,384 per step, a few MB).
+    pool = pool_size_of(sc)
     block = sc.balancer.block_size
     # ``auto`` may pick the smallest candidate block: the conservative (most blocks) guess.
     size = block if isinstance(block, int) else MIN_BLOCK
-    blocks = par.gbs * sc.workload.packed_length / min(size, sc.workload.packed_length)
-    per_step_bytes = (150.0 * workers**2 + 200.0 * samples + 10e3 * par.gpus + 2e3 * ops
-                      + 200.0 * blocks)
-    per_step_s = (2e-6 * workers**2 + 5e-6 * samples + 5e-4 * par.gpus + 2e-4 * ops
-                  + 2e-5 * blocks)
-    per_step_s *= network_models.get(sc.fidelity).training_wall(par.gpus)
+    return {
+        "pool_pairs": float((pool * par.cp) ** 2),
+        "samples": par.gbs * sc.workload.packed_length / mean_sample_tokens(sc),
+        "gpus": float(par.gpus),
+        "ops": float((par.dp // pool) * par.pp * 2 * par.microbatches * par.virtual_stages),
+        "blocks": par.gbs * sc.workload.packed_length / min(size, sc.workload.packed_length),
+    }
+
+
+def linear(weights: Mapping[str, float], terms: Mapping[str, float]) -> float:
+    """``sum(weights[k] * terms[k])`` over the terms (a missing weight is 0)."""
+    return sum(float(weights.get(k, 0.0)) * v for k, v in terms.items())
+
+
+def training_estimate(sc: TrainingScenario) -> Estimate:
+    data = coefficients()["training"]
+    terms = training_terms(sc)
+    per_step_s = linear(data["seconds"], terms)
+    per_step_bytes = linear(data["bytes"], terms)
+    stretch = data.get("fidelity", {}).get(sc.fidelity)
+    if stretch is not None:  # a shipped model the data file prices itself
+        per_step_s += float(stretch["seconds_per_gpu"]) * terms["gpus"] ** float(
+            stretch["gpu_exponent"])
+        per_step_bytes += float(stretch["bytes_per_gpu"]) * terms["gpus"]
+    else:
+        from libra_des.sim.network import models as network_models
+
+        per_step_s *= network_models.get(sc.fidelity).training_wall(sc.parallelism.gpus)
     # Steps run one after another; each keeps its records (about a tenth of its peak).
-    memory = BASE_BYTES + per_step_bytes * (1 + 0.1 * (sc.steps - 1))
-    return Estimate(memory, 3.0 + per_step_s * sc.steps)
+    memory = float(data["start_bytes"]) + per_step_bytes * (1 + 0.1 * (sc.steps - 1))
+    seconds = float(data["start_s"]) + per_step_s * sc.steps
+    return with_margins(data, memory, seconds)
+
+
+def with_margins(section: Mapping[str, Any], memory: float, seconds: float) -> Estimate:
+    """The fitted memory times the kind's ``bytes_margin`` (every measured peak covered) and
+    the fitted time times the file's time margin."""
+    margin = float(coefficients()["seconds_margin"])
+    return Estimate(memory * float(section["bytes_margin"]), seconds * margin)
+
+
+def moe_terms(sc: MoeScenario) -> dict[str, float]:
+    """The sizes an MoE prefill run's cost grows with: routed (token x layer) slots of the
+    batches and of the routing profile, layers of 16K-token batches, and the stage graph's
+    GPU-layers (EP GPUs x MoE layers x batches)."""
+    m, w = sc.model, sc.workload
+    moe_layers = max(m.layers - m.dense_layers, 1)
+    routing = w.routing
+    profile_tokens = (routing.profile_requests if routing else 32) * w.seq_len
+    return {
+        "routed_slots": float(m.top_k * moe_layers * w.batches * w.batch * w.seq_len),
+        "profile_slots": float(m.top_k * moe_layers * profile_tokens),
+        "batch_layers": float(w.batches * moe_layers
+                              * max(1.0, w.batch * w.seq_len / 16_384)),
+        "gpu_layers": float(sc.parallelism.ep * moe_layers * w.batches),
+        "experts": float(m.experts),
+    }
 
 
 def moe_estimate(sc: MoeScenario) -> Estimate:
-    from libra_des.sim.network import models as network_models  # lazy: as training's
+    data = coefficients()["moe"]
+    terms = moe_terms(sc)
+    seconds = linear(data["seconds"], terms)
+    stretch = data.get("fidelity", {}).get(sc.fidelity)
+    if stretch is not None:
+        seconds += float(stretch["seconds_per_gpu_layer"]) * terms["gpu_layers"] * \
+            sc.parallelism.ep
+    else:
+        from libra_des.sim.network import models as network_models
 
-    m, w = sc.model, sc.workload
-    moe_layers = max(m.layers - m.dense_layers, 1)
-    tokens = w.batch * w.seq_len
-    routing = w.routing
-    profile_tokens = (routing.profile_requests if routing else 32) * w.seq_len
-    trace_bytes = 4.0 * m.top_k * moe_layers * (tokens + profile_tokens)
-    scratch = 4.0 * 2048 * m.experts * 4  # generator chunk scores
-    memory = BASE_BYTES + trace_bytes + scratch + 64.0 * tokens * m.top_k
-    per_layer = 0.1 * max(1.0, tokens / 16_384)
-    # The network model's stretch of a layer's wall (its registration says why).
-    per_layer *= network_models.get(sc.fidelity).moe_wall(sc.parallelism.ep)
-    seconds = 3.0 + w.batches * moe_layers * per_layer + 2e-6 * profile_tokens * moe_layers
-    return Estimate(memory, seconds)
+        seconds *= network_models.get(sc.fidelity).moe_wall(sc.parallelism.ep)
+    memory = float(data["start_bytes"]) + linear(data["bytes"], terms)
+    return with_margins(data, memory, seconds + float(data["start_s"]))
 
 
 def estimate(sc: Scenario) -> Estimate:

@@ -63,7 +63,8 @@ class Fidelity:
     training folds the cost model's α-β times into op durations (no network object; the model
     then times MoE only). ``training_wall(gpus)`` and ``moe_wall(ep)``: wall time over fast
     fidelity's, for one training step of that many GPUs and one MoE layer of that EP group
-    (the preflight estimate; measured where the model ships).
+    (the preflight's estimate for a model its data file, kinds/preflight.yaml, does not
+    price: a model registered by others).
     """
 
     name: str
@@ -94,32 +95,12 @@ def flow_topology(topology: Topology, cost: CostModel) -> Topology:
     return topology.relaying(cost.pxn_in_force())
 
 
-def detailed_training_wall(gpus: int) -> float:
-    """Detailed over fast fidelity's time for one step. Measured with
-    ``benchmarks/scale_study.py`` (scale-4096's layout, one step, medians of 3; tables in
-    benchmarks/README.md): 4.3x at 1,024 GPUs, 14.8x at 4,096 and 66.0x at 16,384 on the
-    final main of the hand-offs-as-coflows round ("Stage hand-offs as one coflow"; detailed
-    got faster, but fast mode's 16,384-GPU step ran in 1.41 s that hour, so the ratio rose);
-    6.1x, 14.3x and 51.7x on the round before's; the same code measured twice again later
-    read 4.9x, 15.4x and 40.4x, then 4.2x, 14.6x and 52.6x (fast mode's hour matters as much
-    as detailed's). The ratio grows a little slower than the GPUs; ``max(9, GPUs / 175)``
-    stays above the ratios measured so far by 40% or more (at 1,024 GPUs through the floor
-    of 9, our assumption for small runs, whose fixed costs dominate)."""
-    return max(9.0, gpus / 175)
-
-
-def detailed_moe_wall(ep: int) -> float:
-    """Detailed fidelity runs dispatch / combine as flows, about G^2 per layer: walls measured
-    with ``benchmarks/moe_fidelity.py`` (figures in benchmarks/README.md) grow with G; our
-    bound 1 + G/8 stays above them."""
-    return 1 + ep / 8
-
-
 #: The shipped models, registered on the first look-up (``fast`` first: the default).
 SHIPPED = (
     Fidelity("fast", analytic),
-    Fidelity("detailed", flows, replays_training=True, training_wall=detailed_training_wall,
-             moe_wall=detailed_moe_wall),
+    # The preflight prices both shipped models from its data file (kinds/preflight.yaml);
+    # ``training_wall`` / ``moe_wall`` serve models registered by others.
+    Fidelity("detailed", flows, replays_training=True),
 )
 
 
