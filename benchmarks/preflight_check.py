@@ -54,6 +54,10 @@ CASES: dict[str, tuple[str, list[str]]] = {
        for f in ("fast", "detailed") for g in (1024, 4096, 16384)},
     "scale-131072-fast": ("scale-4096", scale(131_072, "fast")),
     "quickstart": ("quickstart", []),
+    # The quickstart with 8x the TAP blocks and with short samples: the only cases where
+    # blocks and samples move apart from the GPUs, so the fit can price each.
+    "quickstart-small-blocks": ("quickstart", ["balancer.block_size=256"]),
+    "quickstart-short-samples": ("quickstart", ["workload.lengths.max=32"]),
     "paper-dp-scaling-256k": ("paper-dp-scaling-256k", []),
     "paper-pool-sweep-1m": ("paper-pool-sweep-1m", []),
     "moe-qwen3-235b": ("moe-qwen3-235b", []),

@@ -68,9 +68,11 @@ def test_fast_per_nic_rate_falls_with_nodes() -> None:
     assert flat[1] > 0.95 * flat[0]
 
 
-def detailed_seconds(nodes: int, nbytes: float) -> float:
+def detailed_seconds(nodes: int, nbytes: float, incast: bool = True) -> float:
     env = simpy.Environment()
-    net = Network(env, load_topology(TOPO, {"nodes": nodes}), replay=False)
+    topo = load_topology(TOPO, {"nodes": nodes})
+    cost = CostModel(load_profile("h200-sxm"), topo.fabric())
+    net = Network(env, topo, replay=False, incast=cost.incast_for if incast else None)
     done = net.collective("all_to_all", list(range(8 * nodes)), nbytes)
     env.run(done)
     assert net.bytes_received.sum() == pytest.approx(net.bytes_sent.sum())
@@ -87,3 +89,10 @@ def test_fidelity_consistency_of_the_cross_node_all_to_all(nodes: int) -> None:
     fast = CostModel(load_profile("h200-sxm"), fab).collective(
         "all_to_all", nbytes, 8 * nodes).seconds
     assert detailed_seconds(nodes, nbytes) == pytest.approx(fast, rel=0.10)
+
+
+def test_the_flow_model_takes_the_cost_models_incast() -> None:
+    """Detailed mode stretches cross-node flows only by the share the cost model applies:
+    without it (a network built with no cost model) the same exchange runs faster."""
+    stretched, plain = detailed_seconds(4, 2.0**28), detailed_seconds(4, 2.0**28, False)
+    assert stretched > 1.3 * plain

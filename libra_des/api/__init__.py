@@ -39,7 +39,7 @@ doing the work inside their bodies (so ``import libra_des.api`` stays cheap):
 
 from __future__ import annotations
 
-import os
+from pathlib import Path
 
 from libra_des.api.costs import (
     checked_cost_model,
@@ -83,7 +83,7 @@ __all__ = [
 ]
 
 
-def write_output(path: str | os.PathLike[str], data: str | bytes) -> None:
+def write_output(path: str | Path, data: str | bytes) -> None:
     """Write one output file under the output-folder policy (atomically, recorded in its
     folder's manifest; a file there the manifest does not vouch for is refused):
     :func:`libra_des.api.outputs.write_output`, imported on first use."""

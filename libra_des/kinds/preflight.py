@@ -101,6 +101,8 @@ def training_estimate(sc: TrainingScenario) -> Estimate:
         from libra_des.sim.network import models as network_models
 
         per_step_s *= network_models.get(sc.fidelity).training_wall(sc.parallelism.gpus)
+    # A measured per-item floor (blocks, samples) for sizes the fitted cases never reached.
+    per_step_bytes = max(per_step_bytes, linear(data.get("floor_bytes", {}), terms))
     # Steps run one after another; each keeps its records (about a tenth of its peak).
     memory = float(data["start_bytes"]) + per_step_bytes * (1 + 0.1 * (sc.steps - 1))
     seconds = float(data["start_s"]) + per_step_s * sc.steps

@@ -31,7 +31,7 @@ import numpy as np
 
 from libra_des.config import ModelSpec, scenario_dict
 from libra_des.config import TrainingScenario as Scenario
-from libra_des.hardware.collectives.communication import tier_keys
+from libra_des.hardware.collectives.tiers import tier_keys
 from libra_des.sim.training.ecmp import spread
 from libra_des.sim.training.simulator import StepRecord
 

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any
 
 import numpy as np
 
@@ -63,31 +62,11 @@ from libra_des.hardware.collectives.nccl_tuner import (
     Overrides,
     check_override,
 )
+from libra_des.hardware.collectives.tiers import DATASHEET_TIER, TIER_NAMES, tier_name
 from libra_des.hardware.fabric.rates import Fabric
 from libra_des.hardware.profiles.profile import Fit, Piece, Profile
 
-DATASHEET_TIER = 4
 MEMO_LIMIT = 1 << 16
-#: User-facing name of each curve tier (module docstring).
-TIER_NAMES = ("measured", "measured", "borrowed", "borrowed", "datasheet")
-
-
-def tier_name(tier: int) -> str:
-    return TIER_NAMES[min(max(tier, 0), DATASHEET_TIER)]
-
-
-def tier_keys(tiers: dict[str, str], choices: dict[str, Any] | None = None,
-              layout: dict[str, Any] | None = None) -> dict[str, object]:
-    """``comm_tiers`` (op -> measured, borrowed or datasheet: the curves that priced it),
-    ``uncalibrated_ops`` (ops on datasheet numbers), ``comm_choices`` (op -> NCCL's
-    algorithm, protocol, channels for its largest call) and ``fabric_layout``
-    (:meth:`~libra_des.hardware.fabric.topology.Topology.layout`)."""
-    return {
-        "fabric_layout": layout or {},
-        "comm_tiers": dict(sorted(tiers.items())),
-        "uncalibrated_ops": sorted(op for op, t in tiers.items() if t == "datasheet"),
-        "comm_choices": dict(sorted((choices or {}).items())),
-    }
 
 
 @dataclass(frozen=True)
@@ -408,6 +387,12 @@ class Communication:
         if tier < DATASHEET_TIER or self.tuner is None or f.intra_kind != "nvswitch":
             return f.intra_bw  # a measured curve's own link rate, or no NVSwitch
         return self.tuner.p2p_nvlink_gbs(gpn, self.p2p_channels) * 1e9
+
+    def incast_for(self, n: int, gpn: int) -> float:
+        """The incast share this model's all-to-all of ``n`` GPUs (``gpn`` a node) runs its
+        NICs at (1 on one node, on a measured curve, or with ``fan_in`` off); the flow model
+        stretches cross-node flows by its inverse, so both fidelities agree."""
+        return 1.0 if n <= gpn else self.inter_a2a(n, gpn)[0].fan_in
 
     def inter_a2a(self, n: int, gpn: int) -> tuple[InterNodeA2A, int]:
         """The cross-node message model (:mod:`libra_des.hardware.collectives.alltoall`) for a

@@ -52,7 +52,7 @@ import simpy
 from rich.progress import Progress
 
 from libra_des.config import MoeScenario as Scenario
-from libra_des.hardware.collectives.communication import tier_keys
+from libra_des.hardware.collectives.tiers import tier_keys
 from libra_des.hardware.compute.interference import overlap_model, p2p_channels, port_share
 from libra_des.hardware.costs import CostModel, comm_overrides
 from libra_des.hardware.fabric.routing import Routing
@@ -60,6 +60,7 @@ from libra_des.hardware.fabric.topology import Topology, load_topology
 from libra_des.hardware.profiles.profile import load_profile
 from libra_des.hardware.variance.model import VarianceModel
 from libra_des.plan.moe import MoeLayerPlan
+from libra_des.plan.moe.registry import moe_system
 from libra_des.sim.moe import batch as moe_policy
 from libra_des.sim.moe import setup as moe_setup
 from libra_des.sim.moe.batch import (
@@ -257,9 +258,11 @@ def host_stages(scenario: Scenario, wiring: Wiring, coster: StageCoster,
     # Every kernel of a layer: the block's, two grouped GEMMs per expert stage, dispatch,
     # combine, and the lookahead's gate when the system predicts on the GPU.
     kernels = len(NON_EXPERT) + (4 if wiring.two_stage else 2) + 2 + int(wiring.gpu_predict)
+    # Static replicas laid out from a profiling sample are EPLB's rebalancing: a system
+    # registered with them pays its host step once per rebalancing period.
+    static = moe_system(scenario.balancer.policy).capabilities.replication == "static"
     eplb = eplb_rebalance(m.layers - m.dense_layers, m.experts,
-                          scenario.balancer.redundant_experts, coster.gpus) \
-        if scenario.balancer.policy == "eplb" else None
+                          scenario.balancer.redundant_experts, coster.gpus) if static else None
     return host_report(coster.prices, result["layer_breakdown_s"], result["moe_layer_s"],
                        kernels, wiring.cpu_predict, eplb)
 

@@ -85,7 +85,8 @@ def flows(env: simpy.Environment, setup: NetworkSetup) -> NetworkModel:
     """Flows on the topology's routes, max-min fair, degraded links from the variance."""
     from libra_des.sim.network.flow.flow_model import Network
 
-    return Network(env, flow_topology(setup.topology, setup.cost), setup.variance)
+    return Network(env, flow_topology(setup.topology, setup.cost), setup.variance,
+                   incast=setup.cost.incast_for)
 
 
 def flow_topology(topology: Topology, cost: CostModel) -> Topology:

@@ -42,7 +42,6 @@ import numpy as np
 import simpy
 
 from libra_des.errors import InputError
-from libra_des.hardware.collectives.a2a_incast import incast_share
 from libra_des.hardware.collectives.collective_catalogue import (
     COMPOSED,
     COMPOSED_OPS,
@@ -74,8 +73,12 @@ class Network:
         topology: Topology,
         variance: VarianceModel | None = None,
         replay: bool = True,
+        incast: Callable[[int, int], float] | None = None,
     ) -> None:
         self.env = env
+        #: The cost model's incast share of an all-to-all of n GPUs, gpn a node (its
+        #: ``incast_for``); None: no incast (a network built without a cost model).
+        self.incast = incast
         self.topology = topology
         self.variance = variance or VarianceModel.none()
         self.bytes_sent = np.zeros(topology.num_gpus)
@@ -252,15 +255,15 @@ class Network:
 
     def _incast(self, ranks: tuple[int, ...]) -> np.ndarray | None:
         """[n, n] how much longer each pair's all-to-all flow runs than its bytes at the
-        flow's fair rate: ``1 / incast_share(nodes)`` across nodes, 1 inside one (None on
-        one node), as the fast model's all-to-all
+        flow's fair rate: the inverse of the cost model's incast share across nodes, 1 inside
+        one (None where the share is 1), as the fast model's all-to-all
         (:mod:`~libra_des.hardware.collectives.a2a_incast`)."""
         if ranks not in self._stretch:
-            node = np.asarray(ranks) // self.topology.gpus_per_node
-            nodes = np.unique(node).size
+            gpn = self.topology.gpus_per_node
+            node = np.asarray(ranks) // gpn
+            share = self.incast(len(ranks), gpn) if self.incast is not None else 1.0
             cross = node[:, None] != node[None, :]
-            self._stretch[ranks] = (np.where(cross, 1.0 / incast_share(nodes), 1.0)
-                                    if nodes > 1 else None)
+            self._stretch[ranks] = np.where(cross, 1.0 / share, 1.0) if share < 1.0 else None
         return self._stretch[ranks]
 
     def _schedule(self, delay: float, flows: Flows) -> None:
