@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Union
 from libra_des import __version__ as __version__
 from libra_des import config
 from libra_des.base.identity import portable_paths
+from libra_des.base.startup import tune_process as tune_process
 from libra_des.errors import InputError
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Result", "SweepPoint", "SweepRun", "cost", "cost_choices", "cost_model", "cost_ops",
     "cost_report", "fabric_for", "load_scenario", "moe_systems", "noise_factors",
-    "replay_plans", "run_sweep", "simulate", "step_plan",
+    "replay_plans", "run_sweep", "simulate", "step_plan", "tune_process",
 ]
 
 #: Latest step :func:`step_plan` replays to (every earlier step is planned on the way):

@@ -54,28 +54,29 @@ def package(root: Path, files: dict[str, str]) -> Path:
 def test_the_digest_follows_what_kernels_import(tmp_path: Path) -> None:
     """A kernel's own file, the modules it imports from (an alias, a commented group, a
     relative import, the package itself) and a kernel module it imports change the digest;
-    a module no kernel imports, and numba's set-up module, do not; a name in a docstring
-    makes no kernel."""
+    a module no kernel imports, and numba's set-up modules (startup, the decorators), do not;
+    a name in a docstring makes no kernel."""
     kernel = ("from libra_des.sim import consts as c\nfrom libra_des.sim.other import (\n"
               "    X,  # why\n    Y,\n)\nfrom . import rel\nfrom libra_des import top\n"
-              "from libra_des.base.startup import numba_module\nnumba = numba_module()\n")
+              "from libra_des.base.kernel import kernel\n")
     files = {"sim/__init__.py": "", "sim/consts.py": "A = 1\n", "sim/other.py": "X = Y = 2\n",
              "sim/rel.py": "R = 1\n", "top.py": "T = 1\n", "sim/kern.py": kernel,
-             "sim/heap.py": "numba = numba_module()\n", "sim/plain.py": "B = 3\n",
-             "base/__init__.py": "", "base/startup.py": '"""Calls numba_module()."""\n',
-             "doc.py": '"""numba = numba_module() is how a kernel starts."""\n'}
+             "sim/heap.py": "from libra_des.base.kernel import inline_kernel\n",
+             "sim/plain.py": "B = 3\n", "base/__init__.py": "",
+             "base/startup.py": '"""Sets numba up."""\n', "base/kernel.py": '"""Decorators."""\n',
+             "doc.py": '"""from libra_des.base.kernel import kernel starts a kernel."""\n'}
     pkg = package(tmp_path / "a", files)
     names = {p.relative_to(pkg).as_posix() for p in kernel_sources.kernel_sources(pkg)}
     assert names == {"sim/kern.py", "sim/heap.py", "sim/consts.py", "sim/other.py",
                      "sim/rel.py", "top.py", "sim/__init__.py"}
     first = kernel_sources.digest(pkg)
     edits = {"sim/consts.py": "A = 2\n", "sim/other.py": "X = Y = 3\n", "sim/rel.py": "R = 2\n",
-             "top.py": "T = 2\n", "sim/heap.py": "numba = numba_module()\nZ = 1\n",
+             "top.py": "T = 2\n", "sim/heap.py": "from libra_des.base.kernel import kernel\n",
              "sim/kern.py": kernel + "# edited\n"}
     for name, text in edits.items():
         changed = package(tmp_path / name.replace("/", "_"), {**files, name: text})
         assert kernel_sources.digest(changed) != first, name
-    for name in ("sim/plain.py", "base/startup.py"):
+    for name in ("sim/plain.py", "base/startup.py", "base/kernel.py"):
         same = package(tmp_path / f"same_{name.replace('/', '_')}", {**files, name: "B = 4\n"})
         assert kernel_sources.digest(same) == first, name
 

@@ -14,19 +14,17 @@ than 0 bytes count. A message of at most ``threshold`` bytes moves at ``share`` 
 (NCCL's LL protocol, :meth:`~libra_des.hardware.alltoall.InterNodeA2A.moved`): its wire bytes
 are its bytes over ``share``; the rail sums keep the bytes themselves.
 
-Compiled functions are cached on disk (``cache=True``, in ``startup.numba_module``'s folder).
+Compiled functions are cached on disk (``cache=True``, in ``base.kernel``'s folder).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from libra_des.base.startup import numba_module
-
-numba = numba_module()
+from libra_des.base.kernel import kernel
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def pair_sums(
     send: np.ndarray,
     depth: np.ndarray,

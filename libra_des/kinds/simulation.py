@@ -42,10 +42,8 @@ def simulate_timed(
     borrowed; a borrowed one puts ``warnings`` in the result (``hardware/device_check.py``).
     """
     from libra_des.base.identity import versions
-    from libra_des.base.startup import reuse_heap
     from libra_des.hardware.device_check import profile_warnings
 
-    reuse_heap()  # before the run's first large temporaries (base/startup.py)
     kind = kinds.kind_of(scenario)
     scenario = kind.elaborate(scenario)  # the names only registries above the config see
     warnings = profile_warnings(scenario.profile, scenario.profile_scope, scenario.topology,

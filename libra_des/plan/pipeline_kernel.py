@@ -11,17 +11,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from libra_des.base.startup import numba_module
-
-numba = numba_module()
+from libra_des.base.kernel import inline_kernel, kernel
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@inline_kernel
 def _max(a: float, b: float) -> float:
     return a if (a >= b or a != a) else b
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@inline_kernel
 def makespan_row(c: np.ndarray, dk: float, rk: float, m: int, out: np.ndarray,
                  channel: np.ndarray, ready: np.ndarray, compute_end: np.ndarray) -> None:
     """Makespan of each element of one row ``c[j]`` (compute per chunk) with ``dk``, ``rk``
@@ -46,7 +44,7 @@ def makespan_row(c: np.ndarray, dk: float, rk: float, m: int, out: np.ndarray,
         out[j] = _max(compute_end[j], channel[j]) + rk
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def pipelined_rows(c: np.ndarray, d: np.ndarray, r: np.ndarray, m: int) -> np.ndarray:
     """Makespan of ``c[k, j]`` (compute per chunk) with ``d[k]``, ``r[k]`` per chunk, a row
     at a time (:func:`makespan_row`)."""

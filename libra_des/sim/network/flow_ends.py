@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from libra_des.base.startup import numba_module
-
-numba = numba_module()
+from libra_des.base.kernel import kernel
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _place(key: np.ndarray, slot: np.ndarray, pos: np.ndarray, h: int, i: int, k: float,
            s: int) -> None:
     key[h, i] = k
@@ -25,7 +23,7 @@ def _place(key: np.ndarray, slot: np.ndarray, pos: np.ndarray, h: int, i: int, k
     pos[h, s] = i
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def sift_up(key: np.ndarray, slot: np.ndarray, pos: np.ndarray, h: int, i: int) -> int:
     """Move the entry at ``i`` up to its place; returns where it ended."""
     k, s = key[h, i], slot[h, i]
@@ -39,7 +37,7 @@ def sift_up(key: np.ndarray, slot: np.ndarray, pos: np.ndarray, h: int, i: int) 
     return i
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def sift_down(key: np.ndarray, slot: np.ndarray, pos: np.ndarray, h: int, i: int,
               n: int) -> None:
     """Move the entry at ``i`` down to its place in a heap of ``n`` entries."""
@@ -57,7 +55,7 @@ def sift_down(key: np.ndarray, slot: np.ndarray, pos: np.ndarray, h: int, i: int
     _place(key, slot, pos, h, i, k, s)
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def build(key: np.ndarray, slot: np.ndarray, pos: np.ndarray, h: int, n: int) -> None:
     """Make heap ``h`` of the ``n`` entries already written at positions 0..n-1."""
     for i in range(n):
@@ -66,7 +64,7 @@ def build(key: np.ndarray, slot: np.ndarray, pos: np.ndarray, h: int, n: int) ->
         sift_down(key, slot, pos, h, i, n)
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def rekey(key: np.ndarray, slot: np.ndarray, pos: np.ndarray, h: int, n: int, s: int,
           k: float) -> None:
     """Give flow ``s`` (in heap ``h`` of ``n`` entries) the key ``k``."""
@@ -79,7 +77,7 @@ def rekey(key: np.ndarray, slot: np.ndarray, pos: np.ndarray, h: int, n: int, s:
         sift_down(key, slot, pos, h, i, n)
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def push(key: np.ndarray, slot: np.ndarray, pos: np.ndarray, h: int, n: int, s: int,
          k: float) -> int:
     """Add flow ``s`` with key ``k`` to heap ``h`` of ``n`` entries; returns the new size."""
@@ -88,7 +86,7 @@ def push(key: np.ndarray, slot: np.ndarray, pos: np.ndarray, h: int, n: int, s: 
     return n + 1
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def remove(key: np.ndarray, slot: np.ndarray, pos: np.ndarray, h: int, n: int,
            s: int) -> int:
     """Take flow ``s`` out of heap ``h`` of ``n`` entries; returns the new size."""

@@ -18,12 +18,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from libra_des.base.startup import numba_module
-
-numba = numba_module()
+from libra_des.base.kernel import kernel
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def enter(routes: np.ndarray, start: int, stop: int, head: np.ndarray, path: np.ndarray,
           nxt: np.ndarray, n: int) -> int:
     """Enter paths ``start .. stop - 1`` (rows of ``routes``: links, padded on the right
@@ -41,7 +39,7 @@ def enter(routes: np.ndarray, start: int, stop: int, head: np.ndarray, path: np.
     return n
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def crossing(links: np.ndarray, head: np.ndarray, path: np.ndarray, nxt: np.ndarray,
              below: int) -> np.ndarray:
     """The paths numbered below ``below`` that cross one of ``links``, each once,
