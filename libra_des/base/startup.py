@@ -112,9 +112,10 @@ def tune_process() -> None:
     collections rarer during each training run (:func:`long_lived_run`); numba skips its BLAS
     check (:func:`blas_check_skipped`); glibc reuses freed heap memory (:func:`reuse_heap`).
 
-    Process-wide and not undone: call it once, early, in a process of your own (a script
-    that runs many simulations), not in a host whose collector or allocator others rely on
-    (a notebook kernel, a Ray worker). Results are the same either way; only speed differs
+    Process-wide and not undone (and each training run thaws the whole frozen generation
+    at its end, what the process froze itself too): call it once, early, in a process of
+    your own (a script that runs many simulations), not in a host whose collector or
+    allocator others rely on (a notebook kernel, a Ray worker). Results are the same either way; only speed differs
     (README, "Python API"). Nothing in the library calls it except the CLI's entry point
     and the sweep's own worker processes."""
     TUNING.on = True
