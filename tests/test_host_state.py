@@ -97,8 +97,9 @@ from libra_des.base.startup import long_lived_run  # a training run's span, on i
 with long_lived_run():
     in_run = list(gc.get_threshold())
 # Frozen objects the collector holds: the host's, less any freed since (none added).
-print(json.dumps({"before": before, "after": after, "frozen": [frozen, gc.get_freeze_count()], "tokens": result["tokens_per_s"],
-                  "seconds": seconds, "in_run": in_run, "during": sorted({json.dumps(s) for s in seen}),
+print(json.dumps({"before": before, "after": after, "frozen": [frozen, gc.get_freeze_count()],
+                  "tokens": result["tokens_per_s"], "seconds": seconds, "in_run": in_run,
+                  "during": sorted({json.dumps(s) for s in seen}),
                   "kernels": "libra_des.plan.tap_kernel" in sys.modules}))
 '''
 #: A small training run (64 GPUs, a short model; as tests/test_api.py's).

@@ -115,9 +115,9 @@ def tune_process() -> None:
     Process-wide and not undone (and each training run thaws the whole frozen generation
     at its end, what the process froze itself too): call it once, early, in a process of
     your own (a script that runs many simulations), not in a host whose collector or
-    allocator others rely on (a notebook kernel, a Ray worker). Results are the same either way; only speed differs
-    (README, "Python API"). Nothing in the library calls it except the CLI's entry point
-    and the sweep's own worker processes."""
+    allocator others rely on (a notebook kernel, a Ray worker). Results are the same either
+    way; only speed differs (README, "Python API"). Nothing in the library calls it except
+    the CLI's entry point and the sweep's own worker processes."""
     TUNING.on = True
     gc.freeze()
     reuse_heap()
