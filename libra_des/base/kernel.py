@@ -26,11 +26,21 @@ from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
+import numpy as np
+import numpy.typing as npt
+
 from libra_des.base import kernel_sources
 from libra_des.base.startup import announce_first_compile, cache_folder, numba_target
 
 #: A kernel's Python function type, kept by the decorators.
 F = TypeVar("F", bound=Callable[..., Any])
+#: Array types of kernel signatures, by the dtype a kernel is compiled for (mypy checks
+#: callers against them; numba compiles for what it is given).
+Floats = npt.NDArray[np.float64]
+Float32s = npt.NDArray[np.float32]
+Ints = npt.NDArray[np.int64]
+Int32s = npt.NDArray[np.int32]
+Bools = npt.NDArray[np.bool_]
 #: numba's options for every kernel: nopython mode (``njit``), the GIL released.
 KERNEL_OPTIONS: dict[str, Any] = {"nogil": True}
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from libra_des.base.kernel import inline_kernel, kernel
+from libra_des.base.kernel import Floats, inline_kernel, kernel
 
 
 @inline_kernel
@@ -25,8 +25,7 @@ def stretch(c: float, beside: float, kernel: float, comm: float) -> tuple[float,
 
 
 @kernel
-def stretched(c: np.ndarray, beside: np.ndarray, kernel: float, comm: float
-              ) -> tuple[np.ndarray, np.ndarray]:
+def stretched(c: Floats, beside: Floats, kernel: float, comm: float) -> tuple[Floats, Floats]:
     """:func:`stretch` of each element of ``c`` and ``beside`` (1-d, of one length)."""
     added, extra = np.empty(c.shape[0]), np.empty(c.shape[0])
     for k in range(c.shape[0]):

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from libra_des.base.kernel import kernel
+from libra_des.base.kernel import Bools, Floats, kernel
 
 
 @kernel
-def shifted_normals(rng: np.random.Generator, out: np.ndarray, sigma: float,
+def shifted_normals(rng: np.random.Generator, out: Floats, sigma: float,
                     shift: float) -> None:
     """``out[i] = rng.standard_normal() * sigma - shift`` for the 1-d float64 ``out``."""
     for i in range(out.shape[0]):
@@ -32,8 +32,8 @@ def shifted_normals(rng: np.random.Generator, out: np.ndarray, sigma: float,
 
 
 @kernel
-def episode_states(rng: np.random.Generator, steps: int, before: np.ndarray, first: bool,
-                   stationary: float, leave: float, enter: float) -> np.ndarray:
+def episode_states(rng: np.random.Generator, steps: int, before: Bools, first: bool,
+                   stationary: float, leave: float, enter: float) -> Bools:
     """``[steps, GPUs]`` episode states, one uniform per element in C order: row 0 is
     ``u < stationary`` when ``first``, else one step on from ``before``; each step keeps a
     slowed GPU slowed while ``u >= leave`` and starts a healthy one's episode when

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from libra_des.base.kernel import inline_kernel, kernel
+from libra_des.base.kernel import Floats, inline_kernel, kernel
 
 
 @inline_kernel
@@ -20,8 +20,8 @@ def _max(a: float, b: float) -> float:
 
 
 @inline_kernel
-def makespan_row(c: np.ndarray, dk: float, rk: float, m: int, out: np.ndarray,
-                 channel: np.ndarray, ready: np.ndarray, compute_end: np.ndarray) -> None:
+def makespan_row(c: Floats, dk: float, rk: float, m: int, out: Floats,
+                 channel: Floats, ready: Floats, compute_end: Floats) -> None:
     """Makespan of each element of one row ``c[j]`` (compute per chunk) with ``dk``, ``rk``
     per chunk, into ``out`` (``channel``, ``ready``, ``compute_end``: scratch of the row's
     length). Chunk-major, so that the inner loop runs over independent elements (SIMD)
@@ -45,7 +45,7 @@ def makespan_row(c: np.ndarray, dk: float, rk: float, m: int, out: np.ndarray,
 
 
 @kernel
-def pipelined_rows(c: np.ndarray, d: np.ndarray, r: np.ndarray, m: int) -> np.ndarray:
+def pipelined_rows(c: Floats, d: Floats, r: Floats, m: int) -> Floats:
     """Makespan of ``c[k, j]`` (compute per chunk) with ``d[k]``, ``r[k]`` per chunk, a row
     at a time (:func:`makespan_row`)."""
     rows, cols = c.shape

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from libra_des.base.kernel import inline_kernel, kernel
+from libra_des.base.kernel import Floats, inline_kernel, kernel
 
 #: Central region: ``|p - 1/2| <= SPLIT_CENTRAL``, in ``r = CENTRAL_R - q^2``.
 SPLIT_CENTRAL = 0.425
@@ -94,7 +94,7 @@ def quantile(p: float) -> float:
 
 
 @kernel
-def quantiles(p: np.ndarray) -> np.ndarray:
+def quantiles(p: Floats) -> Floats:
     """:func:`quantile` of every element of the 1-d float64 array ``p``."""
     out = np.empty_like(p)
     for i in range(p.shape[0]):
