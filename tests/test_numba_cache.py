@@ -10,11 +10,14 @@ from pathlib import Path
 from libra_des.base import kernel_sources
 from libra_des.base.startup import COMPILED_MARKER, cache_folder
 
-#: Loads one small kernel module and calls its kernel (compiling it into the cache).
+#: Loads one small kernel module and calls its kernel (compiling it into the cache); prints
+#: the result, whether it was loaded from the cache, and numba's own cache setting.
 LOAD = (
     "import numpy as np\n"
+    "import numba\n"
     "from libra_des.plan.pipeline_kernel import pipelined_rows\n"
     "print(pipelined_rows(np.ones((1, 2)), np.ones(1), np.ones(1), 2).sum())\n"
+    "print(sum(pipelined_rows.stats.cache_hits.values()), repr(numba.config.CACHE_DIR))\n"
 )
 
 
@@ -33,7 +36,11 @@ def test_first_compile_says_so_once_and_caches_in_the_folder(tmp_path: Path) -> 
     assert (sources / COMPILED_MARKER).exists() and str(sources) in lines[0]
     assert any(sources.rglob("*.nbi"))  # numba's index files: the kernel was cached here
     second = load(folder)
-    assert second.stderr == "" and second.stdout == first.stdout
+    (value, hits, numba_folder), (again, hits_again, _) = (
+        out.stdout.split() for out in (first, second))
+    assert second.stderr == "" and again == value
+    assert (hits, hits_again) == ("0", "1")  # compiled, then loaded from the cache
+    assert numba_folder == "''"  # numba's own setting stays as it was (unset)
 
 
 def test_cache_folder_order() -> None:

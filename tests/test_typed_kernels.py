@@ -50,7 +50,8 @@ def test_kernel_and_api_calls_have_types(tmp_path: Path) -> None:
     assert all(t != "Any" and not t.startswith("Any ") for t in types), types
     kernels, (scenario, result, seconds) = types[:3], types[3:]
     assert all("float64" in t for t in kernels), kernels  # the dtypes of the signatures
-    assert "Scenario" in scenario and result.endswith("Result") and seconds in ("float", "builtins.float")
+    assert "Scenario" in scenario and result.endswith("Result")
+    assert seconds in ("float", "builtins.float")
     wrong = PROBE.splitlines().index('quantiles([0.5])  # WRONG') + 1
     errors = [line for line in out.splitlines() if ": error:" in line]
     assert len(errors) == 1 and f"probe.py:{wrong}: error: Argument 1 to" in errors[0], out

@@ -3,7 +3,8 @@ library), and the process-wide speed measures only a command or an explicit
 :func:`tune_process` applies.
 
 **What the library does in any host** (a notebook, a Ray worker, a program that uses numba
-itself), leaving the process as it found it:
+itself), leaving the process as it found it (``tests/test_host_state.py`` checks the
+collector, glibc's mmap threshold, the environment and numba's settings around a run):
 
 * **numba's cache.** Every compiled kernel (:mod:`libra_des.base.kernel`) is cached on disk,
   in one writable per-user folder rather than next to the installed sources (which may be
@@ -28,8 +29,9 @@ by an import or an API call), each measured on the commands' runs (benchmarks/RE
   otherwise walk again and again. :func:`long_lived_run` freezes what exists when a
   training run starts and makes young collections rarer while it runs: a detailed run
   builds hundreds of thousands of long-lived containers (each link's route sets, the
-  topology's link records) and every full pass walks them all. Untuned, a run leaves the
-  collector alone.
+  topology's link records) and every full pass walks them all; at its end the whole frozen
+  generation thaws (what was frozen before too), so the run's objects can be collected.
+  Untuned, a run leaves the collector alone.
 * **numba's BLAS check** is skipped while its registries load (:func:`blas_check_skipped`;
   it would import all of scipy.linalg and start scipy's OpenBLAS threads): numba keeps that
   answer for the process, so only a tuned process gets it.

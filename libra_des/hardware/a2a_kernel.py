@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from libra_des.base.kernel import kernel
+from libra_des.base.kernel import Floats, kernel
 
 
 @kernel
@@ -33,7 +33,7 @@ def pair_sums(
     share: float,
     rail: np.ndarray,
     rails: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[Floats, Floats, Floats, Floats, Floats]:
     """Per class k, matrix s and rank: wire bytes sent and received over the pairs of depth
     >= k (``[K, S, n]`` each), the count of those messages sent and received, and per
     matrix, sender and destination rail (``rail[j]``, 0 <= it < ``rails``) the bytes of the

@@ -27,14 +27,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from libra_des.base.kernel import kernel
+from libra_des.base.kernel import Ints, kernel
 
 #: Largest EP group whose per-token destinations are kept as bits of one int64 word.
 MASK_GPUS = 63
 
 
 @kernel
-def origin_counts(routed: np.ndarray, origin: np.ndarray, gpus: int, experts: int) -> np.ndarray:
+def origin_counts(routed: np.ndarray, origin: np.ndarray, gpus: int, experts: int) -> Ints:
     """``[G, E]`` pairs per (origin GPU, expert)."""
     out = np.zeros((gpus, experts), dtype=np.int64)
     tokens, k = routed.shape
