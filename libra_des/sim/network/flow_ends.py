@@ -10,13 +10,11 @@ into results.
 
 from __future__ import annotations
 
-import numpy as np
-
-from libra_des.base.kernel import kernel
+from libra_des.base.kernel import Floats, Ints, kernel
 
 
 @kernel
-def _place(key: np.ndarray, slot: np.ndarray, pos: np.ndarray, h: int, i: int, k: float,
+def _place(key: Floats, slot: Ints, pos: Ints, h: int, i: int, k: float,
            s: int) -> None:
     key[h, i] = k
     slot[h, i] = s
@@ -24,7 +22,7 @@ def _place(key: np.ndarray, slot: np.ndarray, pos: np.ndarray, h: int, i: int, k
 
 
 @kernel
-def sift_up(key: np.ndarray, slot: np.ndarray, pos: np.ndarray, h: int, i: int) -> int:
+def sift_up(key: Floats, slot: Ints, pos: Ints, h: int, i: int) -> int:
     """Move the entry at ``i`` up to its place; returns where it ended."""
     k, s = key[h, i], slot[h, i]
     while i > 0:
@@ -38,7 +36,7 @@ def sift_up(key: np.ndarray, slot: np.ndarray, pos: np.ndarray, h: int, i: int) 
 
 
 @kernel
-def sift_down(key: np.ndarray, slot: np.ndarray, pos: np.ndarray, h: int, i: int,
+def sift_down(key: Floats, slot: Ints, pos: Ints, h: int, i: int,
               n: int) -> None:
     """Move the entry at ``i`` down to its place in a heap of ``n`` entries."""
     k, s = key[h, i], slot[h, i]
@@ -56,7 +54,7 @@ def sift_down(key: np.ndarray, slot: np.ndarray, pos: np.ndarray, h: int, i: int
 
 
 @kernel
-def build(key: np.ndarray, slot: np.ndarray, pos: np.ndarray, h: int, n: int) -> None:
+def build(key: Floats, slot: Ints, pos: Ints, h: int, n: int) -> None:
     """Make heap ``h`` of the ``n`` entries already written at positions 0..n-1."""
     for i in range(n):
         pos[h, slot[h, i]] = i
@@ -65,7 +63,7 @@ def build(key: np.ndarray, slot: np.ndarray, pos: np.ndarray, h: int, n: int) ->
 
 
 @kernel
-def rekey(key: np.ndarray, slot: np.ndarray, pos: np.ndarray, h: int, n: int, s: int,
+def rekey(key: Floats, slot: Ints, pos: Ints, h: int, n: int, s: int,
           k: float) -> None:
     """Give flow ``s`` (in heap ``h`` of ``n`` entries) the key ``k``."""
     i = pos[h, s]
@@ -78,7 +76,7 @@ def rekey(key: np.ndarray, slot: np.ndarray, pos: np.ndarray, h: int, n: int, s:
 
 
 @kernel
-def push(key: np.ndarray, slot: np.ndarray, pos: np.ndarray, h: int, n: int, s: int,
+def push(key: Floats, slot: Ints, pos: Ints, h: int, n: int, s: int,
          k: float) -> int:
     """Add flow ``s`` with key ``k`` to heap ``h`` of ``n`` entries; returns the new size."""
     _place(key, slot, pos, h, n, k, s)
@@ -87,7 +85,7 @@ def push(key: np.ndarray, slot: np.ndarray, pos: np.ndarray, h: int, n: int, s: 
 
 
 @kernel
-def remove(key: np.ndarray, slot: np.ndarray, pos: np.ndarray, h: int, n: int,
+def remove(key: Floats, slot: Ints, pos: Ints, h: int, n: int,
            s: int) -> int:
     """Take flow ``s`` out of heap ``h`` of ``n`` entries; returns the new size."""
     i = pos[h, s]

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from libra_des.base.kernel import kernel
+from libra_des.base.kernel import Int32s, Ints, kernel
 
 
 @kernel
-def enter(routes: np.ndarray, start: int, stop: int, head: np.ndarray, path: np.ndarray,
-          nxt: np.ndarray, n: int) -> int:
+def enter(routes: np.ndarray, start: int, stop: int, head: Ints, path: Int32s, nxt: Int32s,
+          n: int) -> int:
     """Enter paths ``start .. stop - 1`` (rows of ``routes``: links, padded on the right
     with -1) after the first ``n`` entries; returns the new number of entries (the entry
     arrays have room)."""
@@ -40,8 +40,7 @@ def enter(routes: np.ndarray, start: int, stop: int, head: np.ndarray, path: np.
 
 
 @kernel
-def crossing(links: np.ndarray, head: np.ndarray, path: np.ndarray, nxt: np.ndarray,
-             below: int) -> np.ndarray:
+def crossing(links: np.ndarray, head: Ints, path: Int32s, nxt: Int32s, below: int) -> Ints:
     """The paths numbered below ``below`` that cross one of ``links``, each once,
     ascending."""
     total = 0

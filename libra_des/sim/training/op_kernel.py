@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from libra_des.base.kernel import inline_kernel, kernel
+from libra_des.base.kernel import Floats, inline_kernel, kernel
 from libra_des.hardware.interference_kernel import stretch
 from libra_des.plan.pipeline_kernel import makespan_row
 
@@ -41,7 +41,7 @@ def op_times(
     layers: np.ndarray,
     m: int,
     factors: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[Floats, Floats]:
     """Per-op fields ``[8, E, n]`` (:data:`PER_OP`) and per-layer ones ``[4, E, n, L]``
     (:data:`PER_LAYER`) of one device.
 
@@ -114,10 +114,10 @@ def op_times(
 
 
 @inline_kernel
-def layer_fields(e: int, i: int, lay: int, comp_l: np.ndarray, t_w: np.ndarray,
-                 slowed: np.ndarray, lost: np.ndarray, total: float, noise: np.ndarray,
-                 gaps: np.ndarray, linear: np.ndarray, expert: np.ndarray,
-                 per_op: np.ndarray, per_layer: np.ndarray) -> None:
+def layer_fields(e: int, i: int, lay: int, comp_l: Floats, t_w: Floats, slowed: Floats,
+                 lost: Floats, total: float, noise: np.ndarray, gaps: np.ndarray,
+                 linear: np.ndarray, expert: np.ndarray, per_op: Floats,
+                 per_layer: Floats) -> None:
     """One layer's phases (each the slowest worker's) added into the op's fields."""
     width = comp_l.shape[0]
     share_pre, share_post = linear[0, e, i], linear[1, e, i]
