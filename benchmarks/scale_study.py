@@ -36,6 +36,8 @@ HERE = Path(__file__).resolve().parents[1]
 CHILD = """
 import json, resource, sys, time
 import networkx, simpy  # imported before the timer, as scale_vs_base.py does
+from libra_des.base.startup import tune_process
+tune_process()  # as a command runs (libra-des run)
 from libra_des.config import ROOT, load_scenario
 from libra_des.kinds.simulation import simulate
 scenario = load_scenario(ROOT / "scenarios" / "scale-4096.yaml", json.loads(sys.argv[1]))
@@ -53,8 +55,9 @@ STARTUP = """
 import json, time
 import networkx, simpy
 c0 = time.process_time()
-from libra_des.base.startup import numba_module
-numba_module()
+from libra_des.base.kernel import kernel_folder
+from libra_des.base.startup import numba_target
+numba_target(), kernel_folder()
 print(json.dumps({"cpu": time.process_time() - c0}))
 """
 

@@ -6,7 +6,9 @@ Layers (imports point downwards only): ``cli`` -> ``sim`` -> ``plan`` / ``hardwa
 The Python API (:mod:`libra_des.api`) is exported here lazily, so ``import libra_des`` stays
 cheap: ``simulate``, ``load_scenario``, ``step_plan``, ``cost``, ``cost_model`` and ``Result``, plus
 the error types ``InputError`` and ``CheckError``, and ``load_sweep`` (a sweep folder as a pandas
-DataFrame, :mod:`libra_des.results.tables`). (The step planner is ``step_plan``, not
+DataFrame, :mod:`libra_des.results.tables`), and ``tune_process`` (the commands' process-wide
+speed settings, for a process of your own: importing and calling the library never changes
+the collector, the C heap or numba's settings). (The step planner is ``step_plan``, not
 ``plan``: ``libra_des.plan`` is the planners' subpackage and would shadow a function.)
 """
 
@@ -25,6 +27,7 @@ _EXPORTS = {
     "load_scenario": "libra_des.api",
     "simulate": "libra_des.api",
     "step_plan": "libra_des.api",
+    "tune_process": "libra_des.api",
     "InputError": "libra_des.errors",
     "CheckError": "libra_des.errors",
     "load_sweep": "libra_des.results.tables",
@@ -33,6 +36,7 @@ _EXPORTS = {
 __all__ = [
     "CheckError", "InputError", "Result", "__version__",
     "cost", "cost_model", "cost_report", "load_scenario", "load_sweep", "simulate", "step_plan",
+    "tune_process",
 ]
 
 if TYPE_CHECKING:
@@ -44,6 +48,7 @@ if TYPE_CHECKING:
         load_scenario,
         simulate,
         step_plan,
+        tune_process,
     )
     from libra_des.errors import CheckError, InputError
     from libra_des.results.tables import load_sweep

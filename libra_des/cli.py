@@ -18,7 +18,7 @@ from typing import Any
 
 from rich_argparse import RawDescriptionRichHelpFormatter
 
-from libra_des.base.startup import blas_threads
+from libra_des.base.startup import blas_threads, tune_process
 from libra_des.commands.safety import guarded
 from libra_des.errors import EXIT_BAD_INPUT, InputError
 
@@ -139,6 +139,9 @@ def split_key_value(words: Sequence[str]) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The ``libra-des`` command: the process is the command's own, so it is tuned for speed
+    first (``startup.tune_process``: the collector, numba's BLAS check, the C heap)."""
+    tune_process()
     words = list(sys.argv[1:] if argv is None else argv)
     split = split_key_value(words)
     if split is not None:

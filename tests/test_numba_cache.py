@@ -10,11 +10,14 @@ from pathlib import Path
 from libra_des.base import kernel_sources
 from libra_des.base.startup import COMPILED_MARKER, cache_folder
 
-#: Loads one small kernel module and calls its kernel (compiling it into the cache).
+#: Loads one small kernel module and calls its kernel (compiling it into the cache); prints
+#: the result, whether it was loaded from the cache, and numba's own cache setting.
 LOAD = (
     "import numpy as np\n"
+    "import numba\n"
     "from libra_des.plan.pipeline_kernel import pipelined_rows\n"
     "print(pipelined_rows(np.ones((1, 2)), np.ones(1), np.ones(1), 2).sum())\n"
+    "print(sum(pipelined_rows.stats.cache_hits.values()), repr(numba.config.CACHE_DIR))\n"
 )
 
 
@@ -33,7 +36,11 @@ def test_first_compile_says_so_once_and_caches_in_the_folder(tmp_path: Path) -> 
     assert (sources / COMPILED_MARKER).exists() and str(sources) in lines[0]
     assert any(sources.rglob("*.nbi"))  # numba's index files: the kernel was cached here
     second = load(folder)
-    assert second.stderr == "" and second.stdout == first.stdout
+    (value, hits, numba_folder), (again, hits_again, _) = (
+        out.stdout.split() for out in (first, second))
+    assert second.stderr == "" and again == value
+    assert (hits, hits_again) == ("0", "1")  # compiled, then loaded from the cache
+    assert numba_folder == "''"  # numba's own setting stays as it was (unset)
 
 
 def test_cache_folder_order() -> None:
@@ -54,28 +61,29 @@ def package(root: Path, files: dict[str, str]) -> Path:
 def test_the_digest_follows_what_kernels_import(tmp_path: Path) -> None:
     """A kernel's own file, the modules it imports from (an alias, a commented group, a
     relative import, the package itself) and a kernel module it imports change the digest;
-    a module no kernel imports, and numba's set-up module, do not; a name in a docstring
-    makes no kernel."""
+    a module no kernel imports, and numba's set-up modules (startup, the decorators), do not;
+    a name in a docstring makes no kernel."""
     kernel = ("from libra_des.sim import consts as c\nfrom libra_des.sim.other import (\n"
               "    X,  # why\n    Y,\n)\nfrom . import rel\nfrom libra_des import top\n"
-              "from libra_des.base.startup import numba_module\nnumba = numba_module()\n")
+              "from libra_des.base.kernel import kernel\n")
     files = {"sim/__init__.py": "", "sim/consts.py": "A = 1\n", "sim/other.py": "X = Y = 2\n",
              "sim/rel.py": "R = 1\n", "top.py": "T = 1\n", "sim/kern.py": kernel,
-             "sim/heap.py": "numba = numba_module()\n", "sim/plain.py": "B = 3\n",
-             "base/__init__.py": "", "base/startup.py": '"""Calls numba_module()."""\n',
-             "doc.py": '"""numba = numba_module() is how a kernel starts."""\n'}
+             "sim/heap.py": "from libra_des.base.kernel import inline_kernel\n",
+             "sim/plain.py": "B = 3\n", "base/__init__.py": "",
+             "base/startup.py": '"""Sets numba up."""\n', "base/kernel.py": '"""Decorators."""\n',
+             "doc.py": '"""from libra_des.base.kernel import kernel starts a kernel."""\n'}
     pkg = package(tmp_path / "a", files)
     names = {p.relative_to(pkg).as_posix() for p in kernel_sources.kernel_sources(pkg)}
     assert names == {"sim/kern.py", "sim/heap.py", "sim/consts.py", "sim/other.py",
                      "sim/rel.py", "top.py", "sim/__init__.py"}
     first = kernel_sources.digest(pkg)
     edits = {"sim/consts.py": "A = 2\n", "sim/other.py": "X = Y = 3\n", "sim/rel.py": "R = 2\n",
-             "top.py": "T = 2\n", "sim/heap.py": "numba = numba_module()\nZ = 1\n",
+             "top.py": "T = 2\n", "sim/heap.py": "from libra_des.base.kernel import kernel\n",
              "sim/kern.py": kernel + "# edited\n"}
     for name, text in edits.items():
         changed = package(tmp_path / name.replace("/", "_"), {**files, name: text})
         assert kernel_sources.digest(changed) != first, name
-    for name in ("sim/plain.py", "base/startup.py"):
+    for name in ("sim/plain.py", "base/startup.py", "base/kernel.py"):
         same = package(tmp_path / f"same_{name.replace('/', '_')}", {**files, name: "B = 4\n"})
         assert kernel_sources.digest(same) == first, name
 

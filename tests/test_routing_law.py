@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from libra_des.base.startup import numba_module
+from libra_des.base.kernel import kernel
 from libra_des.config import RoutingSpec
 from libra_des.workload.routing import RouterModel, TokenLatents, generate_trace
 from libra_des.workload.uniform_kernel import EXP_FLOOR, route_tokens, weigh_row
@@ -77,7 +77,7 @@ def test_draws_past_underflow_follow_the_rest() -> None:
     assert stats.chisquare(counts, softmax(logits[1:]) * out.shape[0]).pvalue > ALPHA
 
 
-@numba_module().njit
+@kernel
 def weigh_first_row(logit: np.ndarray, weight: np.ndarray, sums: np.ndarray) -> None:
     weigh_row(logit, 0, weight, sums)
 

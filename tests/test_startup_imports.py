@@ -24,8 +24,8 @@ from libra_des.config import scenario
 #: Modules a ``plan --json`` run must not load: the scenario models and every balancer (the
 #: registry's first look-up), the simulator and its graph, rich (no table, no progress bar),
 #: the optional extras, scipy.special (the normal law is numpy's and math's), scipy.linalg
-#: (numba's BLAS check would import it; startup.numba_target skips that check). (TAP's kernels and
-#: numba it does load.)
+#: (numba's BLAS check would import it; a command's tuned process skips that check, see
+#: startup.tune_process). (TAP's kernels and numba it does load.)
 HEAVY = (
     "libra_des.config.scenario", "libra_des.plan.balancers.shipped", "libra_des.kinds.training",
     "simpy", "networkx", "rich", "scipy.stats", "scipy.special", "scipy.linalg", "matplotlib",
@@ -100,14 +100,17 @@ def test_shipped_scenarios_still_load_through_config(tmp_path: Path) -> None:
     assert config.require_training(sc, "test") is sc
 
 
-#: Sets numba up as a run does (``sys.argv[1]``: import scipy.linalg first, or not), then
-#: compiles a kernel that calls ``np.dot`` (BLAS).
+#: Sets numba up as a run does (``sys.argv[1]``: import scipy.linalg first, or not;
+#: ``sys.argv[2]``: in a tuned process, as a command's, or not), then compiles a kernel that
+#: calls ``np.dot`` (BLAS).
 DOT_AFTER_SETUP = (
     "import sys\n"
     "import numpy as np\n"
     "if sys.argv[1] == 'scipy-first':\n"
     "    import scipy.linalg\n"
-    "from libra_des.base.startup import numba_target\n"
+    "from libra_des.base.startup import numba_target, tune_process\n"
+    "if sys.argv[2] == 'tuned':\n"
+    "    tune_process()\n"
     "numba = numba_target()\n"
     "from numba.np import arraymath, linalg\n"
     "loaded = 'scipy.linalg' in sys.modules\n"
@@ -119,10 +122,17 @@ DOT_AFTER_SETUP = (
 
 @pytest.mark.parametrize("first", ["numba-first", "scipy-first"])
 def test_numba_setup_is_the_same_whatever_was_imported(first: str) -> None:
-    # numba's BLAS check answers "none" either way (so what kernels compile to does not hang
-    # on import order), scipy.linalg is not loaded for it, numba's check is its own again
-    # after, and np.dot in a kernel still finds BLAS.
-    done = subprocess.run([sys.executable, "-c", DOT_AFTER_SETUP, first], capture_output=True,
-                          text=True, check=True, timeout=120)
+    # Tuned (a command's process), numba's BLAS check answers "none" either way (so what
+    # kernels compile to does not hang on import order), scipy.linalg is not loaded for it,
+    # numba's check is its own again after, and np.dot in a kernel still finds BLAS.
+    done = subprocess.run([sys.executable, "-c", DOT_AFTER_SETUP, first, "tuned"],
+                          capture_output=True, text=True, check=True, timeout=120)
     loaded = str(first == "scipy-first")
     assert done.stdout.split() == ["False", loaded, "True", "5.0"]
+
+
+def test_an_untuned_host_keeps_numbas_own_blas_check() -> None:
+    # numba keeps the answer for the whole process: a library import must not decide it.
+    done = subprocess.run([sys.executable, "-c", DOT_AFTER_SETUP, "numba-first", "untuned"],
+                          capture_output=True, text=True, check=True, timeout=120)
+    assert done.stdout.split() == ["True", "True", "True", "5.0"]

@@ -71,6 +71,7 @@ from libra_des.api.studies import (
     replay_plans,
     run_sweep,
 )
+from libra_des.base.startup import tune_process as tune_process
 from libra_des.base.version import __version__
 
 __all__ = [
@@ -79,7 +80,7 @@ __all__ = [
     "checked_cost_model", "cost", "cost_choices", "cost_device_warnings", "cost_model",
     "cost_ops", "cost_report", "fabric_for",
     "load_scenario", "load_training", "moe_systems", "noise_factors", "replay_plans",
-    "run_sweep", "shipped_path", "simulate", "step_plan", "write_output",
+    "run_sweep", "shipped_path", "simulate", "step_plan", "tune_process", "write_output",
 ]
 
 

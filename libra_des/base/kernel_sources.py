@@ -4,11 +4,11 @@ numba's disk cache checks only a kernel's own source file: a change to a jitted 
 calls from another module, or to a constant it imports (numba freezes globals into the
 compiled code), leaves the cached machine code in use (numba's documentation, "Notes on
 Caching", "Cache limitations"). So the cache folder is named by a digest of every kernel
-module (a module that sets numba up through ``startup.numba_module()``; its text names that
-call at the start of a line) and of every ``libra_des`` module a kernel module imports from
-directly (numba's set-up aside): a change to any of them gives a fresh folder, where the
-kernels compile again once. Folders of earlier sources are left in place (delete the cache
-folder to reclaim them).
+module (a module that imports the kernel decorators of :mod:`libra_des.base.kernel`; its text
+imports from that module at the start of a line) and of every ``libra_des`` module a kernel
+module imports from directly (numba's set-up aside): a change to any of them gives a fresh
+folder, where the kernels compile again once. Folders of earlier sources are left in place
+(delete the cache folder to reclaim them).
 
 Assumption: a kernel reads only what its own module imports directly (jitted helpers of
 other kernel modules are covered as kernel modules themselves).
@@ -24,10 +24,11 @@ from pathlib import Path
 
 #: The package's own folder.
 PACKAGE = Path(__file__).resolve().parents[1]
-#: A kernel module's set-up line: ``numba = numba_module()`` at the start of a line.
-KERNEL_LINE = re.compile(rb"^\w+ = numba_module\(\)", re.MULTILINE)
+#: A kernel module's set-up line: an import from ``libra_des.base.kernel`` at the start of a
+#: line (the decorators).
+KERNEL_LINE = re.compile(rb"^from libra_des\.base\.kernel import ", re.MULTILINE)
 #: Modules kernels import from without reading any value into compiled code: numba's set-up.
-SET_UP = frozenset({"base/startup.py"})
+SET_UP = frozenset({"base/startup.py", "base/kernel.py"})
 #: Hex digits of the digest kept in the folder name; what names it when no source is found
 #: (a package installed without its ``.py`` files: no change can be tracked there).
 DIGEST_CHARS = 16

@@ -43,10 +43,8 @@ def simulate_timed(
     (``hardware/profiles/device_check.py``).
     """
     from libra_des.base.identity import versions
-    from libra_des.base.startup import reuse_heap
     from libra_des.hardware.profiles.device_check import profile_warnings
 
-    reuse_heap()  # before the run's first large temporaries (base/startup.py)
     kind = kinds.kind_of(scenario)
     scenario = kind.elaborate(scenario)  # the names only registries above the config see
     warnings = profile_warnings(scenario.profile, scenario.profile_scope, scenario.topology,

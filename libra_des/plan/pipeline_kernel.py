@@ -11,19 +11,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from libra_des.base.startup import numba_module
-
-numba = numba_module()
+from libra_des.base.kernel import Floats, inline_kernel, kernel
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@inline_kernel
 def _max(a: float, b: float) -> float:
     return a if (a >= b or a != a) else b
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
-def makespan_row(c: np.ndarray, dk: float, rk: float, m: int, out: np.ndarray,
-                 channel: np.ndarray, ready: np.ndarray, compute_end: np.ndarray) -> None:
+@inline_kernel
+def makespan_row(c: Floats, dk: float, rk: float, m: int, out: Floats,
+                 channel: Floats, ready: Floats, compute_end: Floats) -> None:
     """Makespan of each element of one row ``c[j]`` (compute per chunk) with ``dk``, ``rk``
     per chunk, into ``out`` (``channel``, ``ready``, ``compute_end``: scratch of the row's
     length). Chunk-major, so that the inner loop runs over independent elements (SIMD)
@@ -46,8 +44,8 @@ def makespan_row(c: np.ndarray, dk: float, rk: float, m: int, out: np.ndarray,
         out[j] = _max(compute_end[j], channel[j]) + rk
 
 
-@numba.njit(cache=True, nogil=True)
-def pipelined_rows(c: np.ndarray, d: np.ndarray, r: np.ndarray, m: int) -> np.ndarray:
+@kernel
+def pipelined_rows(c: Floats, d: Floats, r: Floats, m: int) -> Floats:
     """Makespan of ``c[k, j]`` (compute per chunk) with ``d[k]``, ``r[k]`` per chunk, a row
     at a time (:func:`makespan_row`)."""
     rows, cols = c.shape

@@ -24,13 +24,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from libra_des.base.startup import numba_module
+from libra_des.base.kernel import kernel
 from libra_des.plan import tap_kernel
 
-numba = numba_module()
 
-
-@numba.njit(cache=True, nogil=True)
+@kernel
 def nonzero_into(dense: np.ndarray, flat: np.ndarray, values: np.ndarray, at: int) -> int:
     """Append the nonzero entries of ``dense`` (positions and values, row-major) from ``at``;
     returns the new end."""
@@ -42,7 +40,7 @@ def nonzero_into(dense: np.ndarray, flat: np.ndarray, values: np.ndarray, at: in
     return at
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def local_holdings(sample: np.ndarray, samples: int) -> np.ndarray:
     """CSR offsets of the holdings rows by (pool-local, ascending) sample."""
     ptr = np.zeros(samples + 1, dtype=np.int64)
@@ -53,7 +51,7 @@ def local_holdings(sample: np.ndarray, samples: int) -> np.ndarray:
     return ptr
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def descending(f: np.ndarray, run: int) -> np.ndarray:
     """``np.argsort(-f, kind="stable")``: tile ids by decreasing ``f``, ties by id.
 
@@ -76,7 +74,7 @@ def descending(f: np.ndarray, run: int) -> np.ndarray:
     return order
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def attention_rows(
     flops: np.ndarray, q_home: np.ndarray, q_bytes: np.ndarray, o_bytes: np.ndarray,
     doc_len: np.ndarray, group_ptr: np.ndarray, group_ids: np.ndarray, lengths: np.ndarray,

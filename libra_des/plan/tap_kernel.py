@@ -12,7 +12,7 @@ compares the two). Δcomm comes from holdings and fetches instead of that matrix
 * ``choose`` takes the minimum of (Δcomm, load, id) over the candidates (non-candidates read
   as int64 max), else of (load, Δcomm, id).
 
-Compiled functions are cached on disk (``cache=True``, in ``startup.numba_module``'s folder):
+Compiled functions are cached on disk (``cache=True``, in ``base.kernel``'s folder):
 the first call ever compiles, later processes load the cache.
 """
 
@@ -20,18 +20,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from libra_des.base.startup import numba_module
-
-numba = numba_module()
+from libra_des.base.kernel import inline_kernel, kernel
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@inline_kernel
 def better(a1: int, a2: int, aw: int, b1: int, b2: int, bw: int) -> bool:
     """(a1, a2, aw) < (b1, b2, bw) lexicographically."""
     return a1 < b1 or (a1 == b1 and (a2 < b2 or (a2 == b2 and aw < bw)))
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def choose(base: int, sub: np.ndarray, mark: np.ndarray, touched: np.ndarray, count: int,
            load: np.ndarray, headroom: float, kv_bpt: int, q: int, home: int) -> int:
     """argmin (Δcomm, load, id) over workers with load <= headroom, else (load, Δcomm, id).
@@ -70,7 +68,7 @@ def choose(base: int, sub: np.ndarray, mark: np.ndarray, touched: np.ndarray, co
     return arg
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@inline_kernel
 def held(j: int, w: int, hold_ptr: np.ndarray, hold_worker: np.ndarray,
          hold_tokens: np.ndarray) -> int:
     """Tokens of sample ``j`` that worker ``w`` holds before balancing."""
@@ -80,7 +78,7 @@ def held(j: int, w: int, hold_ptr: np.ndarray, hold_worker: np.ndarray,
     return 0
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@inline_kernel
 def fetched(g: int, w: int, head: np.ndarray, nxt: np.ndarray, who: np.ndarray) -> bool:
     """Whether worker ``w`` fetched group ``g`` already: a walk of g's list of fetchers (a
     group is read by about one tile: a short list, where a dense [G, W] table of flags
@@ -93,7 +91,7 @@ def fetched(g: int, w: int, head: np.ndarray, nxt: np.ndarray, who: np.ndarray) 
     return False
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def greedy(
     order: np.ndarray,
     flops: np.ndarray,
@@ -183,7 +181,7 @@ def greedy(
     return chosen, load, delta
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def kv_fetches(
     group_ptr: np.ndarray,
     group_ids: np.ndarray,
@@ -253,7 +251,7 @@ def kv_fetches(
     return out_g[:rows], out_s[:rows], out_d[:rows], out_k[:rows]
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def tile_groups(seg_sample: np.ndarray, seg_count: np.ndarray, h_count: int
                 ) -> tuple[np.ndarray, np.ndarray]:
     """``tap.tile_groups``: CSR of K(t), tile ``b*H + h`` reading group ``j*H + h`` for every
@@ -274,7 +272,7 @@ def tile_groups(seg_sample: np.ndarray, seg_count: np.ndarray, h_count: int
     return tile_ptr, ids
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def holdings(lens: np.ndarray, sizes: np.ndarray, cp: int, packed_length: int
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``tap.holdings`` (sample, worker, tokens rows, in sample then shard order) of the
@@ -306,7 +304,7 @@ def holdings(lens: np.ndarray, sizes: np.ndarray, cp: int, packed_length: int
     return sample[:n], worker[:n], tokens[:n]
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def pair_bytes(group_ptr: np.ndarray, group_ids: np.ndarray, worker: np.ndarray, groups: int,
                h_count: int, hold_ptr: np.ndarray, hold_worker: np.ndarray,
                hold_tokens: np.ndarray, kv_bytes_per_token: int, q_home: np.ndarray,
@@ -345,7 +343,7 @@ def pair_bytes(group_ptr: np.ndarray, group_ids: np.ndarray, worker: np.ndarray,
     return tile_bytes(dispatch, worker, q_home, q_bytes, o_bytes, workers)
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def tile_bytes(dispatch: np.ndarray, worker: np.ndarray, q_home: np.ndarray,
                q_bytes: np.ndarray, o_bytes: np.ndarray, workers: int
                ) -> tuple[np.ndarray, np.ndarray]:
@@ -360,7 +358,7 @@ def tile_bytes(dispatch: np.ndarray, worker: np.ndarray, q_home: np.ndarray,
     return dispatch.reshape((workers, workers)), ret.reshape((workers, workers))
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def worker_work(worker: np.ndarray, flops: np.ndarray, doc_len: np.ndarray, workers: int
                 ) -> tuple[np.ndarray, np.ndarray]:
     """``tap.fold_attention_plan``'s per-worker Σ f·doc_len and Σ f (float64, added in tile
@@ -374,7 +372,7 @@ def worker_work(worker: np.ndarray, flops: np.ndarray, doc_len: np.ndarray, work
     return weight, pairs
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def tile_tables(seg_sample: np.ndarray, seg_count: np.ndarray, h_count: int, lens: np.ndarray,
                 sizes: np.ndarray, cp: int, packed_length: int) -> tuple[np.ndarray, ...]:
     """:func:`tile_groups` and :func:`holdings` of one pool in one call: ``tap.build_tiles``
@@ -384,7 +382,7 @@ def tile_tables(seg_sample: np.ndarray, seg_count: np.ndarray, h_count: int, len
     return ptr, ids, sample, worker, tokens
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def exchange(group_ptr: np.ndarray, group_ids: np.ndarray, worker: np.ndarray, groups: int,
              h_count: int, hold_ptr: np.ndarray, hold_worker: np.ndarray,
              hold_tokens: np.ndarray, kv_bytes_per_token: int, q_home: np.ndarray,

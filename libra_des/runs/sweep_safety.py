@@ -87,7 +87,11 @@ def sigterm_as_interrupt() -> Iterator[None]:
 
 def worker_init(parent: int) -> None:
     """Pool-worker initializer: ignore Ctrl-C, exit soon after the driver dies; SIGTERM
-    ends a worker at once (a forked worker would otherwise inherit the driver's handler)."""
+    ends a worker at once (a forked worker would otherwise inherit the driver's handler).
+    The worker is the sweep's own process, tuned as a command's (``startup.tune_process``)."""
+    from libra_des.base.startup import tune_process
+
+    tune_process()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     threading.Thread(target=_watch, args=(parent,), daemon=True, name="driver-watch").start()

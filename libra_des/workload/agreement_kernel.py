@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from libra_des.base.startup import numba_module
-
-numba = numba_module()
+from libra_des.base.kernel import kernel
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def topk_hits(predicted: np.ndarray, routed: np.ndarray) -> int:
     """Pairs ``(row, predicted id)`` whose id is among the row's routed ids (ids >= 0)."""
     top = np.int64(0)

@@ -6,7 +6,7 @@ others try again next round. Rows are distinct within a round and a placement on
 its own row, so placing row by row is the same as a vectorised check-then-add (tests/
 test_moe_exact_paths.py compares with one, tests/reference/predictors.py). The rows' sets are
 bits of int64 words. Compiled functions are cached on disk (``cache=True``, see
-``startup.numba_module``).
+``base.kernel``).
 """
 
 from __future__ import annotations
@@ -15,22 +15,20 @@ import math
 
 import numpy as np
 
-from libra_des.base.startup import numba_module
-
-numba = numba_module()
+from libra_des.base.kernel import inline_kernel, kernel
 
 #: Added to every free expert's weight in the exact fallback draw, so an expert the
 #: popularity weights give (almost) nothing can still be drawn when it is all that is left.
 FREE_FLOOR = 1e-12
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@inline_kernel
 def holds(r: int, d: int, words: np.ndarray) -> bool:
     """Whether row ``r``'s set holds expert ``d``."""
     return bool(words[r, d >> 6] & (np.int64(1) << (d & 63)))
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@inline_kernel
 def try_place(r: int, d: int, slot: int, out: np.ndarray, words: np.ndarray) -> bool:
     """Put expert ``d`` in ``out[r, slot]`` unless row ``r`` holds it already."""
     if holds(r, d, words):
@@ -40,7 +38,7 @@ def try_place(r: int, d: int, slot: int, out: np.ndarray, words: np.ndarray) -> 
     return True
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def mark_misses(
     rng: np.random.Generator, routed: np.ndarray, accuracy: float, counts: np.ndarray
 ) -> np.ndarray:
@@ -73,7 +71,7 @@ def mark_misses(
         flat[at] = True
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def fill_slots(
     miss: np.ndarray, routed: np.ndarray, substitute: np.ndarray, weights: np.ndarray,
     rng: np.random.Generator, rounds: int, out: np.ndarray, words: np.ndarray,
@@ -116,7 +114,7 @@ def fill_slots(
             draw_free(rows[j], slot, weights, rng, out, words)
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@inline_kernel
 def draw_free(
     r: int, slot: int, weights: np.ndarray, rng: np.random.Generator, out: np.ndarray,
     words: np.ndarray,
@@ -144,7 +142,7 @@ def draw_free(
     try_place(r, pick, slot, out, words)
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def set_words(members: np.ndarray, n_words: int) -> np.ndarray:
     """Each row of ``members[rows, k]`` as a set: its ids as bits of int64 words (64 ids a
     word)."""

@@ -8,7 +8,7 @@ length laws draw hundreds of thousands at a time, and one pass per element beats
 masked, allocating passes over the three regions (benchmarks/README.md). Imported by
 :func:`libra_des.workload.normal.ndtri` on its first call, so that reading a length law
 loads numba only when lengths are drawn. Compiled functions are cached on disk
-(``cache=True``, see ``startup.numba_module``).
+(``cache=True``, see ``base.kernel``).
 """
 
 from __future__ import annotations
@@ -17,9 +17,7 @@ import math
 
 import numpy as np
 
-from libra_des.base.startup import numba_module
-
-numba = numba_module()
+from libra_des.base.kernel import Floats, inline_kernel, kernel
 
 #: Central region: ``|p - 1/2| <= SPLIT_CENTRAL``, in ``r = CENTRAL_R - q^2``.
 SPLIT_CENTRAL = 0.425
@@ -63,7 +61,7 @@ FAR_DEN = (
 
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@inline_kernel
 def horner(coefficients: tuple[float, ...], x: float) -> float:
     """The polynomial with ``coefficients`` (highest power first) at ``x``."""
     y = coefficients[0]
@@ -72,7 +70,7 @@ def horner(coefficients: tuple[float, ...], x: float) -> float:
     return y
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@inline_kernel
 def quantile(p: float) -> float:
     """x with P(Z <= x) = p; -inf at 0, inf at 1, nan outside [0, 1] (and for nan)."""
     q = p - 0.5
@@ -95,8 +93,8 @@ def quantile(p: float) -> float:
     return -z if q < 0 else z
 
 
-@numba.njit(cache=True, nogil=True)
-def quantiles(p: np.ndarray) -> np.ndarray:
+@kernel
+def quantiles(p: Floats) -> Floats:
     """:func:`quantile` of every element of the 1-d float64 array ``p``."""
     out = np.empty_like(p)
     for i in range(p.shape[0]):

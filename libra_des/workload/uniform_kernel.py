@@ -26,7 +26,7 @@ intrinsic is 16 lanes of the same IEEE operations the scalar loop would do (comp
 subtraction or sum per element in the loop's order, no fast-math, no fused multiply-add), so
 every element is computed the same way whatever the vector width, and a seed gives the same
 experts on every x86 build. Compiled functions are cached on disk (``cache=True``, see
-``startup.numba_module``); the intrinsics live in this file because numba's cache notices
+``base.kernel``); the intrinsics live in this file because numba's cache notices
 changes to a kernel's own file only.
 """
 
@@ -36,11 +36,9 @@ from typing import Any
 
 import numpy as np
 from llvmlite import ir
+from numba.core import cgutils, types
 
-from libra_des.base.startup import numba_module
-
-numba = numba_module()
-types, cgutils = numba.types, numba.core.cgutils
+from libra_des.base.kernel import inline_kernel, intrinsic, kernel
 
 #: Strided expert blocks of a draw's two-level scan (16 float32 fill one AVX-512 vector).
 BLOCKS = 16
@@ -93,7 +91,7 @@ def row_array(ty: Any, dtype: Any) -> bool:
     return c_array(ty, dtype) and ty.ndim == 2
 
 
-@numba.extending.intrinsic
+@intrinsic
 def count_at_or_below(typingctx: Any, values: Any, g: Any, x: Any) -> Any:
     """How many of the float64 ``values[g, :BLOCKS]`` are ``<= x``."""
     if not (row_array(values, types.float64) and isinstance(g, types.Integer)
@@ -112,7 +110,7 @@ def count_at_or_below(typingctx: Any, values: Any, g: Any, x: Any) -> Any:
     return types.intp(values, g, x), codegen
 
 
-@numba.extending.intrinsic
+@intrinsic
 def subtract_from(typingctx: Any, values: Any, g: Any, first: Any, w: Any) -> Any:
     """``values[g, i] -= w`` for ``first <= i < BLOCKS`` (float64; the lanes before ``first``
     subtract 0.0, which leaves them as they are)."""
@@ -193,7 +191,7 @@ def exp_vector(builder: Any, shifted: Any) -> Any:
     return builder.select(builder.fcmp_ordered(">=", shifted, floor_), w, const(0.0))
 
 
-@numba.extending.intrinsic
+@intrinsic
 def weigh_row(typingctx: Any, logit: Any, g: Any, weight: Any, sums: Any) -> Any:
     """``weight[g] = exp(logit[g] - max(logit[g]))`` (``exp_vector``; the max over finite or
     -inf logits) and ``sums[g, b]`` = the float64 sum of block ``b``'s weights
@@ -234,7 +232,7 @@ def weigh_row(typingctx: Any, logit: Any, g: Any, weight: Any, sums: Any) -> Any
     return types.void(logit, g, weight, sums), codegen
 
 
-@numba.extending.intrinsic
+@intrinsic
 def token_logits(typingctx: Any, latent: Any, t: Any, gate: Any, bias: Any, row: Any,
                  logit: Any, g: Any) -> Any:
     """``logit[g] = bias[row] + latent[t, 0] * gate[0] + latent[t, 1] * gate[1] + ..`` in float32,
@@ -276,7 +274,7 @@ def token_logits(typingctx: Any, latent: Any, t: Any, gate: Any, bias: Any, row:
     return types.void(latent, t, gate, bias, row, logit, g), codegen
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def padded(gate: np.ndarray, bias: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``gate`` with zero columns and ``bias`` with -inf columns up to a whole number of
     blocks: the padding's logits are -inf, never drawn."""
@@ -293,7 +291,7 @@ def padded(gate: np.ndarray, bias: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 GROUP = 2
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@inline_kernel
 def weigh(logit: np.ndarray, g: int, weight: np.ndarray, prefix: np.ndarray,
           sums: np.ndarray) -> None:
     """Row ``g``'s weights ``exp(logit - max)`` and their cumulative block sums ``prefix``
@@ -306,7 +304,7 @@ def weigh(logit: np.ndarray, g: int, weight: np.ndarray, prefix: np.ndarray,
         prefix[g, b] = run
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def route_tokens(latent: np.ndarray, gate: np.ndarray, bias: np.ndarray, dataset: np.ndarray,
                  uniforms: np.ndarray, out: np.ndarray) -> None:
     """``out[t]`` = token ``t``'s ``k`` experts (``k = out.shape[1]``), drawn without
@@ -365,7 +363,7 @@ def route_tokens(latent: np.ndarray, gate: np.ndarray, bias: np.ndarray, dataset
                 logit[g, c] = gone
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def last_positive(weight: np.ndarray) -> int:
     """The highest-numbered expert with weight (reached only through rounding)."""
     for c in range(weight.size - 1, -1, -1):
@@ -374,7 +372,7 @@ def last_positive(weight: np.ndarray) -> int:
     return -1
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def ar1_mix(rng: np.random.Generator, state: np.ndarray, scale: float, rho: np.float32) -> None:
     """``routing.ar1_update`` in one pass over the flat float32 ``state``:
     ``state = float32(z * scale + float64(state * rho))`` with ``z`` float64 standard
@@ -388,7 +386,7 @@ def ar1_mix(rng: np.random.Generator, state: np.ndarray, scale: float, rho: np.f
         state[i] = np.float32(rng.standard_normal() * scale + np.float64(kept))
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def token_latents(
     req: np.ndarray, tok: np.ndarray, request: np.ndarray, w_req: np.float32,
     w_tok: np.float32, out: np.ndarray,

@@ -16,19 +16,17 @@ than 0 bytes count. A message of at most ``threshold`` bytes moves at ``share`` 
 bytes
 are its bytes over ``share``; the rail sums keep the bytes themselves.
 
-Compiled functions are cached on disk (``cache=True``, in ``startup.numba_module``'s folder).
+Compiled functions are cached on disk (``cache=True``, in ``base.kernel``'s folder).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from libra_des.base.startup import numba_module
-
-numba = numba_module()
+from libra_des.base.kernel import Floats, kernel
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def pair_sums(
     send: np.ndarray,
     depth: np.ndarray,
@@ -37,7 +35,7 @@ def pair_sums(
     share: float,
     rail: np.ndarray,
     rails: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[Floats, Floats, Floats, Floats, Floats]:
     """Per class k, matrix s and rank: wire bytes sent and received over the pairs of depth
     >= k (``[K, S, n]`` each), the count of those messages sent and received, and per
     matrix, sender and destination rail (``rail[j]``, 0 <= it < ``rails``) the bytes of the

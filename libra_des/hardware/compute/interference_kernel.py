@@ -1,19 +1,17 @@
 """A compute chunk beside transfers (numba): :func:`~libra_des.hardware.compute.interference.
 stretched_chunk`'s arithmetic for one element, and over arrays.
 
-Compiled functions are cached on disk (``cache=True``, in ``startup.numba_module``'s folder).
+Compiled functions are cached on disk (``cache=True``, in ``base.kernel``'s folder).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from libra_des.base.startup import numba_module
-
-numba = numba_module()
+from libra_des.base.kernel import Floats, inline_kernel, kernel
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@inline_kernel
 def stretch(c: float, beside: float, kernel: float, comm: float) -> tuple[float, float]:
     """(compute seconds added, transfer seconds added) of a chunk of ``c`` seconds beside
     ``beside`` seconds of transfers (both as alone): they run together for
@@ -26,9 +24,8 @@ def stretch(c: float, beside: float, kernel: float, comm: float) -> tuple[float,
     return w * (1.0 - 1.0 / kernel), extra
 
 
-@numba.njit(cache=True, nogil=True)
-def stretched(c: np.ndarray, beside: np.ndarray, kernel: float, comm: float
-              ) -> tuple[np.ndarray, np.ndarray]:
+@kernel
+def stretched(c: Floats, beside: Floats, kernel: float, comm: float) -> tuple[Floats, Floats]:
     """:func:`stretch` of each element of ``c`` and ``beside`` (1-d, of one length)."""
     added, extra = np.empty(c.shape[0]), np.empty(c.shape[0])
     for k in range(c.shape[0]):

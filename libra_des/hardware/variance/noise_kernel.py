@@ -14,29 +14,27 @@ round every element as numpy's vector loop does. :func:`episode_states` is
 drawn
 where it is used (``rng.random()`` is numpy's double, in the same order as its ``[steps,
 GPUs]`` array), so that array (67 MB at 131k GPUs) is never made.
-Compiled functions are cached on disk (``cache=True``, see ``startup.numba_module``).
+Compiled functions are cached on disk (``cache=True``, see ``base.kernel``).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from libra_des.base.startup import numba_module
-
-numba = numba_module()
+from libra_des.base.kernel import Bools, Floats, kernel
 
 
-@numba.njit(cache=True, nogil=True)
-def shifted_normals(rng: np.random.Generator, out: np.ndarray, sigma: float,
+@kernel
+def shifted_normals(rng: np.random.Generator, out: Floats, sigma: float,
                     shift: float) -> None:
     """``out[i] = rng.standard_normal() * sigma - shift`` for the 1-d float64 ``out``."""
     for i in range(out.shape[0]):
         out[i] = rng.standard_normal() * sigma - shift
 
 
-@numba.njit(cache=True, nogil=True)
-def episode_states(rng: np.random.Generator, steps: int, before: np.ndarray, first: bool,
-                   stationary: float, leave: float, enter: float) -> np.ndarray:
+@kernel
+def episode_states(rng: np.random.Generator, steps: int, before: Bools, first: bool,
+                   stationary: float, leave: float, enter: float) -> Bools:
     """``[steps, GPUs]`` episode states, one uniform per element in C order: row 0 is
     ``u < stationary`` when ``first``, else one step on from ``before``; each step keeps a
     slowed GPU slowed while ``u >= leave`` and starts a healthy one's episode when

@@ -20,23 +20,21 @@
 Tie-breaks are the reference's: ``argmax`` / ``argmin`` take the first index, ``argsort``
 is stable (mergesort) on the negated row. tests/test_moe_kernel.py compares every kernel
 with its numpy form on random inputs. Compiled functions are cached on disk (``cache=True``,
-see ``startup.numba_module``).
+see ``base.kernel``).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from libra_des.base.startup import numba_module
-
-numba = numba_module()
+from libra_des.base.kernel import Ints, kernel
 
 #: Largest EP group whose per-token destinations are kept as bits of one int64 word.
 MASK_GPUS = 63
 
 
-@numba.njit(cache=True, nogil=True)
-def origin_counts(routed: np.ndarray, origin: np.ndarray, gpus: int, experts: int) -> np.ndarray:
+@kernel
+def origin_counts(routed: np.ndarray, origin: np.ndarray, gpus: int, experts: int) -> Ints:
     """``[G, E]`` pairs per (origin GPU, expert)."""
     out = np.zeros((gpus, experts), dtype=np.int64)
     tokens, k = routed.shape
@@ -47,7 +45,7 @@ def origin_counts(routed: np.ndarray, origin: np.ndarray, gpus: int, experts: in
     return out
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def dispatch_pairs(
     routed: np.ndarray, origin: np.ndarray, load: np.ndarray, counts: np.ndarray
 ) -> np.ndarray:
@@ -110,7 +108,7 @@ def dispatch_pairs(
     return pairs
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def planned_loads(counts: np.ndarray, holders: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(share[G, E], loads[G])`` of ``replication.planned_share`` / ``planned_gpu_load``."""
     gpus, experts = counts.shape
@@ -140,7 +138,7 @@ def planned_loads(counts: np.ndarray, holders: np.ndarray) -> tuple[np.ndarray, 
     return share, loads
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def hottest_replicas(
     counts: np.ndarray, holders: np.ndarray, replicas: np.ndarray, free: np.ndarray,
     node: np.ndarray, home_gpu: np.ndarray,
@@ -187,7 +185,7 @@ def hottest_replicas(
             return
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def greedy_moves(
     load: np.ndarray, movable: np.ndarray, receivers: np.ndarray, target: float,
     max_iterations: int, node: np.ndarray,

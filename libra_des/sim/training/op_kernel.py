@@ -10,18 +10,16 @@ per-layer fields are reduced over workers (maximum, mean) and layers (sum) in re
 array form made about 30 passes over ``[E, n, L, W]`` temporaries (tests/reference/
 stagetimes.py holds it; tests/test_op_kernel.py compares the two).
 
-Compiled functions are cached on disk (``cache=True``, in ``startup.numba_module``'s folder).
+Compiled functions are cached on disk (``cache=True``, in ``base.kernel``'s folder).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from libra_des.base.startup import numba_module
+from libra_des.base.kernel import Floats, inline_kernel, kernel
 from libra_des.hardware.compute.interference_kernel import stretch
 from libra_des.plan.pipeline_kernel import makespan_row
-
-numba = numba_module()
 
 #: Rows of :func:`op_times`' per-op output, in order.
 PER_OP = ("duration", "attn_compute", "attn_exposed", "attn_hidden", "pool_wait",
@@ -30,7 +28,7 @@ PER_OP = ("duration", "attn_compute", "attn_exposed", "attn_hidden", "pool_wait"
 PER_LAYER = ("straggler", "pre", "compute_max", "post")
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def op_times(
     comp: np.ndarray,
     comp_r: np.ndarray,
@@ -43,7 +41,7 @@ def op_times(
     layers: np.ndarray,
     m: int,
     factors: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[Floats, Floats]:
     """Per-op fields ``[8, E, n]`` (:data:`PER_OP`) and per-layer ones ``[4, E, n, L]``
     (:data:`PER_LAYER`) of one device.
 
@@ -115,11 +113,11 @@ def op_times(
     return per_op, per_layer
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
-def layer_fields(e: int, i: int, lay: int, comp_l: np.ndarray, t_w: np.ndarray,
-                 slowed: np.ndarray, lost: np.ndarray, total: float, noise: np.ndarray,
-                 gaps: np.ndarray, linear: np.ndarray, expert: np.ndarray,
-                 per_op: np.ndarray, per_layer: np.ndarray) -> None:
+@inline_kernel
+def layer_fields(e: int, i: int, lay: int, comp_l: Floats, t_w: Floats, slowed: Floats,
+                 lost: Floats, total: float, noise: np.ndarray, gaps: np.ndarray,
+                 linear: np.ndarray, expert: np.ndarray, per_op: Floats,
+                 per_layer: Floats) -> None:
     """One layer's phases (each the slowest worker's) added into the op's fields."""
     width = comp_l.shape[0]
     share_pre, share_post = linear[0, e, i], linear[1, e, i]

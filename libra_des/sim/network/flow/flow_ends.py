@@ -10,23 +10,19 @@ into results.
 
 from __future__ import annotations
 
-import numpy as np
-
-from libra_des.base.startup import numba_module
-
-numba = numba_module()
+from libra_des.base.kernel import Floats, Ints, kernel
 
 
-@numba.njit(cache=True, nogil=True)
-def _place(key: np.ndarray, slot: np.ndarray, pos: np.ndarray, h: int, i: int, k: float,
+@kernel
+def _place(key: Floats, slot: Ints, pos: Ints, h: int, i: int, k: float,
            s: int) -> None:
     key[h, i] = k
     slot[h, i] = s
     pos[h, s] = i
 
 
-@numba.njit(cache=True, nogil=True)
-def sift_up(key: np.ndarray, slot: np.ndarray, pos: np.ndarray, h: int, i: int) -> int:
+@kernel
+def sift_up(key: Floats, slot: Ints, pos: Ints, h: int, i: int) -> int:
     """Move the entry at ``i`` up to its place; returns where it ended."""
     k, s = key[h, i], slot[h, i]
     while i > 0:
@@ -39,8 +35,8 @@ def sift_up(key: np.ndarray, slot: np.ndarray, pos: np.ndarray, h: int, i: int) 
     return i
 
 
-@numba.njit(cache=True, nogil=True)
-def sift_down(key: np.ndarray, slot: np.ndarray, pos: np.ndarray, h: int, i: int,
+@kernel
+def sift_down(key: Floats, slot: Ints, pos: Ints, h: int, i: int,
               n: int) -> None:
     """Move the entry at ``i`` down to its place in a heap of ``n`` entries."""
     k, s = key[h, i], slot[h, i]
@@ -57,8 +53,8 @@ def sift_down(key: np.ndarray, slot: np.ndarray, pos: np.ndarray, h: int, i: int
     _place(key, slot, pos, h, i, k, s)
 
 
-@numba.njit(cache=True, nogil=True)
-def build(key: np.ndarray, slot: np.ndarray, pos: np.ndarray, h: int, n: int) -> None:
+@kernel
+def build(key: Floats, slot: Ints, pos: Ints, h: int, n: int) -> None:
     """Make heap ``h`` of the ``n`` entries already written at positions 0..n-1."""
     for i in range(n):
         pos[h, slot[h, i]] = i
@@ -66,8 +62,8 @@ def build(key: np.ndarray, slot: np.ndarray, pos: np.ndarray, h: int, n: int) ->
         sift_down(key, slot, pos, h, i, n)
 
 
-@numba.njit(cache=True, nogil=True)
-def rekey(key: np.ndarray, slot: np.ndarray, pos: np.ndarray, h: int, n: int, s: int,
+@kernel
+def rekey(key: Floats, slot: Ints, pos: Ints, h: int, n: int, s: int,
           k: float) -> None:
     """Give flow ``s`` (in heap ``h`` of ``n`` entries) the key ``k``."""
     i = pos[h, s]
@@ -79,8 +75,8 @@ def rekey(key: np.ndarray, slot: np.ndarray, pos: np.ndarray, h: int, n: int, s:
         sift_down(key, slot, pos, h, i, n)
 
 
-@numba.njit(cache=True, nogil=True)
-def push(key: np.ndarray, slot: np.ndarray, pos: np.ndarray, h: int, n: int, s: int,
+@kernel
+def push(key: Floats, slot: Ints, pos: Ints, h: int, n: int, s: int,
          k: float) -> int:
     """Add flow ``s`` with key ``k`` to heap ``h`` of ``n`` entries; returns the new size."""
     _place(key, slot, pos, h, n, k, s)
@@ -88,8 +84,8 @@ def push(key: np.ndarray, slot: np.ndarray, pos: np.ndarray, h: int, n: int, s: 
     return n + 1
 
 
-@numba.njit(cache=True, nogil=True)
-def remove(key: np.ndarray, slot: np.ndarray, pos: np.ndarray, h: int, n: int,
+@kernel
+def remove(key: Floats, slot: Ints, pos: Ints, h: int, n: int,
            s: int) -> int:
     """Take flow ``s`` out of heap ``h`` of ``n`` entries; returns the new size."""
     i = pos[h, s]

@@ -30,7 +30,7 @@ active flows, whose drain and next-end scans were 62% of the kernel's work. Per 
 is the same arithmetic up to where round-off falls (results move by about 1e-15).
 
 Imported on the first flow-level run (``fluid.FluidState``); compiled functions are cached
-on disk (``cache=True``, in ``startup.numba_module``'s folder). tests/reference/solver.py
+on disk (``cache=True``, in ``base.kernel``'s folder). tests/reference/solver.py
 holds the numpy max-min solver it is compared with.
 """
 
@@ -40,11 +40,9 @@ import math
 
 import numpy as np
 
-from libra_des.base.startup import numba_module
+from libra_des.base.kernel import kernel
 from libra_des.sim.network.flow import flow_ends
 from libra_des.sim.network.flow.tolerances import DONE_TOLERANCE, MARGIN
-
-numba = numba_module()
 
 #: Flows this close (relative) below a level that is recomputed are recomputed too (ties).
 TIE_TOLERANCE = 1e-9
@@ -59,14 +57,14 @@ COUNTERS = 10
 BY_END, BY_DONE = 0, 1
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _spacing(x: float) -> float:
     """np.spacing(x) for x >= 1 (the gap to the next float)."""
     _, exponent = math.frexp(x)
     return math.ldexp(1.0, exponent - 53)
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _touch(link: int, touched: np.ndarray, lmark: np.ndarray, ctr: np.ndarray) -> None:
     """Remember ``link`` as changed (once per update; ``lmark`` -1 marks it)."""
     if lmark[link] != -1:
@@ -75,7 +73,7 @@ def _touch(link: int, touched: np.ndarray, lmark: np.ndarray, ctr: np.ndarray) -
         ctr[NTOUCHED] += 1
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _place(
     s: int, fpath: np.ndarray, plinks: np.ndarray, pn: np.ndarray, flink: np.ndarray,
     fpos: np.ndarray, nlink: np.ndarray, lflow: np.ndarray, deg: np.ndarray,
@@ -93,7 +91,7 @@ def _place(
         _touch(link, touched, lmark, ctr)
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def insert(
     slots: np.ndarray, flink: np.ndarray, fpos: np.ndarray, nlink: np.ndarray,
     fpath: np.ndarray, plinks: np.ndarray, pn: np.ndarray, lflow: np.ndarray,
@@ -109,7 +107,7 @@ def insert(
         ctr[NACT] += 1
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _drop(
     s: int, flink: np.ndarray, fpos: np.ndarray, nlink: np.ndarray, lflow: np.ndarray,
     deg: np.ndarray, active: np.ndarray, apos: np.ndarray, free: np.ndarray,
@@ -134,7 +132,7 @@ def _drop(
     ctr[NFREE] += 1
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _solve(
     at: float, floor: float, rem: np.ndarray, since: np.ndarray, rate: np.ndarray,
     flink: np.ndarray, nlink: np.ndarray, lflow: np.ndarray, deg: np.ndarray,
@@ -238,7 +236,7 @@ def _solve(
     return nq
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _raise_peaks(
     reached: np.ndarray, nq: int, rate: np.ndarray, lflow: np.ndarray, deg: np.ndarray,
     peak: np.ndarray,
@@ -250,7 +248,7 @@ def _raise_peaks(
         peak[link] = max(peak[link], _load(link, rate, lflow, deg))
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _load(link: int, rate: np.ndarray, lflow: np.ndarray, deg: np.ndarray) -> float:
     """The sum of the rates of ``link``'s flows."""
     load = 0.0
@@ -259,7 +257,7 @@ def _load(link: int, rate: np.ndarray, lflow: np.ndarray, deg: np.ndarray) -> fl
     return load
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def loads(
     links: np.ndarray, rate: np.ndarray, lflow: np.ndarray, deg: np.ndarray
 ) -> np.ndarray:
@@ -270,7 +268,7 @@ def loads(
     return out
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _check_reserved(
     reached: np.ndarray, nq: int, rate: np.ndarray, lflow: np.ndarray, deg: np.ndarray,
     cap: np.ndarray, reserved: np.ndarray, hot: np.ndarray, ctr: np.ndarray,
@@ -286,7 +284,7 @@ def _check_reserved(
             ctr[NHOT] += 1
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _keys(s: int, rem: np.ndarray, size: np.ndarray, rate: np.ndarray,
           since: np.ndarray) -> tuple[float, float]:
     """Flow ``s``'s heap keys: when it ends and when it comes within DONE_TOLERANCE of its
@@ -297,7 +295,7 @@ def _keys(s: int, rem: np.ndarray, size: np.ndarray, rate: np.ndarray,
             since[s] + (rem[s] - DONE_TOLERANCE * size[s]) / rate[s])
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _heap_all(rem: np.ndarray, size: np.ndarray, rate: np.ndarray, since: np.ndarray,
               active: np.ndarray, ctr: np.ndarray, hkey: np.ndarray, hslot: np.ndarray,
               hpos: np.ndarray) -> None:
@@ -312,7 +310,7 @@ def _heap_all(rem: np.ndarray, size: np.ndarray, rate: np.ndarray, since: np.nda
         ctr[HEAP_SIZE[h]] = n
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _rekey_moved(rem: np.ndarray, size: np.ndarray, rate: np.ndarray, since: np.ndarray,
                  moved: np.ndarray, ctr: np.ndarray, hkey: np.ndarray, hslot: np.ndarray,
                  hpos: np.ndarray) -> None:
@@ -324,7 +322,7 @@ def _rekey_moved(rem: np.ndarray, size: np.ndarray, rate: np.ndarray, since: np.
             flow_ends.rekey(hkey, hslot, hpos, h, ctr[HEAP_SIZE[h]], s, ends[h])
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _due(t: float, resolution: float, rem: np.ndarray, size: np.ndarray, rate: np.ndarray,
          since: np.ndarray, apos: np.ndarray, done: np.ndarray, ctr: np.ndarray,
          hkey: np.ndarray, hslot: np.ndarray, hpos: np.ndarray) -> int:
@@ -364,7 +362,7 @@ def _due(t: float, resolution: float, rem: np.ndarray, size: np.ndarray, rate: n
     return nd
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def _settle(t: float, rem: np.ndarray, rate: np.ndarray, since: np.ndarray,
             active: np.ndarray, ctr: np.ndarray) -> float:
     """Drain every active flow to ``t``; the seconds from ``t`` to the next end."""
@@ -379,7 +377,7 @@ def _settle(t: float, rem: np.ndarray, rate: np.ndarray, since: np.ndarray,
     return wait
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def run(
     now: float, updated_at: float, horizon: float, floor: float,
     rem: np.ndarray, size: np.ndarray, rate: np.ndarray, dst: np.ndarray, grp: np.ndarray,
@@ -467,7 +465,7 @@ def run(
         floor = np.inf
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def rebind(
     fpath: np.ndarray, plinks: np.ndarray, pn: np.ndarray, flink: np.ndarray,
     fpos: np.ndarray, nlink: np.ndarray, lflow: np.ndarray, deg: np.ndarray,
@@ -480,7 +478,7 @@ def rebind(
         _place(s, fpath, plinks, pn, flink, fpos, nlink, lflow, deg, touched, lmark, ctr)
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def room_needed(plinks: np.ndarray, pn: np.ndarray, paths: np.ndarray, deg: np.ndarray,
                 base: int, tally: np.ndarray) -> int:
     """The longest flow list any binding link needs once flows on ``paths`` join it (``base``
@@ -498,7 +496,7 @@ def room_needed(plinks: np.ndarray, pn: np.ndarray, paths: np.ndarray, deg: np.n
     return need
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def last_ends(plinks: np.ndarray, pn: np.ndarray, paths: np.ndarray, fin: np.ndarray,
               links: int) -> np.ndarray:
     """Per link, the latest ``fin`` of the flows (flow ``i`` on path ``paths[i]``) whose

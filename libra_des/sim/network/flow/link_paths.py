@@ -18,14 +18,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from libra_des.base.startup import numba_module
-
-numba = numba_module()
+from libra_des.base.kernel import Int32s, Ints, kernel
 
 
-@numba.njit(cache=True, nogil=True)
-def enter(routes: np.ndarray, start: int, stop: int, head: np.ndarray, path: np.ndarray,
-          nxt: np.ndarray, n: int) -> int:
+@kernel
+def enter(routes: np.ndarray, start: int, stop: int, head: Ints, path: Int32s, nxt: Int32s,
+          n: int) -> int:
     """Enter paths ``start .. stop - 1`` (rows of ``routes``: links, padded on the right
     with -1) after the first ``n`` entries; returns the new number of entries (the entry
     arrays have room)."""
@@ -41,9 +39,8 @@ def enter(routes: np.ndarray, start: int, stop: int, head: np.ndarray, path: np.
     return n
 
 
-@numba.njit(cache=True, nogil=True)
-def crossing(links: np.ndarray, head: np.ndarray, path: np.ndarray, nxt: np.ndarray,
-             below: int) -> np.ndarray:
+@kernel
+def crossing(links: np.ndarray, head: Ints, path: Int32s, nxt: Int32s, below: int) -> Ints:
     """The paths numbered below ``below`` that cross one of ``links``, each once,
     ascending."""
     total = 0

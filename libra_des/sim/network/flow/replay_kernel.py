@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from libra_des.base.startup import numba_module
+from libra_des.base.kernel import inline_kernel, kernel
 from libra_des.sim.network.flow.fluid_kernel import _load
 from libra_des.sim.network.flow.tolerances import MARGIN
 
-numba = numba_module()
 
-
-@numba.njit(cache=True, nogil=True)
+@kernel
 def reserve(links: np.ndarray, peaks: np.ndarray, reserved: np.ndarray,
             replays_on: np.ndarray) -> None:
     """A replay starts: its peak joins each of its (distinct) links' reservation."""
@@ -28,7 +26,7 @@ def reserve(links: np.ndarray, peaks: np.ndarray, reserved: np.ndarray,
         replays_on[links[i]] += 1
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def release(links: np.ndarray, peaks: np.ndarray, which: np.ndarray, held: np.ndarray,
             reserved: np.ndarray, replays_on: np.ndarray) -> None:
     """A replay lets go of its links where the mask ``which`` is set (``which`` may be
@@ -45,13 +43,13 @@ def release(links: np.ndarray, peaks: np.ndarray, which: np.ndarray, held: np.nd
             reserved[link] = 0.0
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@inline_kernel
 def in_use(link: int, replays_on: np.ndarray, deg: np.ndarray) -> bool:
     """Whether live replays or the network's flows use ``link``."""
     return bool(replays_on[link] > 0 or deg[link] > 0)
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@inline_kernel
 def too_full(link: int, peak: float, reserved: np.ndarray, cap: np.ndarray,
              rate: np.ndarray, lflow: np.ndarray, deg: np.ndarray) -> bool:
     """Whether ``link``'s reservation, load and ``peak`` leave less than MARGIN of its
@@ -60,7 +58,7 @@ def too_full(link: int, peak: float, reserved: np.ndarray, cap: np.ndarray,
     return not load <= cap[link] * (1.0 - MARGIN)
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def shared(links: np.ndarray, replays_on: np.ndarray, deg: np.ndarray) -> np.ndarray:
     """Positions of the links that live replays or the network's flows also use."""
     out = np.empty(links.size, dtype=np.int64)
@@ -72,7 +70,7 @@ def shared(links: np.ndarray, replays_on: np.ndarray, deg: np.ndarray) -> np.nda
     return out[:n]
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def unfit(positions: np.ndarray, links: np.ndarray, peaks: np.ndarray,
           reserved: np.ndarray, cap: np.ndarray, rate: np.ndarray, lflow: np.ndarray,
           deg: np.ndarray) -> np.ndarray:
@@ -86,14 +84,14 @@ def unfit(positions: np.ndarray, links: np.ndarray, peaks: np.ndarray,
     return out[:n]
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@inline_kernel
 def add_to(gpus: np.ndarray, amounts: np.ndarray, totals: np.ndarray) -> None:
     """``totals[gpus] += amounts`` for distinct ``gpus``."""
     for i in range(gpus.size):
         totals[gpus[i]] += amounts[i]
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def start(links: np.ndarray, peaks: np.ndarray, reserved: np.ndarray, replays_on: np.ndarray,
           gpus: np.ndarray, sent: np.ndarray, bytes_sent: np.ndarray) -> np.ndarray:
     """A replay starts: its peaks are reserved (:func:`reserve`), ``sent[i]`` is added to
@@ -103,7 +101,7 @@ def start(links: np.ndarray, peaks: np.ndarray, reserved: np.ndarray, replays_on
     return np.ones(links.size, dtype=np.bool_)
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def start_if_fit(
     links: np.ndarray, peaks: np.ndarray, reserved: np.ndarray, cap: np.ndarray,
     rate: np.ndarray, lflow: np.ndarray, deg: np.ndarray, replays_on: np.ndarray,
@@ -120,7 +118,7 @@ def start_if_fit(
     return start(links, peaks, reserved, replays_on, gpus, sent, bytes_sent)
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def finish(links: np.ndarray, peaks: np.ndarray, held: np.ndarray, reserved: np.ndarray,
            replays_on: np.ndarray, gpus: np.ndarray, received: np.ndarray,
            bytes_received: np.ndarray) -> None:
@@ -130,7 +128,7 @@ def finish(links: np.ndarray, peaks: np.ndarray, held: np.ndarray, reserved: np.
     add_to(gpus, received, bytes_received)
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def per_gpu(gpus: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct ``gpus`` (ascending) and the bytes each moves: ``sizes`` summed by
     GPU in the order given (``np.unique`` and a weighted ``np.bincount``, in one pass over
@@ -147,7 +145,7 @@ def per_gpu(gpus: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return ids + lo, total[ids]
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def first_use(ids: np.ndarray, seen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct ``ids`` in order of first appearance, and each entry's index among
     them (``replay.Frame``'s path numbering). ``seen``: scratch holding -1 at every id,
@@ -167,7 +165,7 @@ def first_use(ids: np.ndarray, seen: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return distinct[:n].copy(), local
 
 
-@numba.njit(cache=True, nogil=True)
+@kernel
 def frame_links(plinks: np.ndarray, paths: np.ndarray,
                 seen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The binding links of ``paths`` (rows of ``plinks``, -1 past a path's last) numbered

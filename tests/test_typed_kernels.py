@@ -1,0 +1,57 @@
+"""Kernels and the Python API are typed where they are called: mypy (the project's settings)
+reveals a real type, not ``Any``, for calls of three compiled kernels and of
+``load_scenario``, ``simulate`` and ``cost``, and rejects a kernel call with a wrong argument.
+One mypy run over a small probe file."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+#: Six revealed calls, then one call mypy must reject (a list where a float64 array goes).
+PROBE = '''
+import numpy as np
+
+import libra_des
+from libra_des.hardware.compute.interference_kernel import stretched
+from libra_des.plan.pipeline_kernel import pipelined_rows
+from libra_des.workload.normal_kernel import quantiles
+
+x = np.ones(3)
+reveal_type(pipelined_rows(np.ones((2, 3)), x, x, 2))
+reveal_type(stretched(x, x, 1.5, 1.2))
+reveal_type(quantiles(x))
+sc = libra_des.load_scenario("scenarios/quickstart.yaml", {"parallelism.dp": 16})
+reveal_type(sc)
+reveal_type(libra_des.simulate(sc, seed=1))
+reveal_type(libra_des.cost("all_reduce", nbytes=8 << 20, group=8))
+quantiles([0.5])  # WRONG
+'''
+REVEALED = re.compile(r'probe\.py:(\d+): note: Revealed type is "(.*)"')
+
+
+@pytest.mark.slow
+def test_kernel_and_api_calls_have_types(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text(PROBE)
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
+         "--cache-dir", str(ROOT / ".mypy_cache"), str(probe)],
+        capture_output=True, text=True, timeout=900, cwd=ROOT)
+    out = done.stdout
+    revealed = REVEALED.findall(out)
+    assert len(revealed) == 6, out
+    types = [t for _, t in revealed]
+    assert all(t != "Any" and not t.startswith("Any ") for t in types), types
+    kernels, (scenario, result, seconds) = types[:3], types[3:]
+    assert all("float64" in t for t in kernels), kernels  # the dtypes of the signatures
+    assert "Scenario" in scenario and result.endswith("Result")
+    assert seconds in ("float", "builtins.float")
+    wrong = PROBE.splitlines().index('quantiles([0.5])  # WRONG') + 1
+    errors = [line for line in out.splitlines() if ": error:" in line]
+    assert len(errors) == 1 and f"probe.py:{wrong}: error: Argument 1 to" in errors[0], out
