@@ -17,13 +17,20 @@ corpus); columns are factor pairs, each varied by scenario overrides only:
 Every other factor stays as the scenario ships it. Modes: *full* is the scenario as shipped
 (2 steps, 48 layers) over three seeds; *quick* is one step of 2 layers, one seed and smaller
 grids, which the subtitle and every CSV row say; *tiny* (tests) is the tiny layout.
+``libra-des figs`` draws both corpora in full mode and the 1M one in quick mode; the other
+corpus in quick mode, on its own::
+
+    python -m paper_figs.libra_train.winner_map --quick --dataset 256k --out figs-256k/
 """
 
 from __future__ import annotations
 
+import argparse
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -54,6 +61,8 @@ class Factor:
     values: tuple[float, ...]
     ticks: tuple[str, ...]
     overrides: tuple[dict[str, Any], ...]
+    #: The value the scenario ships with (its cell is outlined), or None off this grid.
+    shipped: float | None = None
 
     def axis(self) -> common.Axis:
         keys = list(dict.fromkeys(k for o in self.overrides for k in o))
@@ -122,27 +131,29 @@ def pairs(dataset: str, mode: str) -> tuple[Pair, ...]:
              Factor("law p99 (tokens)", tuple(p99 * s for s in stretch),
                     tuple(f"{p99 * s:,.0f}" for s in stretch),
                     tuple({"workload.lengths.knots": stretched_knots(knots, s)}
-                          for s in stretch)),
+                          for s in stretch), p99),
              Factor("law max (tokens)", tuple(cap // c for c in caps),
                     tuple(tokens(cap // c) for c in caps),
-                    tuple({"workload.lengths.max": cap // c} for c in caps))),
+                    tuple({"workload.lengths.max": cap // c} for c in caps), cap)),
         Pair("nvlink_nic", "NVLink domain x NIC rate",
              Factor("GPUs per NVLink domain", tuple(map(float, domain)), tuple(map(str, domain)),
                     tuple({"topology_params.gpus_per_node": g, "topology_params.levels.0.nics": g}
-                          for g in domain)),
+                          for g in domain), 8.0),
              Factor("NIC line rate (Gb/s)", tuple(map(float, nic)), tuple(map(str, nic)),
-                    tuple({"topology_params.levels.1.bandwidth": f"{b}Gb/s"} for b in nic))),
+                    tuple({"topology_params.levels.1.bandwidth": f"{b}Gb/s"} for b in nic),
+                    400.0)),
         Pair("oversubscription", "leaf oversubscription",
              Factor("leaf uplink oversubscription", tuple(map(float, oversub)),
                     tuple(f"{o}:1" for o in oversub),
-                    tuple({"topology_params.levels.1.oversubscription": o} for o in oversub)),
+                    tuple({"topology_params.levels.1.oversubscription": o} for o in oversub),
+                    1.0),
              Factor("nodes per leaf group", tuple(map(float, leaf)), tuple(map(str, leaf)),
-                    tuple({"topology_params.levels.1.fan_out": n} for n in leaf))),
+                    tuple({"topology_params.levels.1.fan_out": n} for n in leaf), 8.0)),
         Pair("noise", "runtime variance",
              Factor("per-op jitter sigma", tuple(jitter), tuple(f"{s:g}" for s in jitter),
-                    tuple({"variance.noise_sigma": s} for s in jitter)),
+                    tuple({"variance.noise_sigma": s} for s in jitter), 0.0115),
              Factor("per-GPU speed sigma", tuple(speed), tuple(f"{s:g}" for s in speed),
-                    tuple({"variance.gpu_speed_sigma": s} for s in speed))),
+                    tuple({"variance.gpu_speed_sigma": s} for s in speed), 0.0)),
     )
 
 
@@ -191,6 +202,7 @@ def collect(opts: common.FigOptions, dataset: str, chosen: Sequence[Pair]) -> li
                         "baseline": name, "metric": METRIC,
                         "baseline_ms": float(base) * 1e3, "libra_ms": float(libra) * 1e3,
                         "ratio": ratio,
+                        "as_shipped": yv == pair.y.shipped and xv == pair.x.shipped,
                         "winner": name if winner(ratio) == "baseline" else winner(ratio),
                         "step_ratio": float(step / libra_step),
                         "mode": opts.mode, "fidelity": study.fidelity,
@@ -207,12 +219,19 @@ def text_color(cmap: Colormap, norm: Normalize, value: float) -> str:
 
 
 def draw_cell(ax: Any, pair: Pair, ratios: np.ndarray, cmap: Colormap, norm: Normalize) -> Any:
+    """One annotated heat map of log2(ratio); the scenario-as-shipped cell outlined."""
+    from matplotlib.patches import Rectangle
+
     image = ax.imshow(np.log2(ratios), cmap=cmap, norm=norm, aspect="auto", origin="lower")
     for (i, j), r in np.ndenumerate(ratios):
         ax.text(j, i, f"{r:.2f}", ha="center", va="center", fontsize=8,
                 color=text_color(cmap, norm, float(np.log2(r))))
     ax.set_xticks(range(len(pair.x.ticks)), pair.x.ticks, fontsize=8)
     ax.set_yticks(range(len(pair.y.ticks)), pair.y.ticks, fontsize=8)
+    if pair.y.shipped in pair.y.values and pair.x.shipped in pair.x.values:
+        i, j = pair.y.values.index(pair.y.shipped), pair.x.values.index(pair.x.shipped)
+        ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="black",
+                               linewidth=2.0, linestyle="--"))
     return image
 
 
@@ -247,17 +266,36 @@ def draw(opts: common.FigOptions, datasets: Sequence[str],
     bar.set_label("baseline / Libra Full straggler (log scale)\n> 1 blue: Libra faster; "
                   "< 1 red: baseline faster")
     fig.suptitle("Where the winner flips: core-attention straggler (mean slowest worker per "
-                 f"call), baseline / Libra Full\n{reduction(opts)}", fontsize=10)
+                 f"call), baseline / Libra Full; dashed box: the scenario as shipped\n"
+                 f"{reduction(opts)}", fontsize=10)
     scenario = "paper-attention-microbench-{" + ",".join(datasets) + "}"
     text = common.caption(scenario, opts, str(rows[0]["fidelity"]),
                           f"metric {METRIC}; {reduction(opts)}; other factors as shipped")
     return common.save(fig, opts, NAME, TITLE, text, rows)
 
 
-def make(opts: common.FigOptions) -> common.Drawn:
-    datasets = opts.pick(common.DATASETS, ("1m",), ("1m",))
+def make(opts: common.FigOptions, datasets: Sequence[str] | None = None) -> common.Drawn:
+    """The figure; ``datasets`` defaults to both corpora in full mode and to 1M otherwise."""
+    datasets = datasets or opts.pick(common.DATASETS, ("1m",), ("1m",))
     chosen = {d: pairs(d, opts.mode) for d in datasets}
     if opts.tiny:  # every code path, fewest runs: the tail (knots, max) and one fabric pair
         chosen = {d: (p[0], p[2]) for d, p in chosen.items()}
     rows = [row for d in datasets for row in collect(opts, d, chosen[d])]
     return draw(opts, datasets, chosen, rows)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """This figure alone on chosen corpora (``libra-des figs`` draws the default ones)."""
+    p = argparse.ArgumentParser(description=TITLE)
+    p.add_argument("--out", type=Path, default=Path("figs"))
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--dataset", choices=common.DATASETS, action="append")
+    p.add_argument("--workers", type=int, default=2)
+    args = p.parse_args(argv)
+    drawn = make(common.FigOptions(args.out, args.quick, args.workers), args.dataset)
+    print(" ".join(str(f) for f in drawn.files))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
