@@ -108,7 +108,8 @@ def stretched_knots(knots: Sequence[Sequence[float]], factor: float) -> list[lis
 def pairs(dataset: str, mode: str) -> tuple[Pair, ...]:
     """The factor pairs at this mode's grid size (full: 3-4 values a factor; quick: 2-3 of
     them, the shipped value among them; tiny: two)."""
-    sc = api.load_scenario(common.SCENARIOS / f"paper-attention-microbench-{dataset}.yaml")
+    sc = api.load_training(common.SCENARIOS / f"paper-attention-microbench-{dataset}.yaml",
+                           (), "the winner map compares training balancers")
     law = sc.workload.lengths
     assert law is not None and law.max is not None  # a training scenario's corpus law
     knots, cap = law.knots, law.max
@@ -247,7 +248,7 @@ def draw(opts: common.FigOptions, datasets: Sequence[str],
     axes = fig.subplots(nrows, ncols, squeeze=False)
     span = max(0.25, float(np.abs(np.log2([r["ratio"] for r in rows])).max()))
     norm, cmap = TwoSlopeNorm(0.0, -span, span), colormaps["RdBu"]
-    image = None
+    image: Any = None
     for d, dataset in enumerate(datasets):
         for c, pair in enumerate(chosen[dataset]):
             for b, name in enumerate(BASELINES):
