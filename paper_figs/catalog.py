@@ -36,6 +36,7 @@ from paper_figs.libra_train import (
     pp_microbatch,
     step_breakdown,
     throughput,
+    winner_map,
 )
 
 
@@ -58,6 +59,7 @@ MODULES = (
     step_breakdown,
     comm_overlap,
     throughput,
+    winner_map,
     layer_breakdown,
     moe_throughput,
     ttft,
