@@ -42,15 +42,30 @@ def proto_table(text: str) -> dict[str, dict[str, tuple[int, str, str]]]:
     return out
 
 
-def test_descriptors_match_the_proto_file() -> None:
-    table = proto_table((ROOT / "libra_des/sim/chakra/et_def.proto").read_text())
-    built = {m: {f: (n, t.lstrip("."), label) for f, n, t, label in fs}
-             for m, fs in schema.messages().items()}
-    assert table == built
+def test_generated_module_matches_the_proto_file() -> None:
+    """et_def_pb2.py is current: every message, field number, type and label of the
+    .proto text is in its descriptors, and the enums agree value by value."""
+    from google.protobuf.descriptor import FieldDescriptor
+
+    from libra_des.sim.chakra import et_def_pb2
+
     text = (ROOT / "libra_des/sim/chakra/et_def.proto").read_text()
-    for values in (schema.NODE_TYPES, schema.COLLECTIVE_TYPES):
-        for i, v in enumerate(values):
-            assert re.search(rf"\b{v} = {i};", text), v
+    table = proto_table(text)
+    scalar = {v: k[5:].lower() for k, v in vars(FieldDescriptor).items()
+              if k.startswith("TYPE_")}
+    built = {}
+    for name, desc in et_def_pb2.DESCRIPTOR.message_types_by_name.items():
+        built[name] = {f.name: (f.number, f.message_type.name if f.message_type else
+                                f.enum_type.name if f.enum_type else scalar[f.type],
+                                "repeated" if f.is_repeated else "optional")
+                       for f in desc.fields}
+    assert table == built
+    for enum in et_def_pb2.DESCRIPTOR.enum_types_by_name.values():
+        for v in enum.values:
+            assert re.search(rf"\b{v.name} = {v.number};", text), v.name
+    # The wire facts (Chakra's field numbers, typed in by hand above).
+    assert {k: built["Node"][k][0] for k in NODE} == NODE
+    assert {k: built["AttributeProto"][k][0] for k in ATTR} == ATTR
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +82,8 @@ def test_export_decodes_with_the_published_schema(exported: tuple[Path, Path]) -
     folder, _ = exported
     files = sorted(folder.glob("libra.*.et"))
     assert len(files) == 16
-    types = set()
+    groups = json.loads((folder / "comm_group.json").read_text())
+    types, colls = set(), set()
     for path in files:
         messages = protowire.delimited(path.read_bytes())
         meta = dict((n, v) for n, _, v in protowire.fields(messages[0]))
@@ -92,10 +108,18 @@ def test_export_decodes_with_the_published_schema(exported: tuple[Path, Path]) -
                 dur = next(v for n, _, v in f if n == NODE["duration_micros"])
                 exact = struct.unpack("<d", attrs["duration_s"][ATTR["double_val"]])[0]
                 assert abs(dur - exact * 1e6) <= 0.5
-            if kind == 7:  # COMM_COLL_NODE: ALL_REDUCE (0, the proto3 default) and a size
-                assert attrs["comm_type"].get(ATTR["int64_val"], 0) == 0
-                assert attrs["comm_size"][ATTR["int64_val"]] > 0
-    assert types == {4, 5, 6, 7}
+            if kind == 7:  # COMM_COLL_NODE: a gradient ALL_REDUCE (0) with its size, or
+                # the CP exchange, ALL_TO_ALL (6) with its exposed seconds
+                ctype = attrs["comm_type"].get(ATTR["int64_val"], 0)
+                assert ctype in (0, 6)
+                assert ("comm_size" in attrs) == (ctype == 0)
+                if ctype == 0:
+                    assert attrs["comm_size"][ATTR["int64_val"]] > 0
+                pg = attrs["pg_name"][ATTR["string_val"]].decode()
+                assert pg.isdigit() and path.name.split(".")[1] in map(str, groups[pg])
+                colls.add(ctype)
+    assert types == {4, 5, 6, 7} and colls == {0, 6}
+    assert all(k.isdigit() for k in groups)
 
 
 def trace_totals(trace: dict[str, object]) -> tuple[float, float, float]:
@@ -108,7 +132,9 @@ def trace_totals(trace: dict[str, object]) -> tuple[float, float, float]:
         if "GPU" in label:
             stage = int(label.split()[1])
             per_comm[(pid, stage)] = per_comm.get((pid, stage), 0) + 1
-    compute = sum(e["dur"] for e in events if "GPU" in names[(e["pid"], e["tid"])]) * 1e-6
+    # Compute nodes hold each op less its exposed CP exchange (a communication node).
+    compute = sum(e["dur"] * 1e-6 - e["args"]["attention_comm_exposed_s"] for e in events
+                  if "GPU" in names[(e["pid"], e["tid"])])
     coll = p2p = 0.0
     for e in events:
         label = names[(e["pid"], e["tid"])]
@@ -131,12 +157,12 @@ def test_export_reimports_to_the_same_totals(
     got = json.loads(capsys.readouterr().out)
     compute, coll, p2p = trace_totals(json.loads((run / "trace.json").read_text()))
     assert got["ranks"] == 16
-    assert got["compute_s"] == pytest.approx(compute, rel=1e-12)
+    assert got["compute_s"] == pytest.approx(compute, rel=1e-9)
     assert got["collective_bytes"]["all_reduce"] == pytest.approx(coll, abs=16)
     assert got["p2p_bytes"] == pytest.approx(p2p, abs=16)
     step = json.loads((run / "result.json").read_text())["step_time_s"]["mean"]
     # The replay re-prices hand-offs and buckets on the same fabric: the step agrees closely.
-    assert got["step_s"] == pytest.approx(step, rel=0.01)
+    assert got["step_s"] == pytest.approx(step, rel=1e-3)
 
 
 def node(cls: dict[str, object], **kw: object) -> object:
@@ -152,8 +178,8 @@ def node(cls: dict[str, object], **kw: object) -> object:
 
 def two_ranks(tmp_path: Path, extra: dict[int, list[object]] | None = None) -> Path:
     """Rank r: compute 1 s (r=0) or 3 s (r=1), then a 1 GB all-reduce, then compute 2 s."""
-    cls = schema.classes()
-    meta = cls["GlobalMetadata"](version="0.0.4")
+    cls = {"Node": schema.Node}
+    meta = schema.GlobalMetadata(version="0.0.4")
     files = {}
     for r, first in ((0, 1.0), (1, 3.0)):
         nodes = [node(cls, id=0, name="a", type=4, attrs={"duration_s": first}),
@@ -179,13 +205,13 @@ def test_replay_matches_the_closed_form(tmp_path: Path) -> None:
 
 def test_replay_refuses_unmatched_traces(tmp_path: Path, capsys: pytest.CaptureFixture[str]
                                          ) -> None:
-    cls = schema.classes()
+    cls = {"Node": schema.Node}
     lonely = node(cls, id=3, name="send", type=5, attrs={"comm_dst": 1, "comm_size": 8,
                                                           "comm_tag": 7})
     folder = two_ranks(tmp_path, {0: [lonely]})  # rank 0 sends, rank 1 never receives
     assert main(["import", "chakra", str(folder)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "never ran" in err
+    assert err.count("\n") == 1 and "libra.0.et: node 3 (id 3).comm_dst" in err
 
 
 def test_replay_checks_the_profile_device(tmp_path: Path, capsys: pytest.CaptureFixture[str]
