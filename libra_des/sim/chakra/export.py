@@ -7,7 +7,9 @@ GPUs, which run in lockstep, and each of them gets the track's nodes with its ow
 groups. Per rank, in start-time order:
 
 - every op span is a ``COMP_NODE`` (``duration_micros`` rounded to whole microseconds; the
-  exact seconds in attr ``duration_s``), control-dependent on the rank's previous node;
+  exact seconds in attr ``duration_s``), control-dependent on the rank's previous node; an
+  op during which a gradient bucket starts is split there (``<op> part <j>``), so the bucket
+  depends on the part of the backward that produced its gradients;
 - the op's exposed context-parallel exchange (span arg ``attention_comm_exposed_s``, CP > 1)
   is a ``COMM_COLL_NODE`` ``ALL_TO_ALL`` over the rank's CP group right after the op's
   compute (the next op depends on it). The simulated trace holds its exposed seconds, not
@@ -31,6 +33,7 @@ those of the simulated step; ``start_time_micros`` is kept for readers that draw
 from __future__ import annotations
 
 import heapq
+import itertools
 import re
 from collections import defaultdict
 from collections.abc import Mapping
@@ -152,9 +155,11 @@ def export(trace: Mapping[str, Any]) -> tuple[dict[int, bytes], dict[str, list[i
     ranks: dict[int, RankTrace] = {}
     ops: dict[int, list[tuple[float, Any]]] = {}  # rank -> (end us, node) of its compute ops
     for t in computes:
+        comm = by_track.get((t.pid, comms.get((t.pid, t.stage), -1)), [])
+        cuts = [float(ev["ts"]) for ev in comm if ev["name"].startswith("grad-sync")]
         for rank in range(t.first, t.last + 1):
             ranks[rank] = RankTrace(rank)
-            ops[rank] = compute_nodes(ranks[rank], by_track[(t.pid, t.tid)], lay)
+            ops[rank] = compute_nodes(ranks[rank], by_track[(t.pid, t.tid)], lay, cuts)
     last: dict[int, Any] = {}  # rank -> its latest collective node
     for t in computes:
         comm = by_track.get((t.pid, comms.get((t.pid, t.stage), -1)), [])
@@ -182,29 +187,35 @@ def export(trace: Mapping[str, Any]) -> tuple[dict[int, bytes], dict[str, list[i
     return files, groups
 
 
-def compute_nodes(rt: RankTrace, track: list[Mapping[str, Any]], lay: Layout
-                  ) -> list[tuple[float, Any]]:
-    """The rank's op nodes (module doc): (end us, node) of each op's last node."""
+def compute_nodes(rt: RankTrace, track: list[Mapping[str, Any]], lay: Layout,
+                  cuts: list[float]) -> list[tuple[float, Any]]:
+    """The rank's op nodes (module doc): (end us, node) of each piece's last node.
+
+    An op during which a gradient bucket starts (``cuts``, in us) is split there, so the
+    bucket can depend on the part of the backward that produced its gradients; each part
+    keeps its share of the op's compute and exposed CP exchange."""
     prev, ends = None, []
     cp_base = rt.rank - rt.rank % lay.cp
     members = list(range(cp_base, cp_base + lay.cp))
     for ev in track:
-        exposed_us = float(ev.get("args", {}).get("attention_comm_exposed_s", 0.0)) / US
-        exposed_us = min(exposed_us, float(ev["dur"])) if lay.cp > 1 else 0.0
-        work_us = float(ev["dur"]) - exposed_us
-        node = rt.add(ev["name"], COMP_NODE, ev["ts"], work_us, duration_s=work_us * US,
-                      is_cpu_op=False)
-        if prev is not None:
-            node.ctrl_deps.append(prev.id)
-        prev = node
-        if exposed_us > 0:
-            ex = rt.add(f"cp-exchange {ev['name']}", COMM_COLL_NODE,
-                        float(ev["ts"]) + work_us, exposed_us, comm_type=ALL_TO_ALL,
-                        duration_s=exposed_us * US, pg_name=lay.group(members),
-                        is_cpu_op=False)
-            ex.data_deps.append(node.id)
-            prev = ex
-        ends.append((float(ev["ts"]) + float(ev["dur"]), prev))
+        t0, dur = float(ev["ts"]), float(ev["dur"])
+        exposed = float(ev.get("args", {}).get("attention_comm_exposed_s", 0.0)) / US
+        share = min(exposed / dur, 1.0) if lay.cp > 1 and dur > 0 else 0.0
+        bounds = [t0, *(c for c in cuts if t0 < c < t0 + dur), t0 + dur]
+        for j, (a, b) in enumerate(itertools.pairwise(bounds)):
+            name = ev["name"] if j == 0 else f"{ev['name']} part {j}"
+            work = (b - a) * (1 - share)
+            node = rt.add(name, COMP_NODE, a, work, duration_s=work * US, is_cpu_op=False)
+            if prev is not None:
+                node.ctrl_deps.append(prev.id)
+            prev = node
+            if share > 0:
+                ex = rt.add(f"cp-exchange {name}", COMM_COLL_NODE, a + work, b - a - work,
+                            comm_type=ALL_TO_ALL, duration_s=(b - a - work) * US,
+                            pg_name=lay.group(members), is_cpu_op=False)
+                ex.data_deps.append(node.id)
+                prev = ex
+            ends.append((b, prev))
     return ends
 
 

@@ -38,6 +38,7 @@ from libra_des.sim.chakra.schema import (
     COMP_NODE,
 )
 
+
 @dataclass
 class Totals:
     """What the replay ran: compute seconds, bytes per op, per-rank finish times."""

@@ -64,18 +64,17 @@ def read_trace(path: Path) -> tuple[Any, list[Any]]:
     parts = frames(data, where)
     if not parts:
         raise InputError("ET", where, "a Chakra trace with a GlobalMetadata message")
-    index = 0
+    meta = decode(GlobalMetadata, parts[0], f"{where}: GlobalMetadata")
+    return meta, [decode(Node, p, f"{where}: node {i}") for i, p in enumerate(parts[1:])]
+
+
+def decode(cls: Any, body: bytes, where: str) -> Any:
+    """One message, or a one-line refusal naming it."""
     try:
-        meta = GlobalMetadata.FromString(parts[0])
-        nodes = []
-        for index, part in enumerate(parts[1:], 1):
-            nodes.append(Node.FromString(part))
+        return cls.FromString(body)
     except (DecodeError, RecursionError):
-        what = "GlobalMetadata" if index == 0 else f"node message {index}"
-        raise InputError("ET", f"{where}: {what}", "protobuf messages of Chakra's et_def "
-                         "schema (a field of the wrong wire type or a broken message)"
-                         ) from None
-    return meta, nodes
+        raise InputError("ET", where, "protobuf messages of Chakra's et_def schema (a field "
+                         "of the wrong wire type or a broken message)") from None
 
 
 def encode_trace(meta: Any, nodes: list[Any]) -> bytes:
