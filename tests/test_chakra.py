@@ -268,3 +268,25 @@ def test_a_1024_gpu_step_round_trips(tmp_path: Path, capsys: pytest.CaptureFixtu
     got = json.loads(capsys.readouterr().out)
     assert got["ranks"] == 1024
     assert got["step_s"] == pytest.approx(step, rel=1e-3)
+
+
+def test_an_astra_sim_style_all_reduce_imports(tmp_path: Path) -> None:
+    """The shape of ASTRA-sim's published 8-NPU all-reduce example (its demo generator, read
+    as facts: ``allreduce.<npu>.et``, version 0.0.4, one COMM_COLL_NODE of id 1 with
+    ``is_cpu_op`` false, ``comm_type`` ALL_REDUCE and ``comm_size`` 1 MiB as int64, and an
+    ``involved_dim`` bool list; no comm-group file): the step is one priced all-reduce."""
+    for npu in range(8):
+        n = schema.Node(id=1, name="All-Reduce", type=schema.COMM_COLL_NODE)
+        n.attr.add(name="is_cpu_op", bool_val=False)
+        n.attr.add(name="comm_type", int64_val=0)
+        n.attr.add(name="comm_size", int64_val=1_048_576)
+        n.attr.add(name="involved_dim").bool_list.values.append(True)
+        data = schema.encode_trace(schema.GlobalMetadata(version="0.0.4"), [n])
+        (tmp_path / f"allreduce.{npu}.et").write_bytes(data)
+    traces, groups = read_inputs([tmp_path])
+    topo = load_topology("h200-8x-nvswitch")
+    cost = CostModel(load_profile(None), topo.fabric())
+    got = replay(traces, groups, cost)
+    assert got["step_s"] == pytest.approx(
+        cost.collective("all_reduce", 1_048_576, 8, 8).seconds, rel=1e-12)
+    assert got["collective_bytes"] == {"all_reduce": 8 * 1_048_576}
