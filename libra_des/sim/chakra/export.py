@@ -48,6 +48,7 @@ from libra_des.sim.chakra.schema import (
     COMP_NODE,
     GlobalMetadata,
     Node,
+    NodeKind,
     encode_trace,
 )
 
@@ -67,7 +68,7 @@ class RankTrace:
     rank: int
     nodes: list[Any] = field(default_factory=list)
 
-    def add(self, name: str, kind: int, start_us: float, dur_us: float, **attr: Any) -> Any:
+    def add(self, name: str, kind: NodeKind, start_us: float, dur_us: float, **attr: Any) -> Any:
         node = Node(id=len(self.nodes), name=name, type=kind,
                     start_time_micros=max(round(start_us), 0),
                     duration_micros=max(round(dur_us), 0))

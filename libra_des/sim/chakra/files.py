@@ -19,6 +19,9 @@ GROUPS = "comm_group.json"
 _RANK = re.compile(r"\.(\d+)\.et$")
 #: Most ranks one replay takes (our bound: a 16,384-GPU job's traces).
 MAX_RANKS = 16384
+#: Most nodes of all ranks together (our bound: each is a SimPy process of about 1 kB; the
+#: quickstart's 4,096-GPU step exports 289k).
+MAX_TOTAL_NODES = 20_000_000
 
 
 #: What an export writes into its folder (its ``.et`` files, by pattern: their count follows
@@ -103,8 +106,13 @@ def read_inputs(paths: list[Path]) -> tuple[dict[int, list[EtNode]], dict[str, l
     if sorted(ranks) != list(range(len(ranks))):
         raise InputError("ET", f"ranks {sorted(ranks)[:8]}", f"ranks 0..{len(ranks) - 1}")
     traces = {}
+    total = 0
     for rank, path in sorted(ranks.items()):
         _, nodes = read_trace(path)
+        total += len(nodes)
+        if total > MAX_TOTAL_NODES:
+            raise InputError("ET", f"{path.name} (over {MAX_TOTAL_NODES:,} nodes so far)",
+                             f"at most {MAX_TOTAL_NODES:,} nodes in all files")
         traces[rank] = [parse_node(n, rank, len(ranks), label(path.name, i, n))
                         for i, n in enumerate(nodes)]
     return traces, read_groups(files[0].parent, len(ranks))

@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from google.protobuf.internal.decoder import _DecodeVarint32  # type: ignore[attr-defined]
-from google.protobuf.internal.encoder import _VarintBytes  # type: ignore[attr-defined]
+from google.protobuf.internal.decoder import _DecodeVarint32
+from google.protobuf.internal.encoder import _VarintBytes
 from google.protobuf.message import DecodeError
 
 from libra_des.errors import InputError
@@ -20,6 +20,8 @@ from libra_des.sim.chakra import et_def_pb2 as pb
 
 Node = pb.Node
 GlobalMetadata = pb.GlobalMetadata
+#: A NodeType value (an int at run time).
+NodeKind = pb.NodeType.ValueType
 #: Node types (enum NodeType), by number.
 NODE_TYPES = tuple(pb.NodeType.keys())
 COMP_NODE, COMM_SEND_NODE, COMM_RECV_NODE, COMM_COLL_NODE = (
@@ -30,6 +32,8 @@ COLLECTIVE_TYPES = tuple(pb.CollectiveCommType.keys())
 MAX_MESSAGE = 64 << 20
 #: Most nodes one file may hold (our bound: a 4,096-microbatch, 64-layer step is ~10^6).
 MAX_NODES = 4_000_000
+#: Largest file read (our bound: 4 GiB, 64 times a 4M-node file of ~16-byte nodes).
+MAX_FILE = 4 << 30
 
 
 def frames(data: bytes, where: str) -> list[bytes]:
@@ -58,6 +62,9 @@ def read_trace(path: Path) -> tuple[Any, list[Any]]:
     """(GlobalMetadata, [Node, ...]) of one Chakra ``.et`` file."""
     where = str(path)
     try:
+        size = path.stat().st_size
+        if size > MAX_FILE:
+            raise InputError("ET", f"{where} ({size:,} bytes)", f"at most {MAX_FILE:,} bytes")
         data = path.read_bytes()
     except OSError as exc:
         raise InputError("ET", where, f"a readable Chakra trace ({type(exc).__name__})") from None
