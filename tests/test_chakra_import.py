@@ -94,6 +94,26 @@ def test_hostile_fields_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert f"error: {names}:" in err
 
 
+def test_a_collective_without_bytes_lasts_its_recorded_time(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """comm_size 0 (the export's CP exchange): nothing to price, the recorded 1 ms stands;
+    after 1 ms of compute the step is 2 ms on both ranks."""
+    traces = {r: [node(0, 4), node(1, 7, (0,), comm_type=6, comm_size=0, pg_name="0")]
+              for r in (0, 1)}
+    assert main(["import", "chakra", str(write(tmp_path, traces)), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["step_s"] == pytest.approx(0.002, rel=1e-12)
+
+
+def test_a_collective_needs_its_size(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                     ) -> None:
+    traces = valid()
+    kept = [a for a in traces[1][1].attr if a.name != "comm_size"]
+    del traces[1][1].attr[:]
+    traces[1][1].attr.extend(kept)
+    assert "libra.1.et: node 1 (id 1).comm_size: got '(missing)'" in refused(
+        write(tmp_path, traces), capsys)
+
+
 def test_a_group_without_the_rank_is_refused(tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
     traces = valid()

@@ -13,8 +13,8 @@ groups. Per rank, in start-time order:
 - the op's exposed context-parallel exchange (span arg ``attention_comm_exposed_s``, CP > 1)
   is a ``COMM_COLL_NODE`` ``ALL_TO_ALL`` over the rank's CP group right after the op's
   compute (the next op depends on it). The simulated trace holds its exposed seconds, not
-  its bytes, so the node carries ``duration_micros``/``duration_s`` and no ``comm_size``
-  (a reader that prices bytes sees an empty exchange; ``libra-des import`` keeps the time);
+  its bytes, so the node carries ``duration_micros``/``duration_s`` and ``comm_size`` 0
+  (ASTRA-sim reads an empty exchange; ``libra-des import`` replays the recorded time);
 - every pipeline hand-off is a ``COMM_SEND_NODE`` on the producing rank (data-dependent on
   the op that produced the activations) and a ``COMM_RECV_NODE`` on the consuming rank (the
   consuming op is data-dependent on it), matched by ``comm_src``/``comm_dst``/``comm_tag``;
@@ -212,7 +212,7 @@ def compute_nodes(rt: RankTrace, track: list[Mapping[str, Any]], lay: Layout,
             prev = node
             if share > 0:
                 ex = rt.add(f"cp-exchange {name}", COMM_COLL_NODE, a + work, b - a - work,
-                            comm_type=ALL_TO_ALL, duration_s=(b - a - work) * US,
+                            comm_type=ALL_TO_ALL, comm_size=0, duration_s=(b - a - work) * US,
                             pg_name=lay.group(members), is_cpu_op=False)
                 ex.data_deps.append(node.id)
                 prev = ex

@@ -6,8 +6,8 @@ node (its position and id) and the attribute, e.g. ``libra.3.et: node 12 (id 40)
 
 Checks (our reading of what ASTRA-sim needs of a trace set):
 
-- typed attributes: ``comm_size``, ``comm_src``/``comm_dst``, ``comm_tag``, ``comm_type``
-  hold integers; ``duration_s`` a number; ``pg_name`` a communicator id (decimal digits, as
+- typed attributes: ``comm_size`` (required on communication nodes, as ASTRA-sim reads it),
+  ``comm_src``/``comm_dst``, ``comm_tag``, ``comm_type`` hold integers; ``duration_s`` a number; ``pg_name`` a communicator id (decimal digits, as
   ASTRA-sim parses it) that ``comm_group.json`` lists, with this rank among its members;
 - bounds: sizes up to :data:`MAX_BYTES`, durations up to :data:`MAX_SECONDS`;
 - the n-th collective of a group has the same op and ``comm_size`` on every member;
@@ -45,7 +45,8 @@ WORLD = ""
 @dataclass(frozen=True)
 class EtNode:
     """One node as the replay needs it. ``seconds`` is a compute node's duration, or a
-    collective's recorded duration when it carries no ``comm_size`` (``timed``)."""
+    collective's recorded duration when its ``comm_size`` is 0 (``timed``: no bytes to
+    price)."""
 
     rank: int
     id: int
@@ -66,6 +67,8 @@ def integer(a: dict[str, Any], key: str, where: str, top: int, default: int | No
             ) -> int:
     """An integer attribute within 0..top (a bool, text or float is refused)."""
     value = a.get(key, default)
+    if value is None:
+        raise InputError(f"{where}.{key}", "(missing)", f"an integer in 0..{top:,}")
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= top:
         raise InputError(f"{where}.{key}", value, f"an integer in 0..{top:,}")
     return value
@@ -102,10 +105,9 @@ def parse_node(node: Any, rank: int, ranks: int, where: str) -> EtNode:
         group = a.get("pg_name", WORLD)
         if not isinstance(group, str) or not (group == WORLD or group.isdigit()):
             raise InputError(f"{where}.pg_name", group, "a communicator id (decimal digits)")
-        timed = "comm_size" not in a
-        size = 0 if timed else integer(a, "comm_size", where, MAX_BYTES)
+        size = integer(a, "comm_size", where, MAX_BYTES)
         return replace(base, op=COLLECTIVE_OPS[COLLECTIVE_TYPES[ctype]], nbytes=float(size),
-                       group=group, timed=timed, seconds=recorded if timed else 0.0)
+                       group=group, timed=size == 0, seconds=recorded if size == 0 else 0.0)
     if kind in (COMM_SEND_NODE, COMM_RECV_NODE):
         key = "comm_dst" if kind == COMM_SEND_NODE else "comm_src"
         peer = integer(a, key, where, ranks - 1)

@@ -10,8 +10,9 @@ finished. Assumptions (ASTRA-sim's reading of the format where it has one):
   n-th collective of that group, and lasts what the cost model prices for the op, ``comm_size``
   bytes (nccl-tests' size meaning) and the group's layout on the fabric (the network layer's
   algorithm choice, :meth:`~libra_des.hardware.collectives.communication.Communication.collective`);
-  a collective without ``comm_size`` lasts its recorded duration (``duration_s`` or
-  ``duration_micros``; libra-des's export writes the exposed CP exchange so);
+  a collective of ``comm_size`` 0 has no bytes to price and lasts its recorded duration
+  (``duration_s`` or ``duration_micros``; libra-des's export writes the exposed CP exchange
+  so);
 - ``COMM_SEND_NODE`` / ``COMM_RECV_NODE``: matched by (source, destination, tag); the message
   starts when both sides are ready and lasts one point-to-point transfer (same node or not);
   sends and receives do not hold the collective stream;
