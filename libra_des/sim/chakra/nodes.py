@@ -7,8 +7,9 @@ node (its position and id) and the attribute, e.g. ``libra.3.et: node 12 (id 40)
 Checks (our reading of what ASTRA-sim needs of a trace set):
 
 - typed attributes: ``comm_size`` (required on communication nodes, as ASTRA-sim reads it),
-  ``comm_src``/``comm_dst``, ``comm_tag``, ``comm_type`` hold integers; ``duration_s`` a number; ``pg_name`` a communicator id (decimal digits, as
-  ASTRA-sim parses it) that ``comm_group.json`` lists, with this rank among its members;
+  ``comm_src``/``comm_dst``, ``comm_tag`` and ``comm_type`` hold integers; ``duration_s`` a
+  number; ``pg_name`` a communicator id (decimal digits, as ASTRA-sim parses it) that
+  ``comm_group.json`` lists, with this rank among its members;
 - bounds: sizes up to :data:`MAX_BYTES`, durations up to :data:`MAX_SECONDS`;
 - the n-th collective of a group has the same op and ``comm_size`` on every member;
 - every send has one receive of the same (source, destination, tag) and the same size.
