@@ -27,7 +27,9 @@ groups. Per rank, in start-time order:
 ``comm_group.json`` maps each id (same digits) to its ranks: ASTRA-sim parses both as
 integers. Ids number the distinct groups in order of their sorted member lists.
 ``comm_size`` is bytes per GPU (the all-reduce buffer, the hand-off message). Times are
-those of the simulated step; ``start_time_micros`` is kept for readers that draw timelines.
+those of the simulated steps, one after another on one clock (a run of N steps exports all
+N; a replay's ``step_s`` is then their total); ``start_time_micros`` is kept for readers
+that draw timelines.
 """
 
 from __future__ import annotations
@@ -255,9 +257,12 @@ def hand_off(ranks: dict[int, RankTrace], ops: dict[int, list[tuple[float, Any]]
     send.data_deps.append(producer(ops[src], float(ev["ts"])).id)
     recv = ranks[dst].add(ev["name"], COMM_RECV_NODE, ev["ts"], ev["dur"], comm_size=size,
                           comm_src=src, comm_tag=tag, is_cpu_op=False)
-    # The consumer is the op the hand-off is named after ("recv F mb0 c0" feeds "F mb0 c0").
-    consumer = next((n for n in ranks[dst].nodes
-                     if n.type == COMP_NODE and n.name == ev["name"][5:]), None)
+    # The consumer is the op the hand-off is named after ("recv F mb0 c0" feeds "F mb0 c0"),
+    # the first of that name starting after the receive began (steps repeat the names).
+    consumer = min((n for n in ranks[dst].nodes if n.type == COMP_NODE
+                    and n.name == ev["name"][5:]
+                    and n.start_time_micros >= recv.start_time_micros),
+                   key=lambda n: n.start_time_micros, default=None)
     if consumer is not None:
         consumer.data_deps.append(recv.id)
 
