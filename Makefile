@@ -49,3 +49,9 @@ figs: $(STAMP_FIGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+
+# Regenerate libra_des/sim/chakra/et_def_pb2.py(i) from et_def.proto (needs grpcio-tools;
+# the runtime needs only protobuf). Commit the generated files.
+.PHONY: chakra-proto
+chakra-proto:
+	$(PY) -m grpc_tools.protoc -I. --python_out=. --pyi_out=. libra_des/sim/chakra/et_def.proto

@@ -42,15 +42,30 @@ def proto_table(text: str) -> dict[str, dict[str, tuple[int, str, str]]]:
     return out
 
 
-def test_descriptors_match_the_proto_file() -> None:
-    table = proto_table((ROOT / "libra_des/sim/chakra/et_def.proto").read_text())
-    built = {m: {f: (n, t.lstrip("."), label) for f, n, t, label in fs}
-             for m, fs in schema.messages().items()}
-    assert table == built
+def test_generated_module_matches_the_proto_file() -> None:
+    """et_def_pb2.py is current: every message, field number, type and label of the
+    .proto text is in its descriptors, and the enums agree value by value."""
+    from google.protobuf.descriptor import FieldDescriptor
+
+    from libra_des.sim.chakra import et_def_pb2
+
     text = (ROOT / "libra_des/sim/chakra/et_def.proto").read_text()
-    for values in (schema.NODE_TYPES, schema.COLLECTIVE_TYPES):
-        for i, v in enumerate(values):
-            assert re.search(rf"\b{v} = {i};", text), v
+    table = proto_table(text)
+    scalar = {v: k[5:].lower() for k, v in vars(FieldDescriptor).items()
+              if k.startswith("TYPE_")}
+    built = {}
+    for name, desc in et_def_pb2.DESCRIPTOR.message_types_by_name.items():
+        built[name] = {f.name: (f.number, f.message_type.name if f.message_type else
+                                f.enum_type.name if f.enum_type else scalar[f.type],
+                                "repeated" if f.is_repeated else "optional")
+                       for f in desc.fields}
+    assert table == built
+    for enum in et_def_pb2.DESCRIPTOR.enum_types_by_name.values():
+        for v in enum.values:
+            assert re.search(rf"\b{v.name} = {v.number};", text), v.name
+    # The wire facts (Chakra's field numbers, typed in by hand above).
+    assert {k: built["Node"][k][0] for k in NODE} == NODE
+    assert {k: built["AttributeProto"][k][0] for k in ATTR} == ATTR
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +82,8 @@ def test_export_decodes_with_the_published_schema(exported: tuple[Path, Path]) -
     folder, _ = exported
     files = sorted(folder.glob("libra.*.et"))
     assert len(files) == 16
-    types = set()
+    groups = json.loads((folder / "comm_group.json").read_text())
+    types, colls = set(), set()
     for path in files:
         messages = protowire.delimited(path.read_bytes())
         meta = dict((n, v) for n, _, v in protowire.fields(messages[0]))
@@ -92,10 +108,17 @@ def test_export_decodes_with_the_published_schema(exported: tuple[Path, Path]) -
                 dur = next(v for n, _, v in f if n == NODE["duration_micros"])
                 exact = struct.unpack("<d", attrs["duration_s"][ATTR["double_val"]])[0]
                 assert abs(dur - exact * 1e6) <= 0.5
-            if kind == 7:  # COMM_COLL_NODE: ALL_REDUCE (0, the proto3 default) and a size
-                assert attrs["comm_type"].get(ATTR["int64_val"], 0) == 0
-                assert attrs["comm_size"][ATTR["int64_val"]] > 0
-    assert types == {4, 5, 6, 7}
+            if kind == 7:  # COMM_COLL_NODE: a gradient ALL_REDUCE (0) with its size, or
+                # the CP exchange, ALL_TO_ALL (6) with its exposed seconds
+                ctype = attrs["comm_type"].get(ATTR["int64_val"], 0)
+                assert ctype in (0, 6)
+                size = attrs["comm_size"].get(ATTR["int64_val"], 0)
+                assert (size > 0) == (ctype == 0)
+                pg = attrs["pg_name"][ATTR["string_val"]].decode()
+                assert pg.isdigit() and path.name.split(".")[1] in map(str, groups[pg])
+                colls.add(ctype)
+    assert types == {4, 5, 6, 7} and colls == {0, 6}
+    assert all(k.isdigit() for k in groups)
 
 
 def trace_totals(trace: dict[str, object]) -> tuple[float, float, float]:
@@ -108,7 +131,9 @@ def trace_totals(trace: dict[str, object]) -> tuple[float, float, float]:
         if "GPU" in label:
             stage = int(label.split()[1])
             per_comm[(pid, stage)] = per_comm.get((pid, stage), 0) + 1
-    compute = sum(e["dur"] for e in events if "GPU" in names[(e["pid"], e["tid"])]) * 1e-6
+    # Compute nodes hold each op less its exposed CP exchange (a communication node).
+    compute = sum(e["dur"] * 1e-6 - e["args"]["attention_comm_exposed_s"] for e in events
+                  if "GPU" in names[(e["pid"], e["tid"])])
     coll = p2p = 0.0
     for e in events:
         label = names[(e["pid"], e["tid"])]
@@ -131,12 +156,12 @@ def test_export_reimports_to_the_same_totals(
     got = json.loads(capsys.readouterr().out)
     compute, coll, p2p = trace_totals(json.loads((run / "trace.json").read_text()))
     assert got["ranks"] == 16
-    assert got["compute_s"] == pytest.approx(compute, rel=1e-12)
+    assert got["compute_s"] == pytest.approx(compute, rel=1e-9)
     assert got["collective_bytes"]["all_reduce"] == pytest.approx(coll, abs=16)
     assert got["p2p_bytes"] == pytest.approx(p2p, abs=16)
     step = json.loads((run / "result.json").read_text())["step_time_s"]["mean"]
     # The replay re-prices hand-offs and buckets on the same fabric: the step agrees closely.
-    assert got["step_s"] == pytest.approx(step, rel=0.01)
+    assert got["step_s"] == pytest.approx(step, rel=1e-3)
 
 
 def node(cls: dict[str, object], **kw: object) -> object:
@@ -152,8 +177,8 @@ def node(cls: dict[str, object], **kw: object) -> object:
 
 def two_ranks(tmp_path: Path, extra: dict[int, list[object]] | None = None) -> Path:
     """Rank r: compute 1 s (r=0) or 3 s (r=1), then a 1 GB all-reduce, then compute 2 s."""
-    cls = schema.classes()
-    meta = cls["GlobalMetadata"](version="0.0.4")
+    cls = {"Node": schema.Node}
+    meta = schema.GlobalMetadata(version="0.0.4")
     files = {}
     for r, first in ((0, 1.0), (1, 3.0)):
         nodes = [node(cls, id=0, name="a", type=4, attrs={"duration_s": first}),
@@ -179,13 +204,13 @@ def test_replay_matches_the_closed_form(tmp_path: Path) -> None:
 
 def test_replay_refuses_unmatched_traces(tmp_path: Path, capsys: pytest.CaptureFixture[str]
                                          ) -> None:
-    cls = schema.classes()
+    cls = {"Node": schema.Node}
     lonely = node(cls, id=3, name="send", type=5, attrs={"comm_dst": 1, "comm_size": 8,
                                                           "comm_tag": 7})
     folder = two_ranks(tmp_path, {0: [lonely]})  # rank 0 sends, rank 1 never receives
     assert main(["import", "chakra", str(folder)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "never ran" in err
+    assert err.count("\n") == 1 and "libra.0.et: node 3 (id 3).comm_dst" in err
 
 
 def test_replay_checks_the_profile_device(tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -214,3 +239,64 @@ def test_chakra_needs_a_training_scenario(tmp_path: Path, capsys: pytest.Capture
     assert main(argv) == 2
     assert capsys.readouterr().err.startswith("error: --chakra")
     assert not (tmp_path / "et").exists() and not (tmp_path / "run").exists()
+
+
+def test_a_1024_gpu_step_round_trips(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                     ) -> None:
+    """The quickstart's 1,024 GPUs (DP 32 x CP 8 x PP 4; 4 microbatches, one step): one file
+    per rank, each decoded by the protobuf library, integer communicator ids, and a re-import
+    that lands on the simulated step (hand-offs and buckets re-priced on the same fabric)."""
+    argv = ["run", str(ROOT / "scenarios/quickstart.yaml"), "--out", str(tmp_path / "run"),
+            "--chakra", str(tmp_path / "et"), "--json", "--set", "parallelism.gbs=128",
+            "--set", "memory.check=warn"]
+    assert main(argv) == 0
+    step = json.loads(capsys.readouterr().out)["step_time_s"]["mean"]
+    files = sorted((tmp_path / "et").glob("libra.*.et"))
+    assert sorted(int(p.name.split(".")[1]) for p in files) == list(range(1024))
+    groups = json.loads((tmp_path / "et/comm_group.json").read_text())
+    assert all(k.isdigit() for k in groups)
+    kinds = set()
+    for path in files:  # every rank, decoded by protobuf itself
+        _, nodes = schema.read_trace(path)
+        for n in nodes:
+            kinds.add(n.type)
+            pg = schema.attrs(n).get("pg_name")
+            assert pg is None or int(path.name.split(".")[1]) in groups[pg]
+    assert kinds == {4, 5, 6, 7}
+    assert main(["import", "chakra", str(tmp_path / "et"), "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["ranks"] == 1024
+    assert got["step_s"] == pytest.approx(step, rel=1e-3)
+
+
+def test_an_astra_sim_style_all_reduce_imports(tmp_path: Path) -> None:
+    """The shape of ASTRA-sim's published 8-NPU all-reduce example (its demo generator, read
+    as facts: ``allreduce.<npu>.et``, version 0.0.4, one COMM_COLL_NODE of id 1 with
+    ``is_cpu_op`` false, ``comm_type`` ALL_REDUCE and ``comm_size`` 1 MiB as int64, and an
+    ``involved_dim`` bool list; no comm-group file): the step is one priced all-reduce."""
+    for npu in range(8):
+        n = schema.Node(id=1, name="All-Reduce", type=schema.COMM_COLL_NODE)
+        n.attr.add(name="is_cpu_op", bool_val=False)
+        n.attr.add(name="comm_type", int64_val=0)
+        n.attr.add(name="comm_size", int64_val=1_048_576)
+        n.attr.add(name="involved_dim").bool_list.values.append(True)
+        data = schema.encode_trace(schema.GlobalMetadata(version="0.0.4"), [n])
+        (tmp_path / f"allreduce.{npu}.et").write_bytes(data)
+    traces, groups = read_inputs([tmp_path])
+    topo = load_topology("h200-8x-nvswitch")
+    cost = CostModel(load_profile(None), topo.fabric())
+    got = replay(traces, groups, cost)
+    assert got["step_s"] == pytest.approx(
+        cost.collective("all_reduce", 1_048_576, 8, 8).seconds, rel=1e-12)
+    assert got["collective_bytes"] == {"all_reduce": 8 * 1_048_576}
+
+
+def test_two_steps_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Steps repeat op names: each hand-off feeds its own step's op, so two exported steps
+    replay to the two simulated ones together."""
+    argv = ["run", str(ROOT / "scenarios/quickstart.yaml"), "--out", str(tmp_path / "run"),
+            "--chakra", str(tmp_path / "et"), "--json", "--set", "steps=2"]
+    assert main(argv + [a for s in SMALL for a in ("--set", s)]) == 0
+    step = json.loads(capsys.readouterr().out)["step_time_s"]["mean"]
+    assert main(["import", "chakra", str(tmp_path / "et"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["step_s"] == pytest.approx(2 * step, rel=1e-3)

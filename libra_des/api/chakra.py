@@ -52,15 +52,21 @@ def replay_chakra(traces: list[Path], topology: str, profile: str | None = None,
     return ChakraReplay(len(ranks), topo.spec.name, totals)
 
 
-def check_chakra_export(scenario: Scenario, out: Path, flag: str = "--chakra") -> None:
+def check_chakra_export(scenario: Scenario, out: Path, flag: str = "--chakra",
+                        trace_ranks: str | None = None) -> None:
     """A Chakra export takes training steps only, into a writable folder (checked before any
-    work): it reads the training trace's layout (``results/trace.py``)."""
+    work): it reads the training trace's layout (``results/trace.py``). It writes every rank
+    (an importer needs ranks 0..N-1 and every member of each group), so ``--trace-ranks``,
+    which would select some rank groups, is refused with it."""
     from libra_des.config import TrainingScenario
-    from libra_des.config.validation import check_output_dir
+    from libra_des.sim.chakra.files import check_folder
 
     if not isinstance(scenario, TrainingScenario):
         raise InputError(flag, scenario.kind, "a training scenario")
-    check_output_dir(out, flag, ("comm_group.json",), ("libra.*.et",))
+    if trace_ranks is not None:
+        raise InputError("--trace-ranks", trace_ranks, f"no rank selection with {flag} (the "
+                         "export writes every rank)")
+    check_folder(out, flag)
 
 
 def export_chakra(trace: dict[str, Any], out: Path) -> list[Path]:

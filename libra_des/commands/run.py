@@ -73,7 +73,7 @@ def handle(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, args.set)  # the kind's checks too, before work
     parsed = None if args.trace_ranks is None else int_list("--trace-ranks", args.trace_ranks, 0)
     if args.chakra is not None:
-        check_chakra_export(scenario, Path(args.chakra))
+        check_chakra_export(scenario, Path(args.chakra), trace_ranks=args.trace_ranks)
     ranks = trace_ranks(scenario, args.trace or args.chakra is not None, args.trace_ranks, parsed)
     if not args.no_preflight:
         estimate = check_feasible(scenario)

@@ -11,7 +11,7 @@ from typing import Any
 from libra_des.base.ownership import Ledger, check_special
 from libra_des.config.validation import check_output_dir, parse_json, read_bounded
 from libra_des.errors import InputError
-from libra_des.sim.chakra.replay import EtNode, parse_node
+from libra_des.sim.chakra.nodes import EtNode, label, parse_node
 from libra_des.sim.chakra.schema import read_trace
 
 PREFIX = "libra"
@@ -19,6 +19,9 @@ GROUPS = "comm_group.json"
 _RANK = re.compile(r"\.(\d+)\.et$")
 #: Most ranks one replay takes (our bound: a 16,384-GPU job's traces).
 MAX_RANKS = 16384
+#: Most nodes of all ranks together (our bound: each is a SimPy process of about 1 kB; the
+#: quickstart's 4,096-GPU step exports 289k).
+MAX_TOTAL_NODES = 20_000_000
 
 
 #: What an export writes into its folder (its ``.et`` files, by pattern: their count follows
@@ -38,7 +41,8 @@ def write_folder(out: Path, files: dict[int, bytes], groups: dict[str, list[int]
     removed, so the folder never mixes two runs."""
     ledger = Ledger(out)
     written = [ledger.write(f"{PREFIX}.{rank}.et", data) for rank, data in files.items()]
-    written.append(ledger.write(GROUPS, json.dumps(groups, indent=1, sort_keys=True) + "\n"))
+    ordered = dict(sorted(groups.items(), key=lambda kv: (len(kv[0]), kv[0])))
+    written.append(ledger.write(GROUPS, json.dumps(ordered, indent=1) + "\n"))
     names = {p.name for p in written}
     for name in sorted(ledger.files):
         if name not in names and fnmatch.fnmatchcase(name, OUTPUT_PATTERNS[0]):
@@ -72,19 +76,24 @@ def rank_of(path: Path, index: int) -> int:
 
 
 def read_groups(folder: Path, ranks: int) -> dict[str, list[int]]:
+    """``comm_group.json``: communicator id (decimal digits, as ASTRA-sim parses it) ->
+    distinct ranks; no file, no groups (every collective is then over all ranks)."""
     path = folder / GROUPS
+    check_special(path, GROUPS)
     if not path.is_file():
         return {}
     data: Any = parse_json(read_bounded(path, "comm_group"), "comm_group", str(path))
     if not isinstance(data, dict):
-        raise InputError("comm_group", type(data).__name__, "a JSON object {name: [ranks]}")
+        raise InputError(GROUPS, type(data).__name__, "a JSON object {id: [ranks]}")
     out = {}
     for name, members in data.items():
-        ok = isinstance(members, list) and all(isinstance(r, int) and 0 <= r < ranks
-                                               for r in members)
+        if not name.isdigit():
+            raise InputError(f"{GROUPS}: key", name, "a communicator id (decimal digits)")
+        ok = isinstance(members, list) and all(
+            type(r) is int and 0 <= r < ranks for r in members)
         if not ok or len(set(members)) != len(members):
-            raise InputError(f"comm_group.{name}", members, f"distinct ranks in 0..{ranks - 1}")
-        out[str(name)] = list(members)
+            raise InputError(f"{GROUPS}: {name}", members, f"distinct ranks in 0..{ranks - 1}")
+        out[name] = list(members)
     return out
 
 
@@ -97,8 +106,13 @@ def read_inputs(paths: list[Path]) -> tuple[dict[int, list[EtNode]], dict[str, l
     if sorted(ranks) != list(range(len(ranks))):
         raise InputError("ET", f"ranks {sorted(ranks)[:8]}", f"ranks 0..{len(ranks) - 1}")
     traces = {}
+    total = 0
     for rank, path in sorted(ranks.items()):
         _, nodes = read_trace(path)
-        traces[rank] = [parse_node(n, rank, len(ranks), f"{path.name}: node {i}")
+        total += len(nodes)
+        if total > MAX_TOTAL_NODES:
+            raise InputError("ET", f"{path.name} (over {MAX_TOTAL_NODES:,} nodes so far)",
+                             f"at most {MAX_TOTAL_NODES:,} nodes in all files")
+        traces[rank] = [parse_node(n, rank, len(ranks), label(path.name, i, n))
                         for i, n in enumerate(nodes)]
     return traces, read_groups(files[0].parent, len(ranks))

@@ -10,15 +10,19 @@ finished. Assumptions (ASTRA-sim's reading of the format where it has one):
   n-th collective of that group, and lasts what the cost model prices for the op, ``comm_size``
   bytes (nccl-tests' size meaning) and the group's layout on the fabric (the network layer's
   algorithm choice, :meth:`~libra_des.hardware.collectives.communication.Communication.collective`);
+  a collective of ``comm_size`` 0 has no bytes to price and lasts its recorded duration
+  (``duration_s`` or ``duration_micros``; libra-des's export writes the exposed CP exchange
+  so);
 - ``COMM_SEND_NODE`` / ``COMM_RECV_NODE``: matched by (source, destination, tag); the message
   starts when both sides are ready and lasts one point-to-point transfer (same node or not);
   sends and receives do not hold the collective stream;
 - metadata and memory nodes take no time (their dependencies still order the others).
+
+:mod:`~libra_des.sim.chakra.nodes` checks the traces first (fields, groups, matching sends).
 """
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,76 +31,13 @@ import simpy
 
 from libra_des.errors import InputError
 from libra_des.hardware.costs import CostModel
+from libra_des.sim.chakra.nodes import EtNode, check_deps, check_groups, check_p2p
 from libra_des.sim.chakra.schema import (
-    COLLECTIVE_TYPES,
     COMM_COLL_NODE,
     COMM_RECV_NODE,
     COMM_SEND_NODE,
     COMP_NODE,
-    NODE_TYPES,
-    attrs,
 )
-
-#: Chakra collective types -> the cost model's op names (the others are refused).
-COLLECTIVE_OPS = {"ALL_REDUCE": "all_reduce", "ALL_GATHER": "all_gather",
-                  "REDUCE_SCATTER": "reduce_scatter", "ALL_TO_ALL": "all_to_all",
-                  "BROADCAST": "broadcast"}
-#: Largest duration or size one node may carry (our bounds: a day, a petabyte).
-MAX_SECONDS, MAX_BYTES = 86400.0, 1e15
-
-
-@dataclass(frozen=True)
-class EtNode:
-    """One node as the replay needs it."""
-
-    rank: int
-    id: int
-    name: str
-    kind: int
-    deps: tuple[int, ...]
-    seconds: float = 0.0
-    op: str = ""
-    nbytes: float = 0.0
-    peer: int = -1
-    tag: int = 0
-    group: str = ""
-
-
-def number(value: Any, where: str, what: str, top: float) -> float:
-    if not isinstance(value, int | float) or not math.isfinite(value) or not 0 <= value <= top:
-        raise InputError(where, value, f"{what} between 0 and {top:g}")
-    return float(value)
-
-
-def parse_node(node: Any, rank: int, ranks: int, where: str) -> EtNode:
-    """Check one protobuf Node and keep what the replay uses."""
-    a = attrs(node)
-    kind = int(node.type)
-    if not 0 <= kind < len(NODE_TYPES):
-        raise InputError(f"{where}.type", kind, " | ".join(NODE_TYPES))
-    base = EtNode(rank, int(node.id), node.name, kind,
-                  tuple(sorted(set(node.ctrl_deps) | set(node.data_deps))))
-    if kind == COMP_NODE:
-        secs = a["duration_s"] if "duration_s" in a else node.duration_micros * 1e-6
-        return EtNode(**{**base.__dict__, "seconds": number(secs, where, "a duration (s)",
-                                                             MAX_SECONDS)})
-    if kind not in (COMM_COLL_NODE, COMM_SEND_NODE, COMM_RECV_NODE):
-        return base
-    size = number(a.get("comm_size", 0), f"{where}.comm_size", "bytes", MAX_BYTES)
-    if kind == COMM_COLL_NODE:
-        ctype = a.get("comm_type", 0)
-        name = COLLECTIVE_TYPES[ctype] if isinstance(ctype, int) and 0 <= ctype < len(
-            COLLECTIVE_TYPES) else str(ctype)
-        if name not in COLLECTIVE_OPS:
-            raise InputError(f"{where}.comm_type", name, " | ".join(COLLECTIVE_OPS))
-        return EtNode(**{**base.__dict__, "op": COLLECTIVE_OPS[name], "nbytes": size,
-                         "group": str(a.get("pg_name", ""))})
-    key = "comm_dst" if kind == COMM_SEND_NODE else "comm_src"
-    peer = a.get(key)
-    if not isinstance(peer, int) or not 0 <= peer < ranks or peer == rank:
-        raise InputError(f"{where}.{key}", peer, f"another rank in 0..{ranks - 1}")
-    return EtNode(**{**base.__dict__, "nbytes": size, "peer": peer,
-                     "tag": int(a.get("comm_tag", 0))})
 
 
 @dataclass
@@ -164,8 +105,8 @@ class Replay:
             with self.comm[n.rank].request() as slot:
                 yield slot
                 yield self.rendezvous(("coll", n.group, order), len(members))
-                secs = self.cost.collective(n.op, n.nbytes, len(members),
-                                            self.gpus_per_node(members)).seconds
+                secs = n.seconds if n.timed else self.cost.collective(
+                    n.op, n.nbytes, len(members), self.gpus_per_node(members)).seconds
                 yield self.env.timeout(secs)
             self.totals.bytes[n.op] += n.nbytes
             self.totals.comm_s += secs
@@ -193,23 +134,10 @@ class Replay:
         return self.totals.result(len(self.traces), len(self.done))
 
 
-def check_deps(traces: dict[int, list[EtNode]]) -> None:
-    for rank, nodes in traces.items():
-        ids = {n.id for n in nodes}
-        if len(ids) != len(nodes):
-            raise InputError(f"rank {rank}", "duplicate node ids", "unique ids per rank")
-        for n in nodes:
-            missing = [d for d in n.deps if d not in ids]
-            if missing:
-                raise InputError(f"rank {rank} node {n.id}.deps", missing[0],
-                                 "ids of nodes in the same trace")
-
-
 def replay(traces: dict[int, list[EtNode]], groups: dict[str, list[int]], cost: CostModel
            ) -> dict[str, Any]:
     """Simulate the traces; the totals and the simulated step time."""
     check_deps(traces)
-    for name, members in groups.items():
-        if not members or any(r not in traces for r in members):
-            raise InputError(f"comm_group.{name}", members, "ranks that have a trace")
+    check_groups(traces, groups)
+    check_p2p(traces)
     return Replay(traces, groups, cost).run()
