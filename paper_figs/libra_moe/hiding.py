@@ -58,7 +58,7 @@ def grid(opts: common.FigOptions) -> Grid:
 def default_prices() -> dict[str, dict[str, Any]]:
     """The host prices a run of the scenario is priced with (its ``host_stages.prices``)."""
     run = api.simulate(common.SCENARIOS / SCENARIO, list(common.TINY_MOE))
-    prices: dict[str, dict[str, Any]] = run.data["host_stages"]["prices"]  # type: ignore[index]
+    prices: dict[str, dict[str, Any]] = run.data["host_stages"]["prices"]
     return prices
 
 
