@@ -73,3 +73,25 @@ def test_a_run_reports_the_fit_of_each_expert_stage() -> None:
         assert got["family"] == want.fit.family
         assert got["extrapolated"] is True  # hidden 5120 lies beyond the fitted 4096
         assert got["distance_octaves"] == pytest.approx(want.distance_octaves, abs=1e-4)
+
+
+def test_the_coster_prices_with_the_fit_its_shape_picks() -> None:
+    """Qwen3-30B-A3B in FP8 on the Triton FP8 kernel: its own shape's fit (distance 0), and the
+    experts cost what that fit's constants give, not the kernel's other fits'."""
+    from libra_des.hardware.costs import CostModel
+    from libra_des.hardware.fabric.topology import load_topology
+    from libra_des.hardware.profiles.profile import load_profile
+    from libra_des.sim.moe.costs import StageCoster
+
+    sc = load_scenario(ROOT / "scenarios" / "paper-moe-breakdown.yaml",
+                       ["model=qwen3-30b-a3b", "model.dtype=fp8", "model.layers=2"])
+    fabric = load_topology(sc.topology, sc.topology_params).fabric()
+    cost = CostModel(load_profile(sc.profile), fabric)
+    rows = np.full((1, 128), 256.0)
+    triton = StageCoster(cost, fabric, sc.model, 8, KERNELS["triton_fused_moe_fp8"])
+    assert triton.fit is not None and triton.fit.distance_octaves == 0
+    assert triton.fit_report()["moe_local"]["extrapolated"] is False
+    deepgemm = StageCoster(cost, fabric, sc.model, 8, KERNELS["deepgemm_fp8"])
+    assert deepgemm.fit_report()["moe_local"]["extrapolated"] is True
+    # 11.5% of the FP8 peak against DeepGEMM's 73%: the Triton FP8 experts take longer.
+    assert triton.experts_per_gpu(rows)[0] > 2 * deepgemm.experts_per_gpu(rows)[0]

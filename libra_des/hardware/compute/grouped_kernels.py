@@ -22,6 +22,11 @@ them against the figures stated here:
   ``grouped_gemm_h200_bf16_torch.csv`` (-10.8%, -8.5%, +0.4%); the other constants are our
   assumptions (three compute-bound points cannot pin five). Tiles 64 / 128 x 128. No shipped
   system uses it; a registered system may name it.
+* ``triton_fused_moe_fp8`` (FP8): the same Triton kernel with FP8 W8A8 per-tensor weights, fitted
+  on vLLM PR #24700's H100 table at Qwen3-30B-A3B's own 2048 x 768 (E 128, top-8; efficiency
+  and HBM share, shares of the FP8 peak: 11.5% and 56%, the untuned default configuration;
+  median 12.0%, max 22.4% over 256-4096 tokens). No shipped system uses it (SGLang's FP8
+  path is DeepGEMM); a registered system may name it.
 * ``deepgemm_fp8`` (FP8): DeepGEMM's grouped FP8 kernels, fitted on the DeepGEMM README's H800
   table at DeepSeek-V3's 7168 x 2048 (``grouped_gemm_h800_fp8_deepgemm.csv``; in sample median
   2.4%, max 22.4%; leave-one-size-out median 3%). The only kernel that reads that table: BF16
@@ -121,6 +126,10 @@ TRITON_FUSED_MOE = {
 #: prefill-sized calls; ``tile_s``, ``launch_s`` and ``overlap`` kept from the fit above
 #: (four points cannot pin five constants).
 TRITON_FUSED_MOE_WIDE = {**TRITON_FUSED_MOE, "efficiency": 0.57, "mem_eff": 0.80}
+#: Fit of ``fused_moe_h100_fp8_qwen3_30b_vllm.csv`` (Triton FP8 W8A8, per-tensor scales):
+#: efficiency and HBM share on its seven prefill-sized calls, shares of the FP8 peak; the
+#: rest kept from the BF16 fit.
+TRITON_FUSED_MOE_FP8 = {**TRITON_FUSED_MOE, "efficiency": 0.115, "mem_eff": 0.56}
 #: Efficiency fitted on the three prefill-sized torch._grouped_mm BF16 calls (all
 #: compute-bound, so they do not identify the HBM share); ``mem_eff``, ``tile_s`` and
 #: ``overlap`` are our assumptions (values of the range Hopper grouped kernels reach),
@@ -147,6 +156,11 @@ CUTLASS_FITS = (
     _fit(5120, 8192, CUTLASS_GROUPED, "NVIDIA H100 / H200", "grouped_gemm_h100_bf16_torch.csv",
          3, 0.085, 0.108),
 )
+TRITON_FP8_FITS = (
+    # Qwen3-30B-A3B's own expert shape; constants below.
+    _fit(2048, 768, TRITON_FUSED_MOE_FP8, "NVIDIA H100", "fused_moe_h100_fp8_qwen3_30b_vllm.csv",
+         7, 0.120, 0.224),
+)
 DEEPGEMM_FITS = (
     # DeepSeek-V3's expert shape (hidden 7168, expert intermediate 2048): the table's grouped
     # calls are its [7168 -> 4096] and [2048 -> 7168] GEMMs.
@@ -163,6 +177,9 @@ KERNELS: dict[str, GroupedKernel] = {
         "cutlass_grouped", "bf16", (64, 128), 128, CUTLASS_FITS[0].params,
         "torch._grouped_mm BF16 H100/H200 rows (calibration/public), fitted in part",
         CUTLASS_FITS),
+    "triton_fused_moe_fp8": GroupedKernel(
+        "triton_fused_moe_fp8", "fp8", (16, 64, 128), 64, TRITON_FP8_FITS[0].params,
+        "vLLM Triton FP8 fused-MoE table, H100, Qwen3-30B-A3B shape, fitted", TRITON_FP8_FITS),
     "deepgemm_fp8": GroupedKernel(
         "deepgemm_fp8", "fp8", (64, 128), 128, DEEPGEMM_FITS[0].params,
         "DeepGEMM README H800 FP8 table (calibration/public), fitted", DEEPGEMM_FITS),
