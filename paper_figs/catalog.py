@@ -18,6 +18,7 @@ from paper_figs.common import Drawn, FigOptions
 from paper_figs.libra_moe import (
     crossover,
     dispatch_skew,
+    hiding,
     imbalance,
     layer_breakdown,
     predictor_accuracy,
@@ -68,6 +69,7 @@ MODULES = (
     dispatch_skew,
     short_input,
     crossover,
+    hiding,
 )
 FIGURES: tuple[Entry, ...] = tuple(Entry(m.NAME, m.TITLE, m.make) for m in MODULES)
 NAMES = tuple(e.name for e in FIGURES)

@@ -35,7 +35,7 @@ from typing import Protocol
 import numpy as np
 
 from libra_des.config import ModelSpec
-from libra_des.hardware.compute.grouped_kernels import GroupedKernel
+from libra_des.hardware.compute.grouped_kernels import FitChoice, GroupedKernel
 from libra_des.hardware.costs import CostModel
 from libra_des.hardware.fabric.rates import Fabric
 from libra_des.plan.moe.assignment import MoeLayerPlan, static_home
@@ -143,7 +143,11 @@ class StageCoster:
         self.model = model
         self.gpus = gpus
         #: The system's grouped-GEMM kernel for the model's dtype (None: the cost model's
-        #: default constants, BF16).
+        #: default constants, BF16), with the constants of its fit nearest the model's expert
+        #: shape; ``fit`` says which fit and how far the shape lies from its data.
+        self.fit: FitChoice | None = None
+        if kernel is not None:
+            kernel, self.fit = kernel.at_shape(model.hidden, model.expert_ffn or model.hidden)
         self.kernel = kernel
         self.dtype = kernel.dtype if kernel is not None else "bf16"
         self.per_node = min(fabric.gpus_per_node, gpus)
@@ -243,6 +247,17 @@ class StageCoster:
         received = np.asarray(copy_bytes).sum(axis=0)
         return np.array([self.prices.seconds(HostStage(copies=1, copy_bytes=float(b)))
                          if b > 0 else 0.0 for b in received])
+
+    def fit_report(self) -> dict[str, object]:
+        """Per expert stage, the grouped-GEMM fit that priced it (``grouped_kernels``): its
+        shape family, data, residuals, and whether the model's shape is extrapolated. A
+        profile's own grouped-GEMM fit for the dtype prices both stages instead (``profile``)."""
+        if self.dtype in self.cost.grouped_params or self.fit is None:
+            one: dict[str, object] = {"kernel": "profile", "family": "profile",
+                                      "extrapolated": False, "distance_octaves": 0.0}
+        else:
+            one = self.fit.report()
+        return {stage: dict(one) for stage in ("moe_local", "moe_remote")}
 
 
 def layer_costs(

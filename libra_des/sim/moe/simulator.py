@@ -240,6 +240,7 @@ def simulate_moe(
                                           coster.dtype, run.wiring.cpu_predict)
     result["host_stages"] = host_stages(scenario, run.wiring, coster, result)
     result["grouped_kernel"] = coster.kernel.name if coster.kernel is not None else None
+    result["grouped_fit"] = coster.fit_report()
     if cont is not None:
         # Per GPU over the run. Dispatch and combine keep their network-model times: their
         # HBM slowdown (``collective_factor``) is 1 while kernel and transfer HBM demand fit
