@@ -7,10 +7,12 @@ with Ulysses, and prints both summaries side by side with Libra's speed-up.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.status import Status
 from rich.table import Table
 
 from libra_des.api import load_training, shipped_path
@@ -73,8 +75,7 @@ def handle(args: argparse.Namespace) -> int:
     for policy, scenario in scenarios.items():
         what = f"simulating {scenario.name} with {policy}"
         with console.status(f"{what} ...") as status:
-            seeded[policy] = run_seeds(scenario, count, advance=lambda i, w=what: status.update(
-                f"{w}, seed {i + 1} of {count} ..."))
+            seeded[policy] = run_seeds(scenario, count, advance=progress(status, what, count))
         results[policy], timings[policy] = seeded[policy].result, seeded[policy].timings[0]
     results["libra"] = with_speedup(seeded["libra"], seeded["ulysses"], "ulysses")
     table = Table(title=f"{args.scenario}: one training step, Libra Full vs Ulysses")
@@ -92,6 +93,14 @@ def handle(args: argparse.Namespace) -> int:
     if args.out:
         write_outputs(Path(args.out), results, timings, console)
     return 0
+
+
+def progress(status: Status, what: str, count: int) -> Callable[[int], None]:
+    """Updates the spinner's text with the seed being simulated."""
+    def advance(i: int) -> None:
+        if count > 1:
+            status.update(f"{what}, seed {i + 1} of {count} ...")
+    return advance
 
 
 def print_spread(console: Console, results: dict[str, dict[str, Any]]) -> None:
