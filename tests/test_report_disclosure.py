@@ -147,3 +147,19 @@ def test_band_is_share_weighted_cv_error() -> None:
     assert band["datasheet_share"] == pytest.approx(0.4)
     assert band["covered_share"] == pytest.approx(0.6)
     assert band["uncovered"] == ["collectives", "gemm"]
+
+
+def test_moe_band_weights_stages_by_exposed_seconds() -> None:
+    """An MoE result: dispatch (measured, priced by the collective fits) 1 s of 4 exposed,
+    local experts (borrowed) 3 s: the band is a quarter of the collectives' largest error."""
+    profile = load_profile("h200-sxm")
+    err = max(f.cv_p90_abs_pct_error or 0.0 for f in profile.fits
+              if f.op in ("all_gather", "all_reduce", "reduce_scatter", "all_to_all",
+                          "all_to_allv", "send_recv"))
+    result = {"kind": "moe_inference",
+              "layer_breakdown_s": {"dispatch": {"exposed": 1.0, "hidden": 5.0},
+                                    "moe_local": {"exposed": 3.0, "hidden": 0.0}},
+              "cost_sources": {"dispatch": "measured", "moe_local": "borrowed"}}
+    band = model_band(result, profile, borrowed=False)
+    assert band["band_pct_correlated"] == pytest.approx(0.25 * err)
+    assert band["borrowed_share"] == pytest.approx(0.75) and band["datasheet_share"] == 0.0

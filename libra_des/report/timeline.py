@@ -42,7 +42,7 @@ def first_unit(trace: Mapping[str, Any], result: Mapping[str, Any]
     spans = [ev for ev in trace.get("traceEvents") or [] if ev.get("ph") == "X"]
     if not spans:
         return "", []
-    if result.get("kind") == "moe":
+    if result.get("kind") != "training":  # an MoE trace: spans carry args.layer
         layers = [(ev.get("args") or {}).get("layer") for ev in spans]
         first = min((x for x in layers if isinstance(x, int)), default=None)
         return "one MoE layer", [ev for ev, x in zip(spans, layers, strict=True)

@@ -122,7 +122,8 @@ def outside_range(result: Mapping[str, Any], fits: Sequence[Fit]) -> list[str]:
 
 def model_band(result: Mapping[str, Any], profile: Profile, borrowed: bool) -> dict[str, Any]:
     """``model_uncertainty`` of a result priced with ``profile`` (module docstring)."""
-    buckets = (moe_buckets if result.get("kind") == "moe" else training_buckets)(result, profile)
+    moe = "layer_breakdown_s" in result  # an MoE result (kind moe_inference) records stages
+    buckets = (moe_buckets if moe else training_buckets)(result, profile)
     total = sum(b["seconds"] for b in buckets) or 1.0
     for b in buckets:
         b["share"] = b["seconds"] / total
