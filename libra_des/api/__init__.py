@@ -30,6 +30,7 @@ doing the work inside their bodies (so ``import libra_des.api`` stays cheap):
 - :mod:`~libra_des.api.studies`: sweeps, plan replays, MoE systems, noise (re-exported here);
 - for the commands (``cli.py``, ``commands/`` import the package only through this API):
   :mod:`~libra_des.api.runs` (one run: preflight, timed simulation, its record),
+  :mod:`~libra_des.api.seeds` (a scenario over N derived seeds, its spread),
   :mod:`~libra_des.api.sweeps`, :mod:`~libra_des.api.planning` (plan replay, TAP ranking),
   :mod:`~libra_des.api.profiles` (import, fit, validate, show / compare),
   :mod:`~libra_des.api.chakra` (import and export), :mod:`~libra_des.api.reports`,

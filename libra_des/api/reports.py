@@ -36,7 +36,30 @@ def draw_figures(src: Source) -> Sequence[Png]:
         metrics = [m for m in kind.metrics if m in src.rows[0]][:4]
         return sweep_figures(src.rows, src.axis_keys, metrics)
     same = {name: r for name, r in src.results.items() if of_result(r) is kind}
-    return DRAWINGS[kind.name](same)
+    return [*DRAWINGS[kind.name](same), *timelines(src)]
+
+
+def timelines(src: Source) -> list[Png]:
+    """A Gantt chart of one step (one MoE layer) per run whose folder holds ``trace.json``
+    (``run --trace``): the same events Perfetto shows (:mod:`libra_des.report.timeline`)."""
+    import json
+
+    from libra_des.report.timeline import gantt
+
+    out = []
+    for name, result in src.results.items():
+        folder = src.folder if src.kind == "run" else src.folder / name
+        path = folder / "trace.json"
+        if not path.is_file():
+            continue
+        try:
+            trace = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue  # a damaged trace costs its chart, not the page
+        png = gantt(trace, result, name) if isinstance(trace, dict) else None
+        if png is not None:
+            out.append(png)
+    return out
 
 
 def drawer() -> Drawer | None:

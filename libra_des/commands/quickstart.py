@@ -7,10 +7,12 @@ with Ulysses, and prints both summaries side by side with Libra's speed-up.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.status import Status
 from rich.table import Table
 
 from libra_des.api import load_training, shipped_path
@@ -22,7 +24,16 @@ from libra_des.api.outputs import (
     dumps,
     write_atomic,
 )
-from libra_des.api.runs import check_feasible, run_record, simulate_timed, summary_rows
+from libra_des.api.runs import check_feasible, run_record, summary_rows
+from libra_des.api.seeds import (
+    SeededRun,
+    check_seeds,
+    run_seeds,
+    seeds_text,
+    seeds_title,
+    with_speedup,
+)
+from libra_des.commands.run import spread_table
 
 DEFAULT = shipped_path("scenarios/quickstart.yaml")
 
@@ -36,10 +47,15 @@ def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="run even when the memory/time estimate exceeds this machine")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="also write DIR/<policy>/result.json and DIR/report.html")
+    p.add_argument("--seeds", default="1", metavar="N",
+                   help="run each policy at N seeds derived from the scenario's seed: every "
+                   "headline metric as mean ± std (min – max) and the speed-up with a paired "
+                   "t interval (default 1)")
     p.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
+    count = check_seeds(args.seeds)
     console = Console()
     results: dict[str, dict[str, Any]] = {}
     scenarios = {p: load_training(args.scenario, [*args.set, f"balancer.policy={p}"],
@@ -55,9 +71,13 @@ def handle(args: argparse.Namespace) -> int:
             check_output_dir(Path(args.out) / policy, "--out", ("result.json",))
             check_ours(Path(args.out) / policy, ("result.json",), "--out")
     timings: dict[str, dict[str, Any]] = {}
+    seeded: dict[str, SeededRun] = {}
     for policy, scenario in scenarios.items():
-        with console.status(f"simulating {scenario.name} with {policy} ..."):
-            results[policy], _, timings[policy] = simulate_timed(scenario)
+        what = f"simulating {scenario.name} with {policy}"
+        with console.status(f"{what} ...") as status:
+            seeded[policy] = run_seeds(scenario, count, advance=progress(status, what, count))
+        results[policy], timings[policy] = seeded[policy].result, seeded[policy].timings[0]
+    results["libra"] = with_speedup(seeded["libra"], seeded["ulysses"], "ulysses")
     table = Table(title=f"{args.scenario}: one training step, Libra Full vs Ulysses")
     table.add_column("metric")
     for policy in results:
@@ -68,9 +88,30 @@ def handle(args: argparse.Namespace) -> int:
     console.print(table)
     speedup = results["ulysses"]["step_time_s"]["mean"] / results["libra"]["step_time_s"]["mean"]
     console.print(f"Libra Full step-time speed-up over Ulysses: {speedup:.3f}x")
+    if count > 1:
+        print_spread(console, results)
     if args.out:
         write_outputs(Path(args.out), results, timings, console)
     return 0
+
+
+def progress(status: Status, what: str, count: int) -> Callable[[int], None]:
+    """Updates the spinner's text with the seed being simulated."""
+    def advance(i: int) -> None:
+        if count > 1:
+            status.update(f"{what}, seed {i + 1} of {count} ...")
+    return advance
+
+
+def print_spread(console: Console, results: dict[str, dict[str, Any]]) -> None:
+    """Each policy's headline metrics over the seeds, and the paired speed-up's interval."""
+    for policy, result in results.items():
+        console.print(spread_table(seeds_text(result), f"{policy}: {seeds_title(result)}"))
+    up = results["libra"]["seeds"]["speedup"]
+    low, high = up["interval"]
+    console.print(f"Libra Full speed-up over Ulysses over {len(up['per_seed'])} paired seeds: "
+                  f"{up['mean']:.3f}x ± {up['std']:.3f} (min {up['min']:.3f}, max "
+                  f"{up['max']:.3f}); 95% t interval {low:.3f}-{high:.3f}x", highlight=False)
 
 
 def write_outputs(out: Path, results: dict[str, dict[str, Any]],

@@ -25,10 +25,10 @@ from libra_des.api.runs import (
     check_feasible,
     run_record,
     simulate_scenario,
-    simulate_timed,
     summary_rows,
     trace_ranks,
 )
+from libra_des.api.seeds import check_seeds, run_seeds, seeds_text, seeds_title
 from libra_des.commands.common import dumps, int_list, write_atomic
 
 #: Scripts and benchmarks run a scenario from here: (scenario) -> (result, trace).
@@ -56,6 +56,10 @@ def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    "estimate off a terminal")
     p.add_argument("--no-preflight", action="store_true",
                    help="run even when the memory/time estimate exceeds this machine")
+    p.add_argument("--seeds", default="1", metavar="N",
+                   help="run N seeds derived from the scenario's seed; result.json gains a "
+                   "'seeds' section with each headline metric's mean, std, min and max "
+                   "(default 1: the single-seed run)")
     p.set_defaults(handler=handle)
 
 
@@ -69,7 +73,28 @@ def summary_table(result: dict[str, Any], title: str) -> Table:
     return table
 
 
+def seeds_table(result: dict[str, Any]) -> Table | None:
+    """Each headline metric as mean ± std (min, max; N seeds, S steps), or None for one
+    seed."""
+    rows = seeds_text(result)
+    if not rows:
+        return None
+    return spread_table(rows, f"{seeds_title(result)} (the table above: the first seed)")
+
+
+def spread_table(rows: list[tuple[str, str, str]], title: str) -> Table:
+    """(metric, mean ± std, min – max) rows under ``title``."""
+    table = Table(title=title)
+    table.add_column("metric")
+    table.add_column("mean ± std", justify="right")
+    table.add_column("min – max", justify="right")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
 def handle(args: argparse.Namespace) -> int:
+    count = check_seeds(args.seeds)
     scenario = load_scenario(args.scenario, args.set)  # the kind's checks too, before work
     parsed = None if args.trace_ranks is None else int_list("--trace-ranks", args.trace_ranks, 0)
     if args.chakra is not None:
@@ -90,9 +115,11 @@ def handle(args: argparse.Namespace) -> int:
     if not args.out and out.name != Path(args.scenario).stem:
         sys.stderr.write(f"note: runs/{Path(args.scenario).stem} holds another scenario's "
                          f"results; writing to {out}\n")
-    result, trace, timing = simulate_timed(
-        scenario, progress=args.progress or not args.json, trace_ranks=ranks,
-        want_trace=args.trace or args.chakra is not None)
+    seeded = run_seeds(scenario, count, progress=args.progress or not args.json,
+                       trace_ranks=ranks, want_trace=args.trace or args.chakra is not None)
+    result, trace, timing = seeded.result, seeded.trace, seeded.timings[0]
+    if count > 1:  # run.json: the wall clock of every seed (the first one's as before)
+        timing = {**timing, "seeds_wall_s": [t.get("wall_s") for t in seeded.timings]}
     if args.chakra is not None and trace is not None:
         export_chakra(trace, Path(args.chakra))
     trace = trace if args.trace else None
@@ -112,6 +139,10 @@ def handle(args: argparse.Namespace) -> int:
         print(dumps(result))
     else:
         title = f"{Path(args.scenario).name} -> {out}/result.json"
-        Console().print(summary_table(result | timing, title))
+        console = Console()
+        console.print(summary_table(result | timing, title))
+        spread = seeds_table(result)
+        if spread is not None:
+            console.print(spread)
     return 0
 

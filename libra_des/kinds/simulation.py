@@ -54,9 +54,20 @@ def simulate_timed(
     result, trace = kind.simulate(scenario, rng, t0, progress, want_trace, trace_ranks)
     if warnings:
         result["warnings"] = [*result.get("warnings", []), *warnings]
+    result["model_uncertainty"] = uncertainty(scenario, result)
     timing = {k: result.pop(k) for k in WALL_CLOCK_FIELDS if k in result}
     result["versions"] = versions()
     return result, trace, timing
+
+
+def uncertainty(scenario: Scenario, result: dict[str, Any]) -> dict[str, Any]:
+    """``model_uncertainty``: the profile's CV errors spread over the run's time
+    (:mod:`libra_des.results.uncertainty`)."""
+    from libra_des.hardware.profiles.profile import load_profile
+    from libra_des.results.uncertainty import model_band
+
+    return model_band(result, load_profile(scenario.profile),
+                      scenario.profile_scope == "borrowed")
 
 
 def run_record(timing: dict[str, Any], files: list[str]) -> dict[str, Any]:

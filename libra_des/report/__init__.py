@@ -41,7 +41,7 @@ import yaml
 from libra_des.base.identity import code_fingerprint
 from libra_des.base.version import __version__
 from libra_des.errors import InputError
-from libra_des.report import headline, published
+from libra_des.report import disclosure, headline, published
 from libra_des.report.headline import lookup
 from libra_des.report.numbers import show
 from libra_des.results.tables import cell, read_result, sweep_points, sweep_rows
@@ -390,7 +390,12 @@ def render(folder: Path, reference: Path | None = None, draw: Drawer | None = No
     labels = {str(r["id"]): ", ".join(f"{k}={r.get(k)}" for k in src.axes) or str(r["id"])
               for r in src.rows}
     papers = published.built_in(src.results, labels)
-    sections = [("Headline metrics", metrics_section(src))]
+    sections = [("Scenario summary", disclosure.summary_section(src.results, src.kind)),
+                ("Headline metrics", metrics_section(src)),
+                ("Read before the numbers", disclosure.notices_section(src.results)),
+                ("Spread over seeds", disclosure.seeds_section(src.results)),
+                ("Model uncertainty", disclosure.band_section(src.results,
+                                                              src.kind == "sweep"))]
     sections += [(f"Simulated against published: {name}", papers_section(data, rows))
                  for name, data, rows in papers]
     sections.append(("Figures", figures_section(src, draw)))
@@ -407,6 +412,6 @@ def render(folder: Path, reference: Path | None = None, draw: Drawer | None = No
     meta = (f"<p class=muted>libra-des {__version__}, code {code_fingerprint()}; "
             f"source folder {html.escape(folder.name)}</p>")
     return (f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>"
-            f"{html.escape(title)}</title><style>{STYLE}</style><script>{SCRIPT}</script>"
+            f"{html.escape(title)}</title><style>{STYLE}{disclosure.STYLE}</style><script>{SCRIPT}</script>"
             f"</head><body><h1>{html.escape(title)}</h1>{meta}{body}</body></html>\n")
 
