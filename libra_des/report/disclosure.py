@@ -18,6 +18,7 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from libra_des.errors import InputError
 from libra_des.report.headline import lookup
 from libra_des.report.numbers import show
 from libra_des.results.spread import show_spread
@@ -96,15 +97,24 @@ def notices(result: Mapping[str, Any]) -> list[str]:
                    "(or assumed) tier: the uncertainty band does not cover it")
     out += [f"outside the profiled range: {esc(x)}" for x in band.get("outside_profiled_range")
             or []]
-    fidelity = sc.get("fidelity")
-    if fidelity == "fast":
-        out.append("fidelity fast: alpha-beta costs, no flow-level contention (fidelity "
-                   "detailed replays the network)")
+    note = fidelity_note(sc.get("fidelity"))
+    if note:
+        out.append(f"fidelity {esc(str(sc.get('fidelity')))}: {note}")
     if "seeds" not in result:
         steps = sc.get("steps")
         out.append(f"one seed{f', {steps} step(s)' if steps else ''}: no spread is shown; "
                    "rerun with --seeds N for mean and spread")
     return out
+
+
+def fidelity_note(name: Any) -> str:
+    """The network model's own note on its fidelity (its registration), if it has one."""
+    from libra_des.sim.network import models as network_models
+
+    try:
+        return network_models.get(str(name)).note if name is not None else ""
+    except InputError:  # a result of a model not registered here
+        return ""
 
 
 def notices_section(results: Mapping[str, Mapping[str, Any]]) -> str:

@@ -42,8 +42,8 @@ def first_unit(trace: Mapping[str, Any], result: Mapping[str, Any]
     spans = [ev for ev in trace.get("traceEvents") or [] if ev.get("ph") == "X"]
     if not spans:
         return "", []
-    if result.get("kind") != "training":  # an MoE trace: spans carry args.layer
-        layers = [(ev.get("args") or {}).get("layer") for ev in spans]
+    layers = [(ev.get("args") or {}).get("layer") for ev in spans]
+    if any(isinstance(x, int) for x in layers):  # an MoE trace: spans carry args.layer
         first = min((x for x in layers if isinstance(x, int)), default=None)
         return "one MoE layer", [ev for ev, x in zip(spans, layers, strict=True)
                                  if x == first]

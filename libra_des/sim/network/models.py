@@ -70,6 +70,8 @@ class Fidelity:
     name: str
     build: Builder = field(compare=False)
     replays_training: bool = False
+    #: What a reader of a result should know of this model's fidelity (the report's notice).
+    note: str = ""
     training_wall: Callable[[int], float] = field(default=unchanged, compare=False)
     moe_wall: Callable[[int], float] = field(default=unchanged, compare=False)
 
@@ -98,7 +100,8 @@ def flow_topology(topology: Topology, cost: CostModel) -> Topology:
 
 #: The shipped models, registered on the first look-up (``fast`` first: the default).
 SHIPPED = (
-    Fidelity("fast", analytic),
+    Fidelity("fast", analytic, note="alpha-beta costs, no flow-level contention (fidelity "
+             "detailed replays the network)"),
     # The preflight prices both shipped models from its data file (kinds/preflight.yaml);
     # ``training_wall`` / ``moe_wall`` serve models registered by others.
     Fidelity("detailed", flows, replays_training=True),
