@@ -25,8 +25,11 @@ from libra_des.errors import CheckError
 #: Relative slack for rounding in sums of many float terms (our choice).
 TOLERANCE = 1e-6
 
-#: Keys whose values are signed by definition (none today; kept explicit for readers).
-SIGNED: frozenset[str] = frozenset()
+#: Keys whose values are signed by definition: the attribution's parts that may lower a step
+#: (sim/training/attribution.py; a kernel more efficient than the reference, noise factors
+#: below 1, flows faster than their analytic price).
+SIGNED: frozenset[str] = frozenset({"kernel_efficiency", "runtime_noise", "contention",
+                                    "interference"})
 #: Shares that do not end in ``fraction`` but must lie in [0, 1] all the same.
 SHARES = frozenset({"mfu", "predictor_accuracy"})
 
