@@ -72,20 +72,6 @@ def explain_results(a: Mapping[str, Any], b: Mapping[str, Any],
 def explain_runs(results: Mapping[str, Mapping[str, Any]]) -> list[Explanation]:
     """The report's pairs among named runs: the first Libra run (else the first run) against
     every other training run of the same cluster and workload (others are left out)."""
-    from libra_des.errors import InputError
-    from libra_des.results.attribution import explain_results as split
+    from libra_des.results.attribution import explain_pairs
 
-    runs = {n: r for n, r in results.items()
-            if r.get("kind", "training") == "training" and isinstance(r.get("attribution"), dict)}
-    if len(runs) < 2:
-        return []
-    first = next((n for n, r in runs.items() if r.get("policy") == "libra"), next(iter(runs)))
-    out = []
-    for name, res in runs.items():
-        if name == first:
-            continue
-        try:
-            out.append(split(runs[first], res, (first, name)))
-        except InputError:
-            continue  # another cluster or workload: nothing to attribute
-    return out
+    return explain_pairs(results)

@@ -163,3 +163,22 @@ def bytes_and_rate(a: tuple[float, float], b: tuple[float, float]) -> tuple[floa
         return ea - eb, 0.0
     ra, rb = ea / ba, eb / bb
     return (ba - bb) * (ra + rb) / 2.0, (ba + bb) / 2.0 * (ra - rb)
+
+
+def explain_pairs(results: Mapping[str, Mapping[str, Any]]) -> list[Explanation]:
+    """The pairs among named runs a report shows: the first Libra run (else the first run)
+    against every other training run of the same cluster and workload (others left out)."""
+    runs = {n: r for n, r in results.items()
+            if r.get("kind", "training") == "training" and isinstance(r.get("attribution"), dict)}
+    if len(runs) < 2:
+        return []
+    first = next((n for n, r in runs.items() if r.get("policy") == "libra"), next(iter(runs)))
+    out = []
+    for name, res in runs.items():
+        if name == first:
+            continue
+        try:
+            out.append(explain_results(runs[first], res, (first, name)))
+        except InputError:
+            continue  # another cluster or workload: nothing to attribute
+    return out
