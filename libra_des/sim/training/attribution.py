@@ -47,6 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from libra_des.config import TrainingScenario as Scenario
+from libra_des.errors import CheckError
 from libra_des.hardware.costs import CostModel
 from libra_des.plan.step import StepPlan
 from libra_des.sim.training.opcost import LinearCosts, SlotAttention, backward_traffic
@@ -143,7 +144,9 @@ def step_parts(scenario: Scenario, cost: CostModel, plan: StepPlan, lin: LinearC
     out = {k: v / gpus for k, v in parts.items()}
     out["comm_exposed"] += synced - t_pipe  # the gradient synchronisation's exposed tail
     out["scheduler"] = t_step - synced
-    straggler, calls = straggler_parts(step, rates, att.recompute, width)
+    straggler, calls, slowest = straggler_parts(step, rates, att.recompute, width)
+    check_sum("step time", out, t_step)
+    check_sum("attention straggler", straggler, slowest)
     fwd, total = exchange_bytes(scenario, plan)
     gpu_count = scenario.parallelism.gpus
     step_bytes = (total * scenario.model.layers + other_bytes(scenario, lin, plan)) / gpu_count
@@ -156,16 +159,18 @@ def add(parts: dict[str, float], key: str, value: float | np.floating) -> None:
 
 
 def straggler_parts(step: StepInputs, rates: tuple[float, float], recompute: bool, width: int
-                    ) -> tuple[dict[str, float], int]:
-    """The straggler's parts summed over the kept forward calls, and how many were kept
-    (``results.metrics.window_stragglers``: calls whose slowest worker took any time)."""
+                    ) -> tuple[dict[str, float], int, float]:
+    """The straggler's parts summed over the kept forward calls, how many were kept
+    (``results.metrics.window_stragglers``: calls whose slowest worker took any time) and
+    the sum of their stragglers (what the parts add up to)."""
     parts = dict.fromkeys(PARTS, 0.0)
-    calls = 0
+    calls, total = 0, 0.0
     for t, f, is_f in zip(step.planned, step.final, step.fwd_masks, strict=True):
         per_entity = f.straggler[:, is_f]  # [E, forward ops, L]
         slowest = per_entity.max(axis=0)
         kept = slowest > 0
         calls += int(kept.sum())
+        total += float(slowest[kept].sum())
         mean_e = per_entity.mean(axis=0)
         add(parts, "inter_pool_imbalance", (slowest - mean_e)[kept].sum())
         e_count = per_entity.shape[0]
@@ -183,7 +188,7 @@ def straggler_parts(step: StepInputs, rates: tuple[float, float], recompute: boo
         add(parts, "intra_pool_imbalance", fwd(t.attn_wait))
         # The flow network's calls against their analytic prices (0 at fast fidelity).
         add(parts, "contention", float(mean_e[kept].sum()) - planned)
-    return parts, calls
+    return parts, calls, total
 
 
 def exchange_bytes(scenario: Scenario, plan: StepPlan) -> tuple[float, float]:
@@ -221,6 +226,9 @@ def other_bytes(scenario: Scenario, lin: LinearCosts, plan: StepPlan) -> float:
     return grads + expert
 
 
-def checked(parts: dict[str, float], total: float) -> bool:
-    """Whether ``parts`` add up to ``total`` within rounding (1e-9 relative)."""
-    return math.isclose(math.fsum(parts.values()), total, rel_tol=1e-9, abs_tol=1e-15)
+def check_sum(what: str, parts: dict[str, float], total: float) -> None:
+    """Built-in check: the parts add up to the measured value (1e-9 of it: rounding only)."""
+    got = math.fsum(parts.values())
+    if not math.isclose(got, total, rel_tol=1e-9, abs_tol=1e-15):
+        raise CheckError(f"the {what}'s parts add up to it",
+                         f"parts sum to {got:.9g} s, measured {total:.9g} s")
