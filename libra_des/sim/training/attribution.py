@@ -174,21 +174,23 @@ def straggler_parts(step: StepInputs, rates: tuple[float, float], recompute: boo
         mean_e = per_entity.mean(axis=0)
         add(parts, "inter_pool_imbalance", (slowest - mean_e)[kept].sum())
         e_count = per_entity.shape[0]
-        ref = reference_seconds(t, is_f, rates, recompute, width)[:, is_f]
-
-        def fwd(a: np.ndarray) -> float:
-            return float(a[:, is_f].sum()) / e_count
-
-        planned = fwd(t.attn_compute + t.attn_exposed + t.attn_wait)
-        add(parts, "balanced_work", float(ref.sum()) / e_count)
-        add(parts, "kernel_efficiency", fwd(t.attn_clean) - float(ref.sum()) / e_count)
-        add(parts, "runtime_noise", fwd(t.attn_compute - t.attn_clean - t.interf_compute))
-        add(parts, "interference", fwd(t.interf_compute))
-        add(parts, "comm_exposed", fwd(t.attn_exposed))
-        add(parts, "intra_pool_imbalance", fwd(t.attn_wait))
+        ref = float(reference_seconds(t, is_f, rates, recompute, width)[:, is_f].sum()) / e_count
+        planned = forward_mean(t.attn_compute + t.attn_exposed + t.attn_wait, is_f)
+        add(parts, "balanced_work", ref)
+        add(parts, "kernel_efficiency", forward_mean(t.attn_clean, is_f) - ref)
+        noise = t.attn_compute - t.attn_clean - t.interf_compute
+        add(parts, "runtime_noise", forward_mean(noise, is_f))
+        add(parts, "interference", forward_mean(t.interf_compute, is_f))
+        add(parts, "comm_exposed", forward_mean(t.attn_exposed, is_f))
+        add(parts, "intra_pool_imbalance", forward_mean(t.attn_wait, is_f))
         # The flow network's calls against their analytic prices (0 at fast fidelity).
         add(parts, "contention", float(mean_e[kept].sum()) - planned)
     return parts, calls, total
+
+
+def forward_mean(per_op: np.ndarray, is_f: np.ndarray) -> float:
+    """[E, n] per-op seconds -> their sum over forward ops, mean over entities."""
+    return float(per_op[:, is_f].sum()) / per_op.shape[0]
 
 
 def exchange_bytes(scenario: Scenario, plan: StepPlan) -> tuple[float, float]:
