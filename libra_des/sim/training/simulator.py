@@ -334,9 +334,10 @@ def simulate_step(
     check_linear_tokens(scenario, plan, times, run, schedule)
     # The scheduler's planning bounds every sample's step alike (it does not depend on routes).
     sched = scheduler_seconds(scenario, plan)
-    t = max(step_time_of(run), sched)
-    split = StepInputs(planned, times, run, t, forward_masks(schedule), fidelity.replays_training)
-    rec = StepRecord(plan, times, run, t, lin, p2p, executed, sim_wall, interference=ledger,
+    step_s = max(step_time_of(run), sched)
+    split = StepInputs(planned, times, run, step_s, forward_masks(schedule),
+                       fidelity.replays_training)
+    rec = StepRecord(plan, times, run, step_s, lin, p2p, executed, sim_wall, interference=ledger,
                      parts=step_parts(scenario, cluster.cost, plan, lin, att, split))
     if not recorders or not recorders[0].settled().crossed:
         # One route set, or no flow meets a hashed choice: every sample is this one.
