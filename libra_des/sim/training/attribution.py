@@ -12,8 +12,10 @@ op kernel splits per layer into the phases every worker runs (``op_kernel.layer_
   the packer pads) plus the attention FLOPs at the *reference* kernel rate: the cost model's
   rate on one causal sequence of the packed length with every query head (our assumption:
   the rate a balancer that never cuts a sequence would get);
-* ``kernel_efficiency``: the attention compute as priced (tile, shard and chunk sizes) minus
-  the same FLOPs at the reference rate (negative where the run's calls are more efficient);
+* ``kernel_efficiency``: the attention compute as priced (tile sizes, per-document chunk
+  shapes) minus the same FLOPs at the reference rate (negative where the run's calls are more
+  efficient); the Pipeliner's chunks split compute evenly at no price (their effect is in the
+  exposed communication);
 * ``intra_pool_imbalance``: the attention phase's lockstep wait for the pool's slowest worker
   (the wait before and after attention comes from noise only: linear work is equal per worker);
 * ``comm_exposed``: the attention exchange's exposed seconds (the Pipeliner's), the expert
