@@ -24,7 +24,7 @@ from libra_des.errors import EXIT_BAD_INPUT, InputError
 
 #: Command modules, in the order ``--help`` lists them.
 COMMANDS = ("quickstart", "run", "plan", "sweep", "cost", "profile", "validate", "figs", "report",
-            "calibrate", "import", "scenario")
+            "explain", "calibrate", "import", "scenario")
 
 #: What ``libra-des --help`` says above and below the command list (plain text, no markup).
 DESCRIPTION = "Simulate Libra and its baselines on modelled GPU clusters."

@@ -28,6 +28,8 @@ doing the work inside their bodies (so ``import libra_des.api`` stays cheap):
 - :mod:`~libra_des.api.scenarios`: load, simulate, plan a step (re-exported here);
 - :mod:`~libra_des.api.costs`: price one operation (re-exported here);
 - :mod:`~libra_des.api.studies`: sweeps, plan replays, MoE systems, noise (re-exported here);
+- :mod:`~libra_des.api.explain`: why run A beats run B, the difference split into components
+  that add up to it (re-exported here);
 - for the commands (``cli.py``, ``commands/`` import the package only through this API):
   :mod:`~libra_des.api.runs` (one run: preflight, timed simulation, its record),
   :mod:`~libra_des.api.seeds` (a scenario over N derived seeds, its spread),
@@ -52,6 +54,7 @@ from libra_des.api.costs import (
     cost_report,
     fabric_for,
 )
+from libra_des.api.explain import explain, explain_results
 from libra_des.api.scenarios import (
     Overrides,
     Result,
@@ -79,7 +82,7 @@ __all__ = [
     "AxisLike", "Overrides", "PlanReplay", "Result", "ScenarioLike", "SweepPoint", "SweepRun",
     "__version__",
     "checked_cost_model", "cost", "cost_choices", "cost_device_warnings", "cost_model",
-    "cost_ops", "cost_report", "fabric_for",
+    "cost_ops", "cost_report", "explain", "explain_results", "fabric_for",
     "load_scenario", "load_training", "moe_systems", "noise_factors", "replay_plans",
     "run_sweep", "shipped_path", "simulate", "step_plan", "tune_process", "write_output",
 ]

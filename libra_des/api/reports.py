@@ -6,9 +6,9 @@ matplotlib (the figs extra) and the report modules are imported inside the funct
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from libra_des.report import Drawer as Drawer
@@ -36,7 +36,7 @@ def draw_figures(src: Source) -> Sequence[Png]:
         metrics = [m for m in kind.metrics if m in src.rows[0]][:4]
         return sweep_figures(src.rows, src.axis_keys, metrics)
     same = {name: r for name, r in src.results.items() if of_result(r) is kind}
-    return [*DRAWINGS[kind.name](same), *timelines(src)]
+    return [*DRAWINGS[kind.name](same), *waterfalls(same), *timelines(src)]
 
 
 def timelines(src: Source) -> list[Png]:
@@ -60,6 +60,15 @@ def timelines(src: Source) -> list[Png]:
         if png is not None:
             out.append(png)
     return out
+
+
+def waterfalls(results: Mapping[str, Mapping[str, Any]]) -> list[Png]:
+    """The step time's split of each pair the report explains (``explain_runs``)."""
+    from libra_des.api.explain import explain_runs
+    from libra_des.report.figures import waterfall
+
+    return [waterfall(e.as_dict()["step_time_s"], (e.a, e.b), "step time")
+            for e in explain_runs(results)]
 
 
 def drawer() -> Drawer | None:

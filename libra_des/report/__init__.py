@@ -43,7 +43,7 @@ from libra_des.base.version import __version__
 from libra_des.errors import InputError
 from libra_des.report import disclosure, headline, published
 from libra_des.report.headline import lookup
-from libra_des.report.numbers import show
+from libra_des.report.numbers import show, with_unit
 from libra_des.results.tables import cell, read_result, sweep_points, sweep_rows
 
 #: Headline metrics and their definitions, in words (see ``libra_des/results/metrics.py``).
@@ -382,6 +382,31 @@ def papers_section(data: Mapping[str, Any], rows: Sequence[Sequence[Any]]) -> st
                      "simulated / published", "source"], rows, left=2) + note)
 
 
+def explain_section(src: Source) -> str:
+    """Each explained pair of runs (``libra-des explain``'s split) as one table, or ''."""
+    from libra_des.results.attribution import explain_pairs
+
+    pairs = explain_pairs(src.results) if src.kind == "runs" else []
+    out = []
+    for e in pairs:
+        split = e.as_dict()
+        step, attn = split["step_time_s"], split["attention_straggler_s"]
+
+        def seconds(value: float, m: Mapping[str, Any]) -> str:
+            # Rounding (a part equal in both runs) shows as 0, not as a femtosecond.
+            return with_unit(0.0 if abs(value) < 1e-12 * abs(m["b"]) else value, "s")
+
+        rows = [[name.replace("_", " "), seconds(value, step),
+                 seconds(attn["components"][name], attn)]
+                for name, value in step["components"].items()]
+        rows.append(["measured difference", with_unit(step["difference"], "s"),
+                     with_unit(attn["difference"], "s")])
+        out.append(f"<p>{html.escape(e.a)} minus {html.escape(e.b)}: the components add up "
+                   "to the measured difference (definitions: docs/model.md).</p>"
+                   + table(["component", "step time", "attention straggler"], rows, left=1))
+    return "".join(out)
+
+
 def render(folder: Path, reference: Path | None = None, draw: Drawer | None = None) -> str:
     """The whole page as one string; ``draw`` makes its figures (none drawn without it)."""
     src = load_source(folder)
@@ -399,6 +424,9 @@ def render(folder: Path, reference: Path | None = None, draw: Drawer | None = No
     sections += [(f"Simulated against published: {name}", papers_section(data, rows))
                  for name, data, rows in papers]
     sections.append(("Figures", figures_section(src, draw)))
+    why = explain_section(src)
+    if why:
+        sections.append(("Why one run beats another", why))
     if src.kind == "sweep":
         sections.append((f"Sweep points ({len(src.rows)})", sweep_section(src)))
     if refs is not None:

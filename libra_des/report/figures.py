@@ -8,6 +8,9 @@ Each figure is drawn from result files alone and returned as base64 PNG with a c
 
 * training runs: where the step goes (bubble, waits, exposed communication), core attention
   per GPU (computation, exposed and hidden exchange), the per-microbatch forward times;
+* several training runs of one cluster and workload: a waterfall of the step time's
+  difference, Libra (or the first run) against each other run, by component
+  (``libra-des explain``'s split);
 * MoE runs: the layer breakdown (exposed stages) and the imbalance ratio per layer;
 * sweeps: each headline metric as lines along each swept axis (one line per value of the
   other axes, e.g. per system), and a heatmap of the two axes when exactly two are swept.
@@ -29,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from libra_des.report import DEFINITIONS
-from libra_des.report.numbers import show, unit_of
+from libra_des.report.numbers import show, unit_of, with_unit
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -150,6 +153,35 @@ def moe(results: Results) -> list[Png]:
     ax.legend(fontsize="small")
     out.append(encode(fig, "Expert-parallel load imbalance per layer (1 = balanced)."))
     return out
+
+
+def waterfall(split: Mapping[str, Any], names: tuple[str, str], unit: str) -> Png:
+    """Run B's value, each component of A - B as a floating bar (increases in vermillion,
+    decreases in blue), and run A's value: ``split`` is an attribution split's ``as_dict``.
+    The value axis spans the levels the bars walk through (not from 0), so the parts show."""
+    fig, ax = panel()
+    parts = list(split["components"].items())
+    level = float(split["b"])
+    x = np.arange(len(parts) + 2)
+    ax.bar(x[0], level * 1e3, 0.6, color=PALETTE[7])
+    for k, (_, value) in enumerate(parts, start=1):
+        colour = PALETTE[5] if value > 0 else PALETTE[0]
+        ax.bar(x[k], value * 1e3, 0.6, bottom=level * 1e3, color=colour)
+        level += value
+    ax.bar(x[-1], float(split["a"]) * 1e3, 0.6, color=PALETTE[7])
+    # The parts are small beside the totals: the axis spans the levels the bars walk through.
+    levels = float(split["b"]) + np.concatenate([[0.0], np.cumsum([v for _, v in parts])])
+    lo, hi = float(min(levels.min(), split["a"])), float(max(levels.max(), split["a"]))
+    pad = 0.15 * (hi - lo) or 0.05 * hi
+    ax.set_ylim(max(lo - pad, 0.0) * 1e3, (hi + pad) * 1e3)
+    ax.set_xticks(x, [names[1], *(k.replace("_", " ") for k, _ in parts), names[0]],
+                  rotation=35, ha="right", fontsize="small")
+    ax.set_ylabel(f"{unit} (ms)")
+    ax.set_title(f"{names[0]} against {names[1]}: {unit}")
+    ax.grid(axis="y", alpha=0.3)
+    return encode(fig, f"Why {names[0]}'s {unit} differs from {names[1]}'s: each component "
+                  "of the difference (vermillion adds time, blue saves it); they add up to "
+                  f"the measured difference ({with_unit(float(split['difference']), 's')}).")
 
 
 def label(row: Mapping[str, Any], keys: Sequence[str]) -> str:

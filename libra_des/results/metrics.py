@@ -18,6 +18,8 @@ Definitions (per step, then averaged over steps unless a key says otherwise):
   all DP replicas and pools.
 * ``ecmp`` (with ``network.ecmp_samples`` > 1): step time and exposed communication under
   each ECMP hash sample, with their mean, min, max and standard deviation across samples.
+* ``attribution``: the step time and the attention straggler split into parts that add up
+  to them (``sim/training/attribution.py``; ``libra-des explain`` compares two runs by them).
 * ``events``: the simulation's events over all steps: at fast fidelity one per op and one per
   gradient synchronisation (the timeline's recurrence, ``sim.training.pipeline``); in
   detailed mode the SimPy events processed.
@@ -32,6 +34,7 @@ import numpy as np
 from libra_des.config import ModelSpec, scenario_dict
 from libra_des.config import TrainingScenario as Scenario
 from libra_des.hardware.collectives.tiers import tier_keys
+from libra_des.results.attribution import attribution_keys
 from libra_des.sim.training.ecmp import spread
 from libra_des.sim.training.simulator import StepRecord
 
@@ -202,6 +205,7 @@ def training_result(
         },
         **memory_keys(records),
         **interference_keys(records, scenario.parallelism.pp),
+        **attribution_keys([r.parts for r in records]),
         **ecmp_keys(scenario, records),
         "scenario": scenario_dict(scenario),
     }

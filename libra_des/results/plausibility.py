@@ -27,6 +27,10 @@ TOLERANCE = 1e-6
 
 #: Keys whose values are signed by definition (none today; kept explicit for readers).
 SIGNED: frozenset[str] = frozenset()
+#: Sections whose numbers are signed: the attribution's parts (sim/training/attribution.py)
+#: may lower a step (a kernel more efficient than the reference, noise factors below 1, flows
+#: faster than their analytic price), and are left unclamped so that they add up exactly.
+SIGNED_SECTIONS = frozenset({"attribution"})
 #: Shares that do not end in ``fraction`` but must lie in [0, 1] all the same.
 SHARES = frozenset({"mfu", "predictor_accuracy"})
 
@@ -83,7 +87,7 @@ def bounded(value: float, path: str) -> float:
         if not -TOLERANCE <= value <= 1 + TOLERANCE:
             raise CheckError("fractions in [0, 1]", f"{path} = {value:.6g}")
         value = min(max(value, type(value)(0)), type(value)(1))
-    if name not in SIGNED and value < 0:
+    if name not in SIGNED and top not in SIGNED_SECTIONS and value < 0:
         if value < -TOLERANCE * 1e-3:
             raise CheckError("no negative times, rates or counts", f"{path} = {value:.6g}")
         value = type(value)(0)

@@ -123,6 +123,9 @@ def entity_block(
                   (lost.mean(axis=-1) * mask).sum(axis=-1))
     exposed_w = t_w - comp_l
     wait = (pre[..., None] - pre_w) + (attn[..., None] - t_w) + (post[..., None] - post_w)
+    clean = comp.mean(axis=-1)
+    if att.recompute:
+        clean = clean + (att.compute_fwd[sl, mb] * (~is_f)[None, :, None]).mean(axis=-1)
     return {
         "duration": per_layer.sum(axis=-1),
         "attn_compute": (comp_l.mean(axis=-1) * mask).sum(axis=-1),
@@ -138,6 +141,10 @@ def entity_block(
         "post": (post + ep) * mask,
         "interf_compute": interf[0],
         "interf_comm": interf[1],
+        "linear": ((pre_w + post_w).mean(axis=-1) * mask).sum(axis=-1),
+        "linear_clean": ((pre_base[:, :, None] + post_l) * mask).sum(axis=-1),
+        "attn_wait": ((attn[..., None] - t_w).mean(axis=-1) * mask).sum(axis=-1),
+        "attn_clean": clean * ctx.layers[None, :],
     }
 
 

@@ -23,7 +23,7 @@ from libra_des.plan.pipeline_kernel import makespan_row
 
 #: Rows of :func:`op_times`' per-op output, in order.
 PER_OP = ("duration", "attn_compute", "attn_exposed", "attn_hidden", "pool_wait",
-          "other_comm", "interf_compute", "interf_comm")
+          "other_comm", "interf_compute", "interf_comm", "linear", "linear_clean", "attn_wait")
 #: Rows of its per-layer output, in order.
 PER_LAYER = ("straggler", "pre", "compute_max", "post")
 
@@ -42,7 +42,7 @@ def op_times(
     m: int,
     factors: np.ndarray,
 ) -> tuple[Floats, Floats]:
-    """Per-op fields ``[8, E, n]`` (:data:`PER_OP`) and per-layer ones ``[4, E, n, L]``
+    """Per-op fields ``[11, E, n]`` (:data:`PER_OP`) and per-layer ones ``[4, E, n, L]``
     (:data:`PER_LAYER`) of one device.
 
     ``comp``: ``[E, n, W]`` attention compute of each op (all chunks); ``comp_r``: a full
@@ -62,7 +62,7 @@ def op_times(
     recompute, overlap = comp_r.shape[0] > 0, factors.shape[0] > 0
     kernel = factors[0] if overlap else 1.0
     slow = factors[1] if overlap else 1.0
-    per_op = np.zeros((8, e_count, n))
+    per_op = np.zeros((11, e_count, n))
     per_layer = np.zeros((4, e_count, n, lmax))
     chunk, comp_l, t_w, scratch = (np.empty(width), np.empty(width), np.empty(width),
                                    np.empty((3, width)))
@@ -133,10 +133,13 @@ def layer_fields(e: int, i: int, lay: int, comp_l: Floats, t_w: Floats, slowed: 
         attn = max(attn, t_w[w])
         cmax = max(cmax, comp_l[w])
     s_comp, s_exposed, s_hidden, s_wait, s_slowed, s_lost = 0.0, 0.0, 0.0, 0.0, 0.0, 0.0
+    s_lin, s_attn_wait = 0.0, 0.0
     for w in range(width):
         pre_w = share_pre * noise[i, lay, 0, e, w]
         if gaps.shape[0] > 0:
             pre_w += gaps[i, lay, e, w]
+        s_lin += pre_w + post_l * noise[i, lay, 2, e, w]
+        s_attn_wait += attn - t_w[w]
         exposed = t_w[w] - comp_l[w]
         s_comp += comp_l[w]
         s_exposed += exposed
@@ -152,6 +155,11 @@ def layer_fields(e: int, i: int, lay: int, comp_l: Floats, t_w: Floats, slowed: 
     per_op[5, e, i] += ep
     per_op[6, e, i] += s_slowed / width
     per_op[7, e, i] += s_lost / width
+    # The attribution's parts (results/attribution.py): the linear phases as run and without
+    # noise, and the attention phase's share of the lockstep wait.
+    per_op[8, e, i] += s_lin / width
+    per_op[9, e, i] += share_pre + post_l
+    per_op[10, e, i] += s_attn_wait / width
     per_layer[0, e, i, lay] = attn
     per_layer[1, e, i, lay] = pre
     per_layer[2, e, i, lay] = cmax

@@ -46,6 +46,7 @@ from libra_des.plan.step import (
 from libra_des.sim.network import models as network_models
 from libra_des.sim.network.model import NetworkModel
 from libra_des.sim.network.models import Fidelity, NetworkSetup, flow_topology
+from libra_des.sim.training.attribution import StepInputs, StepParts, forward_masks, step_parts
 from libra_des.sim.training.detailed import DetailedPipelineSim, flow_times
 from libra_des.sim.training.ecmp import Recorder, recording, replaying
 from libra_des.sim.training.memory import (
@@ -110,6 +111,7 @@ class StepRecord:
     ecmp: tuple[StepRecord, ...] = ()
     ecmp_exact: bool = True  # whether every sample's record is exact (not a light replay)
     warnings: tuple[str, ...] = ()  # known fast/detailed disagreements for this shape
+    parts: StepParts | None = None  # the step split into parts (sim/training/attribution.py)
 
 
 def elaborate_cluster(scenario: Scenario, rng: np.random.Generator) -> Cluster:
@@ -332,8 +334,11 @@ def simulate_step(
     check_linear_tokens(scenario, plan, times, run, schedule)
     # The scheduler's planning bounds every sample's step alike (it does not depend on routes).
     sched = scheduler_seconds(scenario, plan)
-    rec = StepRecord(plan, times, run, max(step_time_of(run), sched), lin, p2p, executed,
-                     sim_wall, interference=ledger)
+    step_s = max(step_time_of(run), sched)
+    split = StepInputs(planned, times, run, step_s, forward_masks(schedule),
+                       fidelity.replays_training)
+    rec = StepRecord(plan, times, run, step_s, lin, p2p, executed, sim_wall, interference=ledger,
+                     parts=step_parts(scenario, cluster.cost, plan, lin, att, split))
     if not recorders or not recorders[0].settled().crossed:
         # One route set, or no flow meets a hashed choice: every sample is this one.
         return replace(rec, ecmp=(rec,) * (len(routings) - 1))

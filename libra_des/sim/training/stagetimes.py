@@ -41,6 +41,13 @@ class DeviceTimes:
     # Pipeliner's compute chunks and transfers were stretched by running beside each other.
     interf_compute: np.ndarray  # [E, n]
     interf_comm: np.ndarray  # [E, n]
+    # The attribution's parts (results/attribution.py), per-GPU means per op: the linear
+    # phases as run (noise and host gaps in) and without noise, the attention phase's share
+    # of ``pool_wait``, and the attention compute as priced (no noise, no interference).
+    linear: np.ndarray  # [E, n]
+    linear_clean: np.ndarray  # [E, n]
+    attn_wait: np.ndarray  # [E, n]
+    attn_clean: np.ndarray  # [E, n]
 
 
 @dataclass(frozen=True)
@@ -82,9 +89,10 @@ def device_times(
     d = draws(plan, schedule, device, lin, layout, noise)
     n, lmax, e_count, width = d.is_f.size, d.noise.shape[1], plan.pipelines, d.noise.shape[4]
     is_f, mb, layers, xf, gaps, share = d.is_f, d.mb, d.layers, d.links, d.gaps, d.share
+    comp = np.where(is_f[None, :, None], att.compute_fwd[:, mb], att.compute_bwd[:, mb])
+    redo = recomputed(att, is_f, mb)
     per_op, per_layer = op_kernel.op_times(
-        np.where(is_f[None, :, None], att.compute_fwd[:, mb], att.compute_bwd[:, mb]),
-        recomputed(att, is_f, mb),
+        comp, redo,
         op_comm(att, is_f, mb),
         np.ascontiguousarray(d.noise, dtype=np.float64),
         np.zeros((0, 1, 1)) if xf is None else np.ascontiguousarray(xf).reshape(n, lmax, e_count),
@@ -101,7 +109,17 @@ def device_times(
         pair_heads=att.pair_heads[:, mb] * layers[None, :],
         linear_share=share * layers[None, :],
         layers=layers,
+        attn_clean=clean_compute(comp, redo, layers),
     )
+
+
+def clean_compute(comp: np.ndarray, redo: np.ndarray, layers: np.ndarray) -> np.ndarray:
+    """[E, n] per-GPU mean attention compute of each op as priced: no noise, no interference
+    (a full recomputation's forward included before a backward)."""
+    out = comp.mean(axis=2)
+    if redo.shape[0] > 0:
+        out = out + redo.mean(axis=2)
+    return out * layers[None, :]
 
 
 class Draws(NamedTuple):
