@@ -7,17 +7,21 @@ Two kernel families, as DeepEP (V1, github.com/deepseek-ai/DeepEP docs/legacy.md
   (same rail), which forwards it over NVLink to the GPUs of its node that need it; GPUs of the
   source node get it over NVLink directly. Each GPU receives a token once however many of its
   experts it picks (deduplicated per GPU and per node). RDMA and NVLink stages are pipelined
-  in chunks, so a call lasts as long as the slower of the two all-to-alls, each priced by
-  :meth:`~libra_des.hardware.collectives.communication.Communication.all_to_allv` on the fabric.
+  in chunks, so a call lasts as long as the slower of the two stages: the RDMA stage, whose
+  IBGDA puts go to all RDMA peers at once (one stream of the busiest NIC's volume,
+  :meth:`~libra_des.hardware.collectives.communication.Communication.p2p`), and the NVLink
+  stage, an intra-node
+  :meth:`~libra_des.hardware.collectives.communication.Communication.all_to_allv`.
   The kernels run on ``sms`` SMs (DeepEP's README example sets 24): each SM moves at most its
   share of HBM bandwidth (:func:`sm_copy_bw`, our assumption), which caps a GPU's rate, and a
   grouped GEMM overlapped with them gets the remaining SMs (:func:`compute_share`).
-* **low latency** (decode): pure RDMA, one message per (token, expert) pair, no
-  deduplication and no NVLink forwarding (every peer, on the node or not, through the NIC),
+* **low latency** (decode): one message per (token, expert) pair, no deduplication and no
+  NVLink forwarding: peers on other nodes through the NIC, peers on the same node written
+  directly over NVLink (DeepEP's default ``allow_nvlink_for_low_latency_mode``);
   GPU-initiated on one queue pair per local expert so that all messages are in flight at
-  once (priced as one point-to-point stream of the busiest NIC's volume,
-  :meth:`~libra_des.hardware.collectives.communication.Communication.p2p`); hook-based receiving
-  occupies no SM while in flight (``sms = 0``).
+  once (each path priced as one point-to-point stream of its busiest GPU's volume,
+  :meth:`~libra_des.hardware.collectives.communication.Communication.p2p`); hook-based
+  receiving occupies no SM while in flight (``sms = 0``).
 
 Combine mirrors dispatch (the transposed traffic, in the combine's element size).
 Assumptions: routing is given per token; chunk pipelining is perfect (the slower stage sets
@@ -44,7 +48,8 @@ class EpKernel:
     sms: int  # SMs the kernel holds while it runs (0: hook-based, none in flight)
 
 
-#: DeepEP V1's normal kernels with the SM count of its README's example (``set_num_sms(24)``).
+#: DeepEP V1's normal kernels with the SM count its legacy tests run them on (24:
+#: ``tests/legacy/test_intranode.py``, ``test_internode.py``; the README's example sets 24).
 NORMAL = EpKernel("deepep_normal", hierarchical=True, sms=24)
 #: DeepEP V1's low-latency kernels: pure RDMA, receive hooks that hold no SM.
 LOW_LATENCY = EpKernel("deepep_low_latency", hierarchical=False, sms=0)
@@ -119,15 +124,28 @@ def seconds(cost: CostModel, kernel: EpKernel, rdma: np.ndarray, nvlink: np.ndar
     """One dispatch (or combine, with the transposed matrices) of ``kernel``."""
     ep = rdma.shape[0]
     if kernel.hierarchical:
-        t = max(cost.all_to_allv(rdma, gpn) if rdma.any() else 0.0,
+        # The RDMA stage is GPU-initiated too (IBGDA puts from every channel's warps to all
+        # RDMA peers at once: ``internode.cu``), so it streams like the low-latency kernels
+        # below; the NVLink stage is priced as an intra-node all-to-all.
+        t = max(_busiest_p2p(cost, rdma, same_node=False),
                 cost.all_to_allv(nvlink, gpn) if nvlink.any() else 0.0)
         moved = np.maximum((rdma + nvlink).sum(axis=1), (rdma + nvlink).sum(axis=0)).max()
         return max(t, float(moved) / (kernel.sms * sm_copy_bw(cost)))
-    # Pure RDMA with GPU-initiated messages on many queue pairs (one per local expert): all of
-    # a rank's messages are in flight at once, so its NIC streams its whole volume after one
-    # message latency, as one point-to-point transfer of that volume (not NCCL's
-    # one-peer-after-another rounds of ``all_to_allv``).
+    # GPU-initiated messages on many queue pairs (one per local expert): all of a rank's
+    # messages are in flight at once, so its NIC streams its whole volume after one message
+    # latency, as one point-to-point transfer of that volume (not NCCL's one-peer-after-another
+    # rounds of ``all_to_allv``). Peers on the same node are written over NVLink instead
+    # (NVSHMEM's p2p pointer, ``allow_nvlink_for_low_latency_mode`` on by default in DeepEP's
+    # legacy buffer), in parallel with the NIC.
     if ep <= 1 or not rdma.any():
         return 0.0
-    busiest = float(max(rdma.sum(axis=1).max(), rdma.sum(axis=0).max()))
-    return cost.p2p(busiest, same_node=False)
+    node = np.arange(ep) // max(gpn, 1)
+    local = node[:, None] == node[None, :]
+    return max(_busiest_p2p(cost, np.where(local, 0.0, rdma), same_node=False),
+               _busiest_p2p(cost, np.where(local, rdma, 0.0), same_node=True))
+
+
+def _busiest_p2p(cost: CostModel, m: np.ndarray, same_node: bool) -> float:
+    """One stream of the busiest sender's or receiver's volume of ``m``."""
+    busiest = float(max(m.sum(axis=1).max(), m.sum(axis=0).max()))
+    return cost.p2p(busiest, same_node=same_node) if busiest > 0 else 0.0
