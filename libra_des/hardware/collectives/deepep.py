@@ -55,6 +55,40 @@ NORMAL = EpKernel("deepep_normal", hierarchical=True, sms=24)
 LOW_LATENCY = EpKernel("deepep_low_latency", hierarchical=False, sms=0)
 
 
+#: The kernel families by name (``balancer.dispatch_kernel``; ``nccl`` is the all-to-all).
+KERNELS = {k.name: k for k in (NORMAL, LOW_LATENCY)}
+#: NVLink peers a DeepEP V1 buffer addresses (``NUM_MAX_NVL_PEERS``, ``csrc/kernels/legacy``).
+MAX_NVL_PEERS = 8
+
+
+def send_matrix(kernel: EpKernel, dest: np.ndarray, origin: np.ndarray, ep: int, gpn: int,
+                token_bytes: float) -> np.ndarray:
+    """``[G, G]`` bytes ``kernel`` moves between GPUs for a dispatch (what goes over the
+    wire: RDMA entries between nodes, NVLink entries within one; combine is its transpose)."""
+    if kernel.hierarchical:
+        rdma, nvlink = normal_paths(dest, origin, ep, gpn, token_bytes)
+        return rdma + nvlink
+    return low_latency_paths(dest, origin, ep, token_bytes)
+
+
+def matrix_seconds(cost: CostModel, kernel: EpKernel, send: np.ndarray, gpn: int) -> float:
+    """:func:`seconds` of a :func:`send_matrix` (split by node into RDMA and NVLink)."""
+    node = np.arange(send.shape[0]) // max(gpn, 1)
+    local = node[:, None] == node[None, :]
+    return seconds(cost, kernel, np.where(local, 0.0, send), np.where(local, send, 0.0), gpn)
+
+
+def check_fabric(kernel: EpKernel, intra_kind: str, gpn: int) -> None:
+    """Bad input where DeepEP V1 does not run: without NVLink (NVSwitch) inside a node, or
+    with more GPUs a node than its buffers address."""
+    field = "balancer.dispatch_kernel"
+    if intra_kind != "nvswitch":
+        raise InputError(field, kernel.name, f"nccl on a node without NVSwitch ({intra_kind})")
+    if gpn > MAX_NVL_PEERS:
+        raise InputError(field, kernel.name,
+                         f"nccl with {gpn} GPUs a node (DeepEP V1 addresses {MAX_NVL_PEERS})")
+
+
 def check_width(ep: int, experts: int) -> None:
     """Bad input when the EP group is wider than the routed experts."""
     if ep > experts:
@@ -69,12 +103,18 @@ def expert_gpu(experts: int, ep: int) -> np.ndarray:
 
 def normal_traffic(routed: np.ndarray, origin: np.ndarray, experts: int, ep: int, gpn: int,
                    token_bytes: float) -> tuple[np.ndarray, np.ndarray]:
-    """``(rdma[G, G], nvlink[G, G])`` dispatch bytes of the normal kernels."""
-    gpu = expert_gpu(experts, ep)
-    dest = gpu[routed]  # [T, k] GPU of every pair
-    t = routed.shape[0]
+    """``(rdma[G, G], nvlink[G, G])`` dispatch bytes of the normal kernels, every expert on
+    its home GPU (:func:`expert_gpu`)."""
+    return normal_paths(expert_gpu(experts, ep)[routed], origin, ep, gpn, token_bytes)
+
+
+def normal_paths(dest: np.ndarray, origin: np.ndarray, ep: int, gpn: int,
+                 token_bytes: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(rdma[G, G], nvlink[G, G])`` dispatch bytes of the normal kernels for ``dest[T, k]``,
+    the GPU of every (token, expert) pair (a balancer's placement, replicas included)."""
+    t = dest.shape[0]
     needed = np.zeros((t, ep), dtype=bool)
-    needed[np.repeat(np.arange(t), routed.shape[1]), dest.ravel()] = True
+    needed[np.repeat(np.arange(t), dest.shape[1]), dest.ravel()] = True
     needed[np.arange(t), origin] = False  # its own GPU: no transfer
     node = np.arange(ep) // gpn
     nodes = int(node.max()) + 1
@@ -100,10 +140,15 @@ def normal_traffic(routed: np.ndarray, origin: np.ndarray, experts: int, ep: int
 def low_latency_traffic(routed: np.ndarray, origin: np.ndarray, experts: int, ep: int,
                         token_bytes: float) -> np.ndarray:
     """``[G, G]`` dispatch bytes of the low-latency kernels: one message per remote pair."""
-    dest = expert_gpu(experts, ep)[routed]
-    src = np.repeat(origin, routed.shape[1])
+    return low_latency_paths(expert_gpu(experts, ep)[routed], origin, ep, token_bytes)
+
+
+def low_latency_paths(dest: np.ndarray, origin: np.ndarray, ep: int,
+                      token_bytes: float) -> np.ndarray:
+    """``[G, G]`` low-latency dispatch bytes for ``dest[T, k]``, the GPU of every pair."""
+    src = np.repeat(origin, dest.shape[1])
     out = np.zeros((ep, ep))
-    np.add.at(out, (src, dest.ravel()), token_bytes)
+    np.add.at(out, (src, np.asarray(dest).ravel()), token_bytes)
     out[np.arange(ep), np.arange(ep)] = 0.0
     return out
 
@@ -137,12 +182,13 @@ def seconds(cost: CostModel, kernel: EpKernel, rdma: np.ndarray, nvlink: np.ndar
     # rounds of ``all_to_allv``). Peers on the same node are written over NVLink instead
     # (NVSHMEM's p2p pointer, ``allow_nvlink_for_low_latency_mode`` on by default in DeepEP's
     # legacy buffer), in parallel with the NIC.
-    if ep <= 1 or not rdma.any():
+    if ep <= 1:
         return 0.0
+    every = rdma + nvlink
     node = np.arange(ep) // max(gpn, 1)
     local = node[:, None] == node[None, :]
-    return max(_busiest_p2p(cost, np.where(local, 0.0, rdma), same_node=False),
-               _busiest_p2p(cost, np.where(local, rdma, 0.0), same_node=True))
+    return max(_busiest_p2p(cost, np.where(local, 0.0, every), same_node=False),
+               _busiest_p2p(cost, np.where(local, every, 0.0), same_node=True))
 
 
 def _busiest_p2p(cost: CostModel, m: np.ndarray, same_node: bool) -> float:

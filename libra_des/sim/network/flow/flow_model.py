@@ -42,6 +42,7 @@ import numpy as np
 import simpy
 
 from libra_des.errors import InputError
+from libra_des.hardware.collectives import deepep
 from libra_des.hardware.collectives.a2a_incast import incast_share
 from libra_des.hardware.collectives.collective_catalogue import (
     COMPOSED,
@@ -450,6 +451,10 @@ class Network:
         if op not in OPS:
             raise InputError("op", op, " | ".join(OPS))
         algorithm = algorithm or DEFAULT_ALGORITHM[op]
+        if op == "all_to_all" and algorithm in deepep.KERNELS:
+            # DeepEP's kernels put to every peer at once: the direct pairs' coflow of the
+            # bytes its paths move (RDMA to the relay, NVLink from it; deepep.send_matrix).
+            algorithm = "direct"
         allowed = DAG_ALGORITHMS[op] + (COMPOSED if op in COMPOSED_OPS else ())
         if algorithm not in allowed:
             raise InputError("algorithm", algorithm, " | ".join(allowed))
