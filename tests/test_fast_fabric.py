@@ -168,3 +168,26 @@ def test_warns_where_stages_share_an_oversubscribed_leaf() -> None:
     assert stage_overlap_warning(replace(fabric, busy_nodes=8), replays=False)
     assert stage_overlap_warning(replace(fabric, busy_nodes=32), replays=False) is None
     assert stage_overlap_warning(replace(fabric, busy_nodes=8), replays=True) is None
+
+
+def test_intra_node_all_to_all_runs_at_nccls_p2p_rate_in_both_fidelities() -> None:
+    """Inside one NVSwitch node fast mode prices an all-to-all on the datasheet tier at
+    NCCL's p2p rate (its p2p channels: 329.6 of 450 GB/s on H200); the flow model's
+    intra-node flows run at the same rate (stretched as incast stretches cross-node ones),
+    so the two agree. (A measured curve brings its own link rate: both then use the port's.)"""
+    from libra_des.hardware.variance.model import VarianceModel
+    from libra_des.sim.network.models import NetworkSetup, flows, intra_a2a_rate
+
+    topo = load_topology("h200-8x-nvswitch", {})
+    datasheet = load_profile("h200-sxm").model_copy(update={"fits": ()})
+    cost = CostModel(datasheet, topo.fabric())
+    assert intra_a2a_rate(cost, 8) == pytest.approx(329.6e9)  # below line rate: a real test
+    ranks, size = list(range(8)), 64 * MIB * 8
+    fast = cost.collective("all_to_all", size, 8, 8).seconds
+    env = simpy.Environment()
+    env.run(flows(env, NetworkSetup(topo, cost, VarianceModel.none())).collective(
+        "all_to_all", ranks, size))
+    assert env.now == pytest.approx(fast, rel=0.05)
+    line = simpy.Environment()  # the links' own rate: the gap this closes
+    line.run(Network(line, flow_topology(topo, cost)).collective("all_to_all", ranks, size))
+    assert line.now < 0.85 * fast

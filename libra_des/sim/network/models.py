@@ -85,7 +85,19 @@ def flows(env: simpy.Environment, setup: NetworkSetup) -> NetworkModel:
     """Flows on the topology's routes, max-min fair, degraded links from the variance."""
     from libra_des.sim.network.flow.flow_model import Network
 
-    return Network(env, flow_topology(setup.topology, setup.cost), setup.variance)
+    cost = setup.cost
+    return Network(env, flow_topology(setup.topology, cost), setup.variance,
+                   p2p_rate=lambda k: intra_a2a_rate(cost, k))
+
+
+def intra_a2a_rate(cost: CostModel, k: int) -> float:
+    """A GPU's rate in an intra-node all-to-all of ``k`` ranks a node (B/s), as the fast
+    model's ``local_a2a`` prices it (NCCL's p2p channels on a datasheet tier; a measured
+    curve's own link rate), so both fidelities run intra-node messages at one rate."""
+    gpn = cost.fabric.gpus_per_node
+    k = max(1, min(k, gpn))
+    _, tier = cost.book.lookup("all_to_all", "direct", "intra", k, gpn)
+    return cost.p2p_intra_rate(k, tier)
 
 
 def flow_topology(topology: Topology, cost: CostModel) -> Topology:

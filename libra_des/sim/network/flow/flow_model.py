@@ -75,8 +75,14 @@ class Network:
         topology: Topology,
         variance: VarianceModel | None = None,
         replay: bool = True,
+        p2p_rate: Callable[[int], float] | None = None,
     ) -> None:
         self.env = env
+        #: A GPU's point-to-point rate inside its node (B/s) with ``k`` ranks of a group
+        #: there (NCCL's p2p channels: ``sim.network.models.intra_a2a_rate``, the fast
+        #: model's); None: the links' own rate.
+        self.p2p_rate = p2p_rate
+        self._port = topology.fabric().intra_bw if p2p_rate is not None else 0.0
         self.topology = topology
         self.variance = variance or VarianceModel.none()
         self.bytes_sent = np.zeros(topology.num_gpus)
@@ -253,15 +259,20 @@ class Network:
 
     def _incast(self, ranks: tuple[int, ...]) -> np.ndarray | None:
         """[n, n] how much longer each pair's all-to-all flow runs than its bytes at the
-        flow's fair rate: ``1 / incast_share(nodes)`` across nodes, 1 inside one (None on
-        one node), as the fast model's all-to-all
-        (:mod:`~libra_des.hardware.collectives.a2a_incast`)."""
+        flow's fair rate, as the fast model's all-to-all: ``1 / incast_share(nodes)`` across
+        nodes (:mod:`~libra_des.hardware.collectives.a2a_incast`), and inside one the NVLink
+        rate over NCCL's p2p rate (:attr:`p2p_rate`: a flow of NCCL's p2p channels does not
+        fill the port); None where every factor is 1."""
         if ranks not in self._stretch:
             node = np.asarray(ranks) // self.topology.gpus_per_node
-            nodes = np.unique(node).size
+            nodes, per_node = np.unique(node, return_counts=True)
             cross = node[:, None] != node[None, :]
-            self._stretch[ranks] = (np.where(cross, 1.0 / incast_share(nodes), 1.0)
-                                    if nodes > 1 else None)
+            inside = 1.0
+            if self.p2p_rate is not None and per_node.max() > 1:
+                inside = max(self._port / self.p2p_rate(int(per_node.max())), 1.0)
+            across = 1.0 / incast_share(nodes.size) if nodes.size > 1 else 1.0
+            self._stretch[ranks] = (np.where(cross, across, inside)
+                                    if nodes.size > 1 or inside > 1.0 else None)
         return self._stretch[ranks]
 
     def _schedule(self, delay: float, flows: Flows) -> None:
