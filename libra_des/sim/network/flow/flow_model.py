@@ -99,7 +99,8 @@ class Network:
         self._path_ids: dict[tuple[int, int, bool], int] = {}
         self._routes: list[np.ndarray] = []
         self._pairs: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
-        self._stretch: dict[tuple[int, ...], np.ndarray | None] = {}  # incast, per group
+        #: Flow stretch per (group, NCCL's fan-in applies).
+        self._stretch: dict[tuple[tuple[int, ...], bool], np.ndarray | None] = {}
         self._groups: dict[tuple[int, ...], list[int]] = {}
         self._arrived: list[tuple[Flows, np.ndarray]] = []  # (flows, bytes left)
         #: Repeated all-to-alls replayed from solo runs while nothing interacts with them
@@ -219,7 +220,8 @@ class Network:
         solo = self.replays.solo_solves if self.replays is not None else 0
         return self.state.recomputations + solo
 
-    def _all_to_all(self, ranks: list[int], matrix: np.ndarray) -> simpy.Event:
+    def _all_to_all(self, ranks: list[int], matrix: np.ndarray,
+                    fan_in: bool = True) -> simpy.Event:
         """Every off-diagonal pair with bytes to send as one coflow (what
         :func:`direct_pairs` lists, without a Python object per flow); a replay
         (:mod:`.replay`) where the check allows it."""
@@ -232,7 +234,7 @@ class Network:
         profile = book.find(key, matrix) if book is not None else None
         if profile is None:
             check_values(matrix)  # a matrix found equals one checked before (NaN never does)
-        stretch = self._incast(key)
+        stretch = self._incast(key, fan_in)
         if stretch is not None:  # the receivers get the real bytes, the flows carry more
             np.add.at(self.bytes_received, gpus, (matrix * (1.0 - stretch)).sum(axis=0))
         if profile is not None and self._replay(profile, done):
@@ -257,23 +259,23 @@ class Network:
             self._schedule(delay, (p, s, d, np.full(p.size, group)))
         return done
 
-    def _incast(self, ranks: tuple[int, ...]) -> np.ndarray | None:
+    def _incast(self, ranks: tuple[int, ...], fan_in: bool = True) -> np.ndarray | None:
         """[n, n] how much longer each pair's all-to-all flow runs than its bytes at the
         flow's fair rate, as the fast model's all-to-all: ``1 / incast_share(nodes)`` across
-        nodes (:mod:`~libra_des.hardware.collectives.a2a_incast`), and inside one the NVLink
-        rate over NCCL's p2p rate (:attr:`p2p_rate`: a flow of NCCL's p2p channels does not
-        fill the port); None where every factor is 1."""
-        if ranks not in self._stretch:
+        nodes (:mod:`~libra_des.hardware.collectives.a2a_incast`; not without ``fan_in``),
+        and inside one the NVLink rate over NCCL's p2p rate (:attr:`p2p_rate`: a flow of
+        NCCL's p2p channels does not fill the port); None where every factor is 1."""
+        if (ranks, fan_in) not in self._stretch:
             node = np.asarray(ranks) // self.topology.gpus_per_node
             nodes, per_node = np.unique(node, return_counts=True)
             cross = node[:, None] != node[None, :]
             inside = 1.0
             if self.p2p_rate is not None and per_node.max() > 1:
                 inside = max(self._port / self.p2p_rate(int(per_node.max())), 1.0)
-            across = 1.0 / incast_share(nodes.size) if nodes.size > 1 else 1.0
-            self._stretch[ranks] = (np.where(cross, across, inside)
-                                    if nodes.size > 1 or inside > 1.0 else None)
-        return self._stretch[ranks]
+            across = 1.0 / incast_share(nodes.size) if nodes.size > 1 and fan_in else 1.0
+            self._stretch[ranks, fan_in] = (np.where(cross, across, inside)
+                                            if across > 1.0 or inside > 1.0 else None)
+        return self._stretch[ranks, fan_in]
 
     def _schedule(self, delay: float, flows: Flows) -> None:
         """``flows`` join the network after ``delay`` seconds (their route latency)."""
@@ -462,17 +464,19 @@ class Network:
         if op not in OPS:
             raise InputError("op", op, " | ".join(OPS))
         algorithm = algorithm or DEFAULT_ALGORITHM[op]
+        fan_in = True
         if op == "all_to_all" and algorithm in deepep.KERNELS:
             # DeepEP's kernels put to every peer at once: the direct pairs' coflow of the
-            # bytes its paths move (RDMA to the relay, NVLink from it; deepep.send_matrix).
-            algorithm = "direct"
+            # bytes its paths move (RDMA to the relay, NVLink from it; deepep.send_matrix),
+            # without NCCL's incast share, as deepep.py prices them in fast mode.
+            algorithm, fan_in = "direct", False
         allowed = DAG_ALGORITHMS[op] + (COMPOSED if op in COMPOSED_OPS else ())
         if algorithm not in allowed:
             raise InputError("algorithm", algorithm, " | ".join(allowed))
         ranks = list(self._groups.get(tuple(gpus)) or self._check_group(gpus))
         if op == "all_to_all" and algorithm == "direct":
             # The one DAG all_to_all has (direct pairs), run as one coflow.
-            return self._all_to_all(ranks, send_matrix(len(ranks), nbytes, send_bytes))
+            return self._all_to_all(ranks, send_matrix(len(ranks), nbytes, send_bytes), fan_in)
         steps = self.steps(op, ranks, nbytes, send_bytes, chunks, algorithm)
         return self.run_steps(*steps, relay=op == "send_recv")
 
