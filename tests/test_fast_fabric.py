@@ -19,8 +19,9 @@ from libra_des.hardware.collectives.ecmp import (
 from libra_des.hardware.costs import CostModel
 from libra_des.hardware.fabric.topology import load_topology, shipped_topologies
 from libra_des.hardware.profiles.profile import load_profile
+from libra_des.hardware.variance.model import VarianceModel
 from libra_des.sim.network.flow.flow_model import Network
-from libra_des.sim.network.models import flow_topology
+from libra_des.sim.network.models import NetworkSetup, flow_topology, flows
 
 MIB = 1 << 20
 #: Fast mode's all-to-all without PXN: cross-rail messages climb to the spine (the tests that
@@ -60,7 +61,8 @@ def fast_and_flows(
     cost.a2a_on = on or Mechanisms()
     fast = cost.collective("all_to_all", per_gpu * n, n, topo.gpus_per_node).seconds
     env = simpy.Environment()
-    net = Network(env, flow_topology(topo, cost))
+    # The flow model as a run builds it: the cost model's rates for its flows (stretch.py).
+    net = flows(env, NetworkSetup(topo, cost, VarianceModel.none()))
     env.run(net.collective("all_to_all", list(range(n)), per_gpu * n))
     return fast, env.now
 
@@ -175,8 +177,7 @@ def test_intra_node_all_to_all_runs_at_nccls_p2p_rate_in_both_fidelities() -> No
     NCCL's p2p rate (its p2p channels: 329.6 of 450 GB/s on H200); the flow model's
     intra-node flows run at the same rate (stretched as incast stretches cross-node ones),
     so the two agree. (A measured curve brings its own link rate: both then use the port's.)"""
-    from libra_des.hardware.variance.model import VarianceModel
-    from libra_des.sim.network.models import NetworkSetup, flows, intra_a2a_rate
+    from libra_des.sim.network.models import intra_a2a_rate
 
     topo = load_topology("h200-8x-nvswitch", {})
     datasheet = load_profile("h200-sxm").model_copy(update={"fits": ()})

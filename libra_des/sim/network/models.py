@@ -87,7 +87,19 @@ def flows(env: simpy.Environment, setup: NetworkSetup) -> NetworkModel:
 
     cost = setup.cost
     return Network(env, flow_topology(setup.topology, cost), setup.variance,
-                   p2p_rate=lambda k: intra_a2a_rate(cost, k))
+                   p2p_rate=lambda k: intra_a2a_rate(cost, k),
+                   fan_in_share=lambda n, gpn: a2a_fan_in(cost, n, gpn))
+
+
+def a2a_fan_in(cost: CostModel, n: int, gpn: int) -> float:
+    """The incast share the fast model gives an all-to-all of ``n`` ranks, ``gpn`` a node
+    (none on a measured inter-node curve, without the NIC efficiency or with
+    ``Mechanisms.fan_in`` off), so the flow model stretches its cross-node flows alike."""
+    from libra_des.hardware.collectives.a2a_incast import applied_share
+
+    curve, _ = cost.book.lookup("all_to_all", "direct", "inter", n, gpn)
+    return applied_share(-(-n // gpn), curve.origin == "datasheet", cost.book.a2a_eta,
+                         cost.a2a_on.fan_in)
 
 
 def intra_a2a_rate(cost: CostModel, k: int) -> float:

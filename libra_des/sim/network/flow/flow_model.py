@@ -43,7 +43,6 @@ import simpy
 
 from libra_des.errors import InputError
 from libra_des.hardware.collectives import deepep
-from libra_des.hardware.collectives.a2a_incast import incast_share
 from libra_des.hardware.collectives.collective_catalogue import (
     COMPOSED,
     COMPOSED_OPS,
@@ -61,6 +60,7 @@ from libra_des.sim.network.flow.fluid import FluidState
 from libra_des.sim.network.flow.link_table import LinkTable
 from libra_des.sim.network.flow.replay import Profile, Replay, ReplayBook
 from libra_des.sim.network.flow.routes import RouteNumbers
+from libra_des.sim.network.flow.stretch import all_to_all_stretch
 
 #: Flows to start together: path numbers, bytes, receiving GPUs, coflows.
 Flows = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
@@ -76,12 +76,12 @@ class Network:
         variance: VarianceModel | None = None,
         replay: bool = True,
         p2p_rate: Callable[[int], float] | None = None,
+        fan_in_share: Callable[[int, int], float] | None = None,
     ) -> None:
         self.env = env
-        #: A GPU's point-to-point rate inside its node (B/s) with ``k`` ranks of a group
-        #: there (NCCL's p2p channels: ``sim.network.models.intra_a2a_rate``, the fast
-        #: model's); None: the links' own rate.
-        self.p2p_rate = p2p_rate
+        #: How the fast model rates an all-to-all's flows (:mod:`.stretch`): NCCL's p2p
+        #: rate inside a node, the incast share across nodes (None: the link's, the law's).
+        self.p2p_rate, self.fan_in_share = p2p_rate, fan_in_share
         self._port = topology.fabric().intra_bw if p2p_rate is not None else 0.0
         self.topology = topology
         self.variance = variance or VarianceModel.none()
@@ -260,21 +260,12 @@ class Network:
         return done
 
     def _incast(self, ranks: tuple[int, ...], fan_in: bool = True) -> np.ndarray | None:
-        """[n, n] how much longer each pair's all-to-all flow runs than its bytes at the
-        flow's fair rate, as the fast model's all-to-all: ``1 / incast_share(nodes)`` across
-        nodes (:mod:`~libra_des.hardware.collectives.a2a_incast`; not without ``fan_in``),
-        and inside one the NVLink rate over NCCL's p2p rate (:attr:`p2p_rate`: a flow of
-        NCCL's p2p channels does not fill the port); None where every factor is 1."""
+        """:func:`~.stretch.all_to_all_stretch` of the group (cached; ``fan_in``: NCCL's
+        incast share applies)."""
         if (ranks, fan_in) not in self._stretch:
-            node = np.asarray(ranks) // self.topology.gpus_per_node
-            nodes, per_node = np.unique(node, return_counts=True)
-            cross = node[:, None] != node[None, :]
-            inside = 1.0
-            if self.p2p_rate is not None and per_node.max() > 1:
-                inside = max(self._port / self.p2p_rate(int(per_node.max())), 1.0)
-            across = 1.0 / incast_share(nodes.size) if nodes.size > 1 and fan_in else 1.0
-            self._stretch[ranks, fan_in] = (np.where(cross, across, inside)
-                                            if across > 1.0 or inside > 1.0 else None)
+            self._stretch[ranks, fan_in] = all_to_all_stretch(
+                np.asarray(ranks) // self.topology.gpus_per_node, self._port, self.p2p_rate,
+                self.fan_in_share if fan_in else None, fan_in)
         return self._stretch[ranks, fan_in]
 
     def _schedule(self, delay: float, flows: Flows) -> None:
