@@ -49,6 +49,11 @@ elif (here / "simulation.py").exists():
 else:
     from libra_des.commands.run import simulate
 from libra_des.config import ROOT, load_scenario
+# A tree whose library leaves process tuning to its caller is tuned as its CLI tunes itself
+# (older trees tuned inside simulate), so both run as `libra-des run` would.
+if (here / "base" / "startup.py").read_text().count("def tune_process"):
+    from libra_des.base.startup import tune_process
+    tune_process()
 name, sets = sys.argv[1], json.loads(sys.argv[2])
 for module in filter(None, sys.argv[3].split(",")):
     __import__(module)

@@ -31,3 +31,24 @@ def test_ep_wider_than_the_experts_is_bad_input() -> None:
 
 def test_sm_budgets() -> None:
     assert deepep.NORMAL.sms == 24 and deepep.LOW_LATENCY.sms == 0
+
+
+def test_low_latency_splits_nvlink_peers_from_rdma_peers() -> None:
+    # 16 GPUs on 2 nodes of 8, 16 experts (1 a GPU). GPU 0 sends one token to experts 1 (its
+    # node: NVLink) and 9, 10 (node 1: RDMA): 1000 bytes each. Hand count: the NIC of GPU 0
+    # carries 2000 bytes, its NVLink 1000.
+    from libra_des.hardware.costs import CostModel
+    from libra_des.hardware.fabric.topology import load_topology, read_spec
+    from libra_des.hardware.profiles.profile import load_profile
+
+    m = deepep.low_latency_traffic(np.array([[1, 9, 10]]), np.array([0]), 16, 16, 1000.0)
+    assert m.sum() == 3000 and m[0, 1] == m[0, 9] == m[0, 10] == 1000
+    cost = CostModel(load_profile("h100-sxm"),
+                     load_topology({**read_spec("h100-ib-ndr"), "nodes": 2}).fabric())
+    got = deepep.seconds(cost, deepep.LOW_LATENCY, m, m * 0, 8)
+    want = max(cost.p2p(2000.0, same_node=False), cost.p2p(1000.0, same_node=True))
+    assert got == pytest.approx(want)
+    # The normal kernels' RDMA stage streams the busiest NIC's volume as one transfer.
+    rd = np.zeros((16, 16))
+    rd[0, 8] = 5e6
+    assert deepep.seconds(cost, deepep.NORMAL, rd, rd * 0, 8) >= cost.p2p(5e6, same_node=False)

@@ -19,8 +19,9 @@ from libra_des.hardware.collectives.ecmp import (
 from libra_des.hardware.costs import CostModel
 from libra_des.hardware.fabric.topology import load_topology, shipped_topologies
 from libra_des.hardware.profiles.profile import load_profile
+from libra_des.hardware.variance.model import VarianceModel
 from libra_des.sim.network.flow.flow_model import Network
-from libra_des.sim.network.models import flow_topology
+from libra_des.sim.network.models import NetworkSetup, flow_topology, flows
 
 MIB = 1 << 20
 #: Fast mode's all-to-all without PXN: cross-rail messages climb to the spine (the tests that
@@ -60,12 +61,13 @@ def fast_and_flows(
     cost.a2a_on = on or Mechanisms()
     fast = cost.collective("all_to_all", per_gpu * n, n, topo.gpus_per_node).seconds
     env = simpy.Environment()
-    net = Network(env, flow_topology(topo, cost))
+    # The flow model as a run builds it: the cost model's rates for its flows (stretch.py).
+    net = flows(env, NetworkSetup(topo, cost, VarianceModel.none()))
     env.run(net.collective("all_to_all", list(range(n)), per_gpu * n))
     return fast, env.now
 
 
-SUITE = [(name, {"nodes": 2 if name == "gb200-nvl72" else 8}) for name in shipped_topologies()]
+SUITE = [(name, {"nodes": 2 if name.startswith("gb200") else 8}) for name in shipped_topologies()]
 SUITE += [("h200-roce-railopt", {"nodes": 8, "levels.1.fan_out": 4}),
           ("h200-roce-railopt-2to1", {"nodes": 8, "levels.1.fan_out": 4})]
 
@@ -168,3 +170,25 @@ def test_warns_where_stages_share_an_oversubscribed_leaf() -> None:
     assert stage_overlap_warning(replace(fabric, busy_nodes=8), replays=False)
     assert stage_overlap_warning(replace(fabric, busy_nodes=32), replays=False) is None
     assert stage_overlap_warning(replace(fabric, busy_nodes=8), replays=True) is None
+
+
+def test_intra_node_all_to_all_runs_at_nccls_p2p_rate_in_both_fidelities() -> None:
+    """Inside one NVSwitch node fast mode prices an all-to-all on the datasheet tier at
+    NCCL's p2p rate (its p2p channels: 329.6 of 450 GB/s on H200); the flow model's
+    intra-node flows run at the same rate (stretched as incast stretches cross-node ones),
+    so the two agree. (A measured curve brings its own link rate: both then use the port's.)"""
+    from libra_des.sim.network.models import intra_a2a_rate
+
+    topo = load_topology("h200-8x-nvswitch", {})
+    datasheet = load_profile("h200-sxm").model_copy(update={"fits": ()})
+    cost = CostModel(datasheet, topo.fabric())
+    assert intra_a2a_rate(cost, 8) == pytest.approx(329.6e9)  # below line rate: a real test
+    ranks, size = list(range(8)), 64 * MIB * 8
+    fast = cost.collective("all_to_all", size, 8, 8).seconds
+    env = simpy.Environment()
+    env.run(flows(env, NetworkSetup(topo, cost, VarianceModel.none())).collective(
+        "all_to_all", ranks, size))
+    assert env.now == pytest.approx(fast, rel=0.05)
+    line = simpy.Environment()  # the links' own rate: the gap this closes
+    line.run(Network(line, flow_topology(topo, cost)).collective("all_to_all", ranks, size))
+    assert line.now < 0.85 * fast

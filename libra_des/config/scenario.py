@@ -155,6 +155,8 @@ class MoeBalancerSpec(Frozen):
     (``plan.moe.registry``). ``override_predictor`` replaces the predictor of a system that
     has one (a study knob: the result then names it ``"<name> (override)"``); a system that
     plans without a prediction refuses it. ``accuracy`` forces the noisy predictors' accuracy.
+    ``dispatch_kernel``: a DeepEP kernel needs All2All dispatch (an AllGather system refuses
+    it) and NVSwitch nodes of at most 8 GPUs.
     """
 
     policy: str = "libra"
@@ -164,6 +166,10 @@ class MoeBalancerSpec(Frozen):
     accuracy: float | None = Field(default=None, ge=0, le=1)
     error_bias: Literal["popular", "random"] = "popular"
     dispatch: Literal["auto", "all2all", "allgather"] = "auto"
+    #: Kernels that drive an All2All dispatch and combine: NCCL's all-to-all(v), or DeepEP
+    #: V1's normal (NVLink-forwarded RDMA) or low-latency (pure per-pair messages) kernels
+    #: (``hardware/collectives/deepep.py``; their SMs are charged to overlapped compute).
+    dispatch_kernel: Literal["nccl", "deepep_normal", "deepep_low_latency"] = "nccl"
     cpu_time: Literal["measured", "modelled"] = "modelled"
     redundant_experts: int = Field(default=8, ge=0)
     shard_tolerance: float = Field(default=0.01, ge=0)

@@ -40,6 +40,14 @@ def incast_share(nodes: int) -> float:
     return 1.0 / (1.0 + KAPPA * math.log2(fan_in))
 
 
+def applied_share(nodes: int, datasheet: bool, eta: float, fan_in: bool) -> float:
+    """The share a cross-node all-to-all over ``nodes`` nodes runs at, in both fidelities:
+    :func:`incast_share` on datasheet curves with the all-to-all's NIC efficiency in force
+    (``eta < 1``) and ``Mechanisms.fan_in`` on; 1 otherwise (a measured curve carries its own
+    machine's incast)."""
+    return incast_share(nodes) if datasheet and eta < 1 and fan_in else 1.0
+
+
 def fit_kappa(points: list[tuple[int, float]]) -> float:
     """``KAPPA`` from (nodes, measured over the model without the share) points: least
     squares of ``1 / share - 1 = KAPPA log2(nodes - 1)`` (closed form, through 0)."""

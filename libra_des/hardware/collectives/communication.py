@@ -39,7 +39,7 @@ import numpy as np
 from libra_des.errors import InputError
 from libra_des.hardware.collectives import collective_ops
 from libra_des.hardware.collectives.a2a_batch import checked, stack_seconds
-from libra_des.hardware.collectives.a2a_incast import incast_share
+from libra_des.hardware.collectives.a2a_incast import applied_share
 from libra_des.hardware.collectives.alltoall import InterNodeA2A, Mechanisms, Protocol
 from libra_des.hardware.collectives.curves import (
     A2A_NIC_EFFICIENCY,
@@ -388,12 +388,6 @@ class Communication:
             return f.intra_bw  # a measured curve's own link rate, or no NVSwitch
         return self.tuner.p2p_nvlink_gbs(gpn, self.p2p_channels) * 1e9
 
-    def incast_for(self, n: int, gpn: int) -> float:
-        """The incast share this model's all-to-all of ``n`` GPUs (``gpn`` a node) runs its
-        NICs at (1 on one node, on a measured curve, or with ``fan_in`` off); the flow model
-        stretches cross-node flows by its inverse, so both fidelities agree."""
-        return 1.0 if n <= gpn else self.inter_a2a(n, gpn)[0].fan_in
-
     def inter_a2a(self, n: int, gpn: int) -> tuple[InterNodeA2A, int]:
         """The cross-node message model (:mod:`libra_des.hardware.collectives.alltoall`) for a
         layout."""
@@ -411,7 +405,7 @@ class Communication:
         t = self.tuner.t if sheet and self.tuner is not None else None
         protocol = Protocol(t["p2p_ll_threshold"], t["factors"]["ring_ll"]) if t else None
         # Incast at the receiving NICs (a2a_incast.py); a measured curve carries its own.
-        fan = incast_share(-(-n // gpn)) if sheet and self.book.a2a_eta < 1 and on.fan_in else 1.0
+        fan = applied_share(-(-n // gpn), sheet, self.book.a2a_eta, on.fan_in)
         rates = (self.fabric.inter_bw * scale * fan, self.node_bw(gpn, tier) * scale * fan)
         model = InterNodeA2A(curve, *rates, leaves, once, protocol, hop, on, fan)
         return model, tier

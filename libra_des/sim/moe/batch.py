@@ -56,6 +56,8 @@ class Wiring:
     two_stage: bool
 
     overridden: bool = False  # the predictor is the scenario's ``override_predictor``
+    #: The kernels of an All2All dispatch and combine (``balancer.dispatch_kernel``).
+    dispatch_kernel: str = "nccl"
 
     @classmethod
     def of(cls, scenario: Scenario) -> Wiring:
@@ -73,6 +75,10 @@ class Wiring:
                                  f"none for {bal.policy} (it plans without a prediction)")
             predictor = override
         dispatch = caps.dispatch if bal.dispatch == "auto" else bal.dispatch
+        if bal.dispatch_kernel != "nccl" and dispatch == "allgather":
+            raise InputError("balancer.dispatch_kernel", bal.dispatch_kernel,
+                             f"nccl with AllGather dispatch ({bal.policy}: balancer.dispatch="
+                             f"{bal.dispatch}); DeepEP's kernels drive an All2All")
         return cls(
             policy=bal.policy,
             predictor=predictor,
@@ -84,6 +90,7 @@ class Wiring:
             cpu_plan=caps.cpu_plan,
             two_stage=caps.two_stage,
             overridden=override is not None,
+            dispatch_kernel=bal.dispatch_kernel,
         )
 
     @property
@@ -343,7 +350,7 @@ def run_batch(
     planner: BatchPlanner,
     trace: RoutingTrace,
     shape: BatchShape,
-    costs_of: Callable[[MoeLayerPlan], LayerCosts],
+    costs_of: Callable[[MoeLayerPlan, np.ndarray], LayerCosts],
     variance: VarianceModel,
     rngs: tuple[np.random.Generator, np.random.Generator],
     batch: int,
@@ -364,7 +371,7 @@ def run_batch(
         plan = planner.plan(routed, shape.origin, predicted, layer)
         noise = variance.factors(noise_rng, np.arange(shape.tokens.size), 5, batch)
         plans.append(plan)
-        costs.append(with_noise(costs_of(plan), noise))
+        costs.append(with_noise(costs_of(plan, routed), noise))
     prefetched = None
     if wiring.prefetch:  # layer 0's replicas: copied as the batch starts
         prefetched = [Stage("replica_copy", g, 0.0, [], costs[0].copies[g]) for g in gpus]

@@ -14,7 +14,10 @@ Assumptions (stated once):
   experts run on every GPU's own tokens, alongside MoE_local.
 * All2All dispatch sends a token once per remote GPU that needs it; AllGather sends every
   token to every GPU (sized by the largest per-GPU share, as an all-gather-v is). Combine
-  mirrors dispatch: all-to-all-v back, or a reduce-scatter after an all-gather. Dispatch,
+  mirrors dispatch: all-to-all-v back, or a reduce-scatter after an all-gather. With
+  ``balancer.dispatch_kernel`` a DeepEP kernel, the All2All moves what that kernel's paths
+  move (``hardware/collectives/deepep.py``: a token once per remote node over RDMA, then over
+  NVLink, for the normal kernels; one message per pair for low latency). Dispatch,
   combine and replica copies are described as :class:`~libra_des.sim.network.model.Traffic`
   (what moves), and the run's network model times them as they run (alpha-beta solo times
   on shared ports at ``fast`` fidelity, flows on the topology at ``detailed``).
@@ -35,10 +38,11 @@ from typing import Protocol
 import numpy as np
 
 from libra_des.config import ModelSpec
+from libra_des.hardware.collectives import deepep
 from libra_des.hardware.compute.grouped_kernels import FitChoice, GroupedKernel
 from libra_des.hardware.costs import CostModel
 from libra_des.hardware.fabric.rates import Fabric
-from libra_des.plan.moe.assignment import MoeLayerPlan, static_home
+from libra_des.plan.moe.assignment import MoeLayerPlan, materialise, static_home
 from libra_des.sim.moe.block import (
     GATE,
     PRE_GATE,
@@ -75,6 +79,8 @@ class WiringLike(Protocol):
     def fetch(self) -> bool: ...
     @property
     def cpu_predict(self) -> bool: ...
+    @property
+    def dispatch_kernel(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -267,8 +273,10 @@ def layer_costs(
     wiring: WiringLike,
     block: BlockKernels,
     measured_cpu: bool,
+    routed: np.ndarray | None = None,
 ) -> LayerCosts:
-    """Cost every stage of one layer under ``plan`` (``block``: the non-expert kernels)."""
+    """Cost every stage of one layer under ``plan`` (``block``: the non-expert kernels;
+    ``routed``: the layer's ``[T, k]`` experts, which DeepEP dispatch needs per token)."""
     g = coster.gpus
     gate = block.total(GATE)
     if wiring.two_stage:
@@ -292,6 +300,16 @@ def layer_costs(
         combine = Traffic("reduce_scatter", every, nbytes)
         moved = nbytes * (g - 1)  # every GPU receives the other g - 1 shares
         d_bytes, c_bytes = moved, moved
+    elif wiring.dispatch_kernel in deepep.KERNELS:
+        if routed is None:
+            raise ValueError("DeepEP dispatch is priced per token: pass the layer's routing")
+        kernel = deepep.KERNELS[wiring.dispatch_kernel]
+        dest = materialise(routed, shape.origin, plan.load)
+        send = deepep.send_matrix(kernel, dest, shape.origin, g, coster.per_node,
+                                  coster.token_bytes)
+        dispatch = Traffic("all_to_all", every, send_bytes=send, algorithm=kernel.name)
+        combine = Traffic("all_to_all", every, send_bytes=send.T, algorithm=kernel.name)
+        d_bytes = c_bytes = float(send.sum())
     else:
         dispatch = Traffic("all_to_all", every, send_bytes=plan.dispatch_bytes)
         combine = Traffic("all_to_all", every, send_bytes=plan.dispatch_bytes.T)

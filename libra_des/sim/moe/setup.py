@@ -18,7 +18,7 @@ import numpy as np
 from libra_des.config import ModelSpec
 from libra_des.config import MoeScenario as Scenario
 from libra_des.errors import InputError
-from libra_des.hardware.collectives.deepep import check_width
+from libra_des.hardware.collectives.deepep import KERNELS, check_fabric, check_width
 from libra_des.hardware.compute.grouped_kernels import GroupedKernel, grouped_kernel
 from libra_des.hardware.compute.memory import device_hbm
 from libra_des.hardware.fabric.topology import Topology
@@ -38,7 +38,8 @@ class EpGroup:
 
 
 def ep_group(scenario: Scenario, topo: Topology) -> EpGroup:
-    """Validate the EP size against the topology and the model's experts."""
+    """Validate the EP size against the topology and the model's experts, and a DeepEP
+    dispatch kernel against the nodes."""
     moe_system(scenario.balancer.policy)  # bad input first: an unregistered system
     check_ep_width(scenario)
     ep, experts = scenario.parallelism.ep, scenario.model.experts
@@ -54,7 +55,11 @@ def ep_group(scenario: Scenario, topo: Topology) -> EpGroup:
             "balancer.redundant_experts", scenario.balancer.redundant_experts,
             f"a multiple of ep={ep}",
         )
-    return EpGroup(ep, min(topo.gpus_per_node, ep))
+    group = EpGroup(ep, min(topo.gpus_per_node, ep))
+    kernel = scenario.balancer.dispatch_kernel
+    if kernel in KERNELS:
+        check_fabric(KERNELS[kernel], topo.fabric().intra_kind, group.gpus_per_node)
+    return group
 
 
 def check_ep_width(scenario: Scenario) -> None:

@@ -44,7 +44,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -52,6 +52,7 @@ import simpy
 from rich.progress import Progress
 
 from libra_des.config import MoeScenario as Scenario
+from libra_des.hardware.collectives import deepep
 from libra_des.hardware.collectives.tiers import tier_keys
 from libra_des.hardware.compute.interference import overlap_model, p2p_channels, port_share
 from libra_des.hardware.costs import CostModel, comm_overrides
@@ -172,8 +173,8 @@ class MoeRun:
         dense = float((attention + coster.dense_ffn(shape)).max()) * sc.model.dense_layers
         env.run(until=env.timeout(dense))
 
-        def costs_of(plan: MoeLayerPlan) -> LayerCosts:
-            return layer_costs(coster, shape, plan, self.wiring, block, measured)
+        def costs_of(plan: MoeLayerPlan, routed: np.ndarray) -> LayerCosts:
+            return layer_costs(coster, shape, plan, self.wiring, block, measured, routed)
 
         totals.load_ratio.append([])
         assert self.net is not None
@@ -226,7 +227,12 @@ def simulate_moe(
         cont = None
         if scenario.overlap.interference == "on":
             model = overlap_model(cost, scenario.comm.sm_per_channel, scenario.comm.channels)
-            kernel, comm = model.factors(p2p_channels(cost, group.gpus), port_share(model, cost))
+            channels = p2p_channels(cost, group.gpus)
+            ep_kernel = deepep.KERNELS.get(scenario.balancer.dispatch_kernel)
+            if ep_kernel is not None:  # DeepEP holds its own SMs (none in flight at low latency)
+                model = replace(model, sm_per_channel=1 if ep_kernel.sms else 0,
+                                channels=max(ep_kernel.sms, 1), taken_share=None)
+            kernel, comm = model.factors(channels, port_share(model, cost))
             cont = run.env.contention = Contention(run.env, kernel)
         totals = RunTotals(timeline=timeline)
         task = bar.add_task("prefill batches", total=run.planner.batches)
@@ -340,6 +346,9 @@ def assemble(scenario: Scenario, wiring: Wiring, t: RunTotals, events: int) -> d
         "kind": "moe_inference",
         "policy": scenario.balancer.policy,
         "dispatch": "allgather" if wiring.allgather else "all2all",
+        # Named only when not NCCL's all-to-all (results of the shipped scenarios unchanged).
+        **({"dispatch_kernel": wiring.dispatch_kernel} if wiring.dispatch_kernel != "nccl"
+           else {}),
         "predictor": wiring.predictor_label,
         "moe_layer_s": layer_s,
         #: Share of the layer's critical path spent in kernels outside the routed experts.

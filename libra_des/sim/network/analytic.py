@@ -23,7 +23,9 @@ from typing import Protocol
 import numpy as np
 import simpy
 
+from libra_des.hardware.collectives import deepep
 from libra_des.hardware.collectives.communication import Communication
+from libra_des.hardware.costs import CostModel
 
 
 class Port(Protocol):
@@ -92,6 +94,11 @@ class AnalyticNetwork:
         per_node = max(Counter(self.node(g) for g in gpus).values(), default=1)
         if send_bytes is not None:
             send = np.asarray(send_bytes)
+            if algorithm in deepep.KERNELS:  # GPU-initiated streams, not NCCL's rounds
+                if not isinstance(self.cost, CostModel):  # the SM cap needs the device
+                    raise TypeError("a DeepEP kernel is priced by a CostModel")
+                return deepep.matrix_seconds(self.cost, deepep.KERNELS[algorithm], send,
+                                             per_node) if send.sum() > 0 else 0.0
             return 0.0 if send.sum() <= 0 else float(
                 self.cost.all_to_allv(send, gpus_per_node=per_node))
         if nbytes <= 0 or len(gpus) <= 1:

@@ -78,13 +78,16 @@ def send_together(
 class Traffic:
     """What one communication stage moves, as data: a collective ``op`` over ``gpus``
     (``nbytes``, or the all-to-all(v) matrix ``send_bytes``), or, for :data:`RECEIVE`,
-    ``gpus[0]`` pulling from each of ``sources``."""
+    ``gpus[0]`` pulling from each of ``sources``. ``algorithm``: how the collective runs
+    (None: the op's usual; a DeepEP kernel name for an all-to-all(v) its kernels drive,
+    :data:`libra_des.hardware.collectives.deepep.KERNELS`)."""
 
     op: str
     gpus: tuple[int, ...]
     nbytes: float = 0.0
     send_bytes: np.ndarray | None = None
     sources: tuple[tuple[int, float], ...] = ()
+    algorithm: str | None = None
 
     @classmethod
     def receive(cls, dst: int, sources: Sequence[tuple[int, float]]) -> Traffic:
@@ -94,4 +97,5 @@ class Traffic:
         """Hand this traffic to ``net``; the event fires when all of it has arrived."""
         if self.op == RECEIVE:
             return net.receive(self.gpus[0], self.sources)
-        return net.collective(self.op, self.gpus, self.nbytes, send_bytes=self.send_bytes)
+        return net.collective(self.op, self.gpus, self.nbytes, algorithm=self.algorithm,
+                              send_bytes=self.send_bytes)

@@ -87,8 +87,31 @@ def flows(env: simpy.Environment, setup: NetworkSetup) -> NetworkModel:
     """Flows on the topology's routes, max-min fair, degraded links from the variance."""
     from libra_des.sim.network.flow.flow_model import Network
 
-    return Network(env, flow_topology(setup.topology, setup.cost), setup.variance,
-                   incast=setup.cost.incast_for)
+    cost = setup.cost
+    return Network(env, flow_topology(setup.topology, cost), setup.variance,
+                   p2p_rate=lambda k: intra_a2a_rate(cost, k),
+                   fan_in_share=lambda n, gpn: a2a_fan_in(cost, n, gpn))
+
+
+def a2a_fan_in(cost: CostModel, n: int, gpn: int) -> float:
+    """The incast share the fast model gives an all-to-all of ``n`` ranks, ``gpn`` a node
+    (none on a measured inter-node curve, without the NIC efficiency or with
+    ``Mechanisms.fan_in`` off), so the flow model stretches its cross-node flows alike."""
+    from libra_des.hardware.collectives.a2a_incast import applied_share
+
+    curve, _ = cost.book.lookup("all_to_all", "direct", "inter", n, gpn)
+    return applied_share(-(-n // gpn), curve.origin == "datasheet", cost.book.a2a_eta,
+                         cost.a2a_on.fan_in)
+
+
+def intra_a2a_rate(cost: CostModel, k: int) -> float:
+    """A GPU's rate in an intra-node all-to-all of ``k`` ranks a node (B/s), as the fast
+    model's ``local_a2a`` prices it (NCCL's p2p channels on a datasheet tier; a measured
+    curve's own link rate), so both fidelities run intra-node messages at one rate."""
+    gpn = cost.fabric.gpus_per_node
+    k = max(1, min(k, gpn))
+    _, tier = cost.book.lookup("all_to_all", "direct", "intra", k, gpn)
+    return cost.p2p_intra_rate(k, tier)
 
 
 def flow_topology(topology: Topology, cost: CostModel) -> Topology:

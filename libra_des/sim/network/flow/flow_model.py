@@ -42,6 +42,7 @@ import numpy as np
 import simpy
 
 from libra_des.errors import InputError
+from libra_des.hardware.collectives import deepep
 from libra_des.hardware.collectives.collective_catalogue import (
     COMPOSED,
     COMPOSED_OPS,
@@ -59,6 +60,7 @@ from libra_des.sim.network.flow.fluid import FluidState
 from libra_des.sim.network.flow.link_table import LinkTable
 from libra_des.sim.network.flow.replay import Profile, Replay, ReplayBook
 from libra_des.sim.network.flow.routes import RouteNumbers
+from libra_des.sim.network.flow.stretch import all_to_all_stretch
 
 #: Flows to start together: path numbers, bytes, receiving GPUs, coflows.
 Flows = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
@@ -73,12 +75,14 @@ class Network:
         topology: Topology,
         variance: VarianceModel | None = None,
         replay: bool = True,
-        incast: Callable[[int, int], float] | None = None,
+        p2p_rate: Callable[[int], float] | None = None,
+        fan_in_share: Callable[[int, int], float] | None = None,
     ) -> None:
         self.env = env
-        #: The cost model's incast share of an all-to-all of n GPUs, gpn a node (its
-        #: ``incast_for``); None: no incast (a network built without a cost model).
-        self.incast = incast
+        #: How the fast model rates an all-to-all's flows (:mod:`.stretch`): NCCL's p2p
+        #: rate inside a node, the incast share across nodes (None: the link's, the law's).
+        self.p2p_rate, self.fan_in_share = p2p_rate, fan_in_share
+        self._port = topology.fabric().intra_bw if p2p_rate is not None else 0.0
         self.topology = topology
         self.variance = variance or VarianceModel.none()
         self.bytes_sent = np.zeros(topology.num_gpus)
@@ -95,7 +99,8 @@ class Network:
         self._path_ids: dict[tuple[int, int, bool], int] = {}
         self._routes: list[np.ndarray] = []
         self._pairs: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
-        self._stretch: dict[tuple[int, ...], np.ndarray | None] = {}  # incast, per group
+        #: Flow stretch per (group, NCCL's fan-in applies).
+        self._stretch: dict[tuple[tuple[int, ...], bool], np.ndarray | None] = {}
         self._groups: dict[tuple[int, ...], list[int]] = {}
         self._arrived: list[tuple[Flows, np.ndarray]] = []  # (flows, bytes left)
         #: Repeated all-to-alls replayed from solo runs while nothing interacts with them
@@ -215,7 +220,8 @@ class Network:
         solo = self.replays.solo_solves if self.replays is not None else 0
         return self.state.recomputations + solo
 
-    def _all_to_all(self, ranks: list[int], matrix: np.ndarray) -> simpy.Event:
+    def _all_to_all(self, ranks: list[int], matrix: np.ndarray,
+                    fan_in: bool = True) -> simpy.Event:
         """Every off-diagonal pair with bytes to send as one coflow (what
         :func:`direct_pairs` lists, without a Python object per flow); a replay
         (:mod:`.replay`) where the check allows it."""
@@ -228,7 +234,7 @@ class Network:
         profile = book.find(key, matrix) if book is not None else None
         if profile is None:
             check_values(matrix)  # a matrix found equals one checked before (NaN never does)
-        stretch = self._incast(key)
+        stretch = self._incast(key, fan_in)
         if stretch is not None:  # the receivers get the real bytes, the flows carry more
             np.add.at(self.bytes_received, gpus, (matrix * (1.0 - stretch)).sum(axis=0))
         if profile is not None and self._replay(profile, done):
@@ -253,18 +259,14 @@ class Network:
             self._schedule(delay, (p, s, d, np.full(p.size, group)))
         return done
 
-    def _incast(self, ranks: tuple[int, ...]) -> np.ndarray | None:
-        """[n, n] how much longer each pair's all-to-all flow runs than its bytes at the
-        flow's fair rate: the inverse of the cost model's incast share across nodes, 1 inside
-        one (None where the share is 1), as the fast model's all-to-all
-        (:mod:`~libra_des.hardware.collectives.a2a_incast`)."""
-        if ranks not in self._stretch:
-            gpn = self.topology.gpus_per_node
-            node = np.asarray(ranks) // gpn
-            share = self.incast(len(ranks), gpn) if self.incast is not None else 1.0
-            cross = node[:, None] != node[None, :]
-            self._stretch[ranks] = np.where(cross, 1.0 / share, 1.0) if share < 1.0 else None
-        return self._stretch[ranks]
+    def _incast(self, ranks: tuple[int, ...], fan_in: bool = True) -> np.ndarray | None:
+        """:func:`~.stretch.all_to_all_stretch` of the group (cached; ``fan_in``: NCCL's
+        incast share applies)."""
+        if (ranks, fan_in) not in self._stretch:
+            self._stretch[ranks, fan_in] = all_to_all_stretch(
+                np.asarray(ranks) // self.topology.gpus_per_node, self._port, self.p2p_rate,
+                self.fan_in_share if fan_in else None, fan_in)
+        return self._stretch[ranks, fan_in]
 
     def _schedule(self, delay: float, flows: Flows) -> None:
         """``flows`` join the network after ``delay`` seconds (their route latency)."""
@@ -453,13 +455,19 @@ class Network:
         if op not in OPS:
             raise InputError("op", op, " | ".join(OPS))
         algorithm = algorithm or DEFAULT_ALGORITHM[op]
+        fan_in = True
+        if op == "all_to_all" and algorithm in deepep.KERNELS:
+            # DeepEP's kernels put to every peer at once: the direct pairs' coflow of the
+            # bytes its paths move (RDMA to the relay, NVLink from it; deepep.send_matrix),
+            # without NCCL's incast share, as deepep.py prices them in fast mode.
+            algorithm, fan_in = "direct", False
         allowed = DAG_ALGORITHMS[op] + (COMPOSED if op in COMPOSED_OPS else ())
         if algorithm not in allowed:
             raise InputError("algorithm", algorithm, " | ".join(allowed))
         ranks = list(self._groups.get(tuple(gpus)) or self._check_group(gpus))
         if op == "all_to_all" and algorithm == "direct":
             # The one DAG all_to_all has (direct pairs), run as one coflow.
-            return self._all_to_all(ranks, send_matrix(len(ranks), nbytes, send_bytes))
+            return self._all_to_all(ranks, send_matrix(len(ranks), nbytes, send_bytes), fan_in)
         steps = self.steps(op, ranks, nbytes, send_bytes, chunks, algorithm)
         return self.run_steps(*steps, relay=op == "send_recv")
 
