@@ -73,8 +73,11 @@ def with_progress(scenario: TrainingScenario, rng: np.random.Generator) -> list[
         TimeRemainingColumn,
     )
 
-    from libra_des.sim.training.simulator import simulate_training
+    from libra_des.sim.training.simulator import prepare_training, run_steps
 
+    # Every check of the run (memory, plans, the fabric's algorithms) before the bar starts:
+    # a refused run prints its one line and nothing else.
+    prepared = prepare_training(scenario, rng)
     columns = (TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
                TextColumn("simulated {task.fields[now]:.4g} s"), TimeElapsedColumn(),
                TextColumn("ETA"), TimeRemainingColumn())
@@ -89,7 +92,7 @@ def with_progress(scenario: TrainingScenario, rng: np.random.Generator) -> list[
         def within(now: float, share: float) -> None:
             bar.update(task, completed=done[0] + share, now=now)
 
-        return simulate_training(scenario, rng, step_done, within)
+        return run_steps(prepared, step_done, within)
 
 
 def summary(r: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -183,7 +186,9 @@ def resolve_balancer(scenario: TrainingScenario) -> TrainingScenario:
 def elaborate(scenario: TrainingScenario) -> TrainingScenario:
     """The names the config layer cannot see: the balancer (its name, pool rule and own
     config model, :func:`resolve_balancer`), the pipeline schedule (and the model chunks it
-    takes), the network model and the length law (with the fields it needs)."""
+    takes), the network model, the length law (with the fields it needs) and the knobs
+    against the machine (:func:`~libra_des.kinds.machine.check_machine`)."""
+    from libra_des.kinds.machine import check_machine
     from libra_des.sim.network import models as network_models
     from libra_des.sim.training import schedules
     from libra_des.workload import lengths
@@ -197,6 +202,7 @@ def elaborate(scenario: TrainingScenario) -> TrainingScenario:
                          f"1 with fidelity {scenario.fidelity} (it hashes no flows; an ECMP "
                          "ensemble needs a flow-level fidelity such as detailed)")
     lengths.check(scenario.workload.lengths)
+    check_machine(scenario)
     return scenario
 
 
