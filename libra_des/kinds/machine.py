@@ -17,13 +17,17 @@ work. What it checks (each is a knob the run could not honour or would silently 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from libra_des.errors import InputError
 
+if TYPE_CHECKING:
+    from libra_des.hardware.fabric.topology import Topology
 
-def check_machine(scenario: Any) -> None:
-    """Refuse a knob the scenario's machine cannot honour (module docstring); one line."""
+
+def check_machine(scenario: Any) -> Topology:
+    """Refuse a knob the scenario's machine cannot honour (module docstring); one line. The
+    scenario's topology (as named, not yet sized to the run) for further checks."""
     from libra_des.hardware.collectives.nccl_tuner import check_override
     from libra_des.hardware.fabric.topology import load_topology
     from libra_des.hardware.gpu_records import gpu_record
@@ -37,6 +41,7 @@ def check_machine(scenario: Any) -> None:
     if dtype == "fp8" and record.fp8_flops is None:
         raise InputError("model.dtype", dtype, f"bf16 ({record.name} has no FP8 tensor path "
                          "in its GPU record)")
+    return topo
 
 
 def check_channels(channels: int | None, sm_per_channel: int | None, sms: int,

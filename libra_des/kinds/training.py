@@ -178,8 +178,11 @@ def resolve_balancer(scenario: TrainingScenario) -> TrainingScenario:
     if bal.policy not in policies:
         raise InputError("balancer.policy", bal.policy, " | ".join(policies))
     dp = scenario.parallelism.dp
-    if training_balancers.get(bal.policy).pool == "configured" and dp % bal.pool_size:
+    balancer = training_balancers.get(bal.policy)
+    if balancer.pool == "configured" and dp % bal.pool_size:
         raise InputError("balancer.pool_size", bal.pool_size, f"a divisor of dp={dp}")
+    if balancer.check is not None:
+        balancer.check(scenario)  # what its planner would refuse mid-run
     return scenario
 
 
@@ -187,11 +190,14 @@ def elaborate(scenario: TrainingScenario) -> TrainingScenario:
     """The names the config layer cannot see: the balancer (its name, pool rule and own
     config model, :func:`resolve_balancer`), the pipeline schedule (and the model chunks it
     takes), the network model, the length law (with the fields it needs) and the knobs
-    against the machine (:func:`~libra_des.kinds.machine.check_machine`)."""
+    against the machine (:func:`~libra_des.kinds.machine.check_machine`), and the memory floor
+    on the first window (what the run would refuse first, before its progress bar)."""
     from libra_des.kinds.machine import check_machine
     from libra_des.sim.network import models as network_models
     from libra_des.sim.training import schedules
+    from libra_des.sim.training.memory import check_memory_floor
     from libra_des.workload import lengths
+    from libra_des.workload.packing import make_stream
 
     scenario = resolve_balancer(scenario)
     par = scenario.parallelism
@@ -202,7 +208,12 @@ def elaborate(scenario: TrainingScenario) -> TrainingScenario:
                          f"1 with fidelity {scenario.fidelity} (it hashes no flows; an ECMP "
                          "ensemble needs a flow-level fidelity such as detailed)")
     lengths.check(scenario.workload.lengths)
-    check_machine(scenario)
+    topo = check_machine(scenario)
+    if scenario.memory.check != "warn":
+        # The run's data stream (the middle of the seed's three children), its first window.
+        _hardware, data_rng, _noise = np.random.default_rng(scenario.seed).spawn(3)
+        window = make_stream(scenario.workload, data_rng).peek_window(scenario.parallelism.gbs)
+        check_memory_floor(scenario, window, topo.spec.gpu)
     return scenario
 
 

@@ -52,6 +52,7 @@ from libra_des.sim.training.memory import (
     MemoryReport,
     PlanFootprint,
     check_memory,
+    check_memory_floor,
     footprint,
     shard_tokens_of,
     stage_memory,
@@ -439,7 +440,7 @@ def prepare_training(scenario: Scenario, rng: np.random.Generator) -> PreparedRu
     # knobs. The stream keeps that window for the first step (drawn once, not from a copy).
     stream = make_stream(scenario.workload, data_rng)
     window = stream.peek_window(scenario.parallelism.gbs)
-    check_memory_floor(scenario, cluster, window)
+    check_memory_floor(scenario, window, cluster.topology.spec.gpu)
     scenario, ranking = choose_tap_knobs(scenario, cluster, window)
     del window  # WLB-LLM repacks it: the stream's copy is dropped at the first step
     tuned = None if ranking is None else ranking.as_dict()
@@ -504,12 +505,6 @@ def first_window(scenario: Scenario, data_rng: np.random.Generator) -> PackedBat
     """The run's first GBS window, drawn from a copy of the data stream (it stays unused)."""
     stream = make_stream(scenario.workload, copy.deepcopy(data_rng))
     return stream.next_window(scenario.parallelism.gbs)
-
-
-def check_memory_floor(scenario: Scenario, cluster: Cluster, window: PackedBatch) -> None:
-    """Refuse (exit 2) a run whose memory without remote attention buffers already exceeds HBM."""
-    tokens = shard_tokens_of(window, scenario.parallelism.cp)
-    check_memory(scenario, memory_report(scenario, cluster, PlanFootprint(tokens, 0.0, 1)))
 
 
 def memory_report(scenario: Scenario, cluster: Cluster, need: PlanFootprint) -> MemoryReport:
