@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -179,7 +179,7 @@ def cost_limits() -> CostLimits:
     return CostLimits(MAX_GPUS, MAX_TOKENS)
 
 
-def check_numbers(values: Mapping[str, Any]) -> None:
+def check_numbers(values: MutableMapping[str, Any]) -> None:
     """Raise :class:`~libra_des.errors.CheckError` on a non-finite or negative figure in
     ``values`` (the results' plausibility check: such an answer is a bug, never printed)."""
     from libra_des.results.plausibility import check_numbers as check

@@ -158,14 +158,16 @@ def noise_factors(gpus: int, steps: int, seed: int = 0) -> np.ndarray:
     from libra_des.config import VarianceSpec
     from libra_des.hardware.variance.model import VarianceModel
 
-    gpus, steps, seed = plain(gpus), plain(steps), checked_seed(seed)
+    gpus, steps, entropy = plain(gpus), plain(steps), checked_seed(seed)
+    if entropy is None:  # no seed would draw different factors on every call
+        raise InputError("seed", seed, "an integer >= 0 (numpy's random seed)")
     for name, value in (("gpus", gpus), ("steps", steps)):
         if not is_int(value) or not 1 <= value <= 1 << 20:
             raise InputError(name, value, "an integer 1..1,048,576")
     if gpus * steps > 1 << 26:
         raise InputError("gpus * steps", gpus * steps, f"at most {1 << 26:,} factors "
                          "(about 0.5 GB; our bound)")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(entropy)
     model = VarianceModel.build(VarianceSpec(), gpus, rng)
     ids = np.arange(gpus)
     return np.vstack([model.factors(rng, ids, 1, step) for step in range(steps)])

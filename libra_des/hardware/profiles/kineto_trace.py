@@ -87,7 +87,7 @@ class EventArgs(_Typed):
     @field_validator("input_dims")
     @classmethod
     def _dims(cls, value: list[list[Any]]) -> list[list[Any]]:
-        return _sizes(value)  # type: ignore[no-any-return]
+        return _sizes(value)
 
 
 class Event(_Typed):
