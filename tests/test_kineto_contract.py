@@ -113,12 +113,14 @@ def test_metadata_and_instant_events_are_skipped_by_rule(tmp_path: Path) -> None
 
 # ------------------------------------------------------------------------ property-based
 
-VALUES = st.one_of(
+SCALARS = st.one_of(
     st.none(), st.booleans(), st.integers(-(10**20), 10**20),
     st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=6),
-    st.lists(st.integers(-3, 10**13), max_size=3), st.dictionaries(st.text(max_size=3),
-                                                                   st.integers(), max_size=2),
 )
+#: Any JSON value: scalars, and lists and objects of them (nested a little).
+VALUES = st.recursive(SCALARS, lambda inner: st.one_of(
+    st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=3), inner, max_size=2)),
+    max_leaves=6)
 
 
 def paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -152,7 +154,7 @@ def mutated(draw: st.DrawFn) -> dict[str, Any]:
     return data
 
 
-@settings(max_examples=150, deadline=None, derandomize=True,
+@settings(max_examples=400, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=mutated())
 def test_random_mutations_import_or_raise_one_line(tmp_path: Path, data: dict[str, Any]) -> None:
