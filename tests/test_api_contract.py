@@ -45,6 +45,7 @@ BAD_CALLS: list[tuple[str, Callable[[Path], Any], str]] = [
     ("sweep out int", lambda t: api.run_sweep(SCENARIO, [{"seed": [1]}], 5), "out"),  # type: ignore[arg-type]
     ("sweep scenario int", lambda t: api.run_sweep(5, [{"seed": [1]}], out_dir(t)),  # type: ignore[arg-type]
      "scenario"),
+    ("shipped_path int", lambda t: api.shipped_path(5), "relative"),  # type: ignore[arg-type]
     ("load seed < 0", lambda t: api.load_scenario(SCENARIO, seed=-1), "seed"),
     ("load seed text", lambda t: api.load_scenario(SCENARIO, seed="1"), "seed"),  # type: ignore[arg-type]
     ("simulate ranks text", lambda t: api.simulate(SCENARIO, trace_ranks="0"), "trace_ranks"),  # type: ignore[arg-type]

@@ -222,4 +222,6 @@ def load_training(scenario: ScenarioLike, overrides: Overrides, why: str) -> Tra
 def shipped_path(relative: str) -> Path:
     """A file shipped with the package (``scenarios/quickstart.yaml``), by its path relative to
     the repository root."""
+    if not isinstance(relative, str | os.PathLike):
+        raise InputError("relative", relative, "a path relative to the repository root (text)")
     return config.ROOT / relative
