@@ -3,12 +3,16 @@
 Training balancers, MoE systems and scenario kinds are each kept in one of these. The loader
 (imports the shipped modules, then the entry points of the registry's group) is given the
 registry to fill and runs once, the first time the registry is read or written, so importing
-a registry stays cheap. A name registered twice with another object is a programming error
-unless the registry lets a later registration replace an earlier one (``replace``).
+a registry stays cheap. The first look-up may come from several threads at once (scenarios
+loaded from a thread pool): the others wait until the loader has finished, and only the
+loader's own thread (whose modules register themselves while it runs) reads it half-filled.
+A name registered twice with another object is a programming error unless the registry lets a
+later registration replace an earlier one (``replace``).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable
 from importlib.metadata import entry_points
 from typing import Any, Generic, Protocol, TypeVar
@@ -36,6 +40,8 @@ class Registry(Generic[T]):
         self._load_items = load
         self._items: dict[str, T] = {}
         self._loaded = False
+        self._loading = False
+        self._lock = threading.RLock()
 
     def register(self, item: T) -> T:
         self._load()  # shipped items keep their places ahead of any newcomer
@@ -61,9 +67,17 @@ class Registry(Generic[T]):
         return self._items[name]
 
     def _load(self) -> None:
-        if not self._loaded:
-            self._loaded = True  # before loading: the loaded modules register themselves
-            self._load_items(self)
+        if self._loaded:
+            return
+        with self._lock:  # another thread's first look-up waits for the whole load
+            if self._loaded or self._loading:
+                return  # loaded meanwhile, or this thread's loader registering its items
+            self._loading = True
+            try:
+                self._load_items(self)
+                self._loaded = True
+            finally:
+                self._loading = False
 
 
 def shipped_then_entry_points(

@@ -73,7 +73,8 @@ def test_report_shows_in_headless_chromium(run_dir: Path, tmp_path: Path) -> Non
 def moe_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The paper MoE scenario swept over two axes: lines, a heatmap, the published table."""
     sweep = tmp_path_factory.mktemp("sweep")
-    assert main(["sweep", MOE, *TINY_MOE, "--grid", "balancer.policy=sglang,libra",
+    base = TINY_MOE[:-2]  # the grid sets workload.seq_len (a --set of it is refused)
+    assert main(["sweep", MOE, *base, "--grid", "balancer.policy=sglang,libra",
                  "--grid", "workload.seq_len=64,128", "--out", str(sweep),
                  "--workers", "1"]) == 0
     return sweep

@@ -26,10 +26,12 @@ def torch_missing() -> str | None:
 
 
 def calibrate_node(device: str, ops: str, world: int | None, size_set: str, base: str,
-                   seed: int, profile: Path, page: Path | None, name: str = "profile") -> int:
-    """Check every choice against this machine, then measure, fit and cross-validate into
-    ``profile`` (and the validation page ``page``); the exit status."""
+                   seed: int, profile: Path, page: Path | None, name: str = "profile",
+                   preflight: bool = True) -> int:
+    """Check every choice against this machine (``preflight``: also the gloo ranks against
+    its CPU cores), then measure, fit and cross-validate into ``profile`` (and the
+    validation page ``page``); the exit status."""
     from libra_des.calibrate.run import calibrate, options
 
-    opt = options(device, ops, world, size_set, base, seed, name)
+    opt = options(device, ops, world, size_set, base, seed, name, preflight)
     return calibrate(opt, profile, page, cv=True)

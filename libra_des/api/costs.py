@@ -11,7 +11,7 @@ from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from libra_des.api.scenarios import is_int
+from libra_des.api.scenarios import is_int, plain
 from libra_des.errors import InputError
 
 if TYPE_CHECKING:
@@ -131,6 +131,8 @@ def cost_report(
     from libra_des.hardware import cost_ops
     from libra_des.hardware.cost_ops import CostQuery
 
+    nbytes, group, gpus_per_node, doc_lengths, heads, kv_heads, head_dim, cp, gemm = plain(
+        (nbytes, group, gpus_per_node, doc_lengths, heads, kv_heads, head_dim, cp, gemm))
     priced = cost_ops.get(op)
     model, warnings = checked_cost_model(profile, topology, group, gpus_per_node, efficiency,
                                          profile_scope)

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_PLAN_STEP", "Overrides", "Result", "ScenarioLike", "is_int", "load_scenario",
-    "load_training", "override_texts", "shipped_path", "simulate", "step_plan",
+    "load_training", "override_texts", "plain", "shipped_path", "simulate", "step_plan",
 ]
 
 #: Latest step :func:`step_plan` replays to (every earlier step is planned on the way):
@@ -80,8 +80,30 @@ def is_int(value: Any) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
+def plain(value: Any) -> Any:
+    """``value`` with numpy scalars (also inside lists, tuples and mappings) as Python's own
+    numbers: an ``np.int64`` is accepted wherever an ``int`` is, and what it reaches (overrides,
+    seeds, result.json) stays JSON text."""
+    if isinstance(value, Mapping):
+        return {plain(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(plain(v) for v in value)
+    if type(value).__module__ == "numpy" and hasattr(value, "tolist"):
+        return value.tolist()  # a numpy scalar -> int, float, bool or str; an array -> list
+    return value
+
+
+def checked_seed(seed: Any) -> int | None:
+    """A seed argument: None, or an integer >= 0 (numpy's too), as Python's int."""
+    seed = plain(seed)
+    if seed is not None and (not is_int(seed) or seed < 0):
+        raise InputError("seed", seed, "an integer >= 0 (numpy's random seed)")
+    return seed
+
+
 def override_texts(overrides: Overrides) -> list[str]:
     """``--set`` strings from either form; mapping values travel as JSON (a YAML subset)."""
+    overrides = plain(overrides) if isinstance(overrides, Mapping) else overrides
     if isinstance(overrides, str):
         return [overrides]
     if not isinstance(overrides, Mapping):
@@ -115,6 +137,7 @@ def load_scenario(
     if not isinstance(scenario, ScenarioBase | str | os.PathLike) or isinstance(scenario, bytes):
         raise InputError("scenario", scenario, "a Scenario or the path of a scenario YAML")
     texts = override_texts(overrides)
+    seed = checked_seed(seed)
     if seed is not None:
         texts.append(f"seed={json.dumps(seed)}")
     if isinstance(scenario, str | os.PathLike):
@@ -150,7 +173,10 @@ def simulate(
     from libra_des.kinds.simulation import simulate as run
 
     sc = load_scenario(scenario, overrides, seed)
-    ranks = list(trace_ranks) if trace_ranks is not None else None
+    if trace_ranks is not None and (isinstance(trace_ranks, str | bytes)
+                                    or not isinstance(trace_ranks, Iterable)):
+        raise InputError("trace_ranks", trace_ranks, "integers >= 0 (rank groups)")
+    ranks = [plain(r) for r in trace_ranks] if trace_ranks is not None else None
     if ranks is not None and not all(is_int(r) and r >= 0 for r in ranks):
         raise InputError("trace_ranks", trace_ranks, "integers >= 0 (rank groups)")
     data, chrome = run(sc, progress=progress, trace_ranks=ranks, want_trace=trace)
@@ -174,6 +200,7 @@ def step_plan(
     from libra_des.sim.training.simulator import resolved_scenario
     from libra_des.workload.packing import make_stream
 
+    step = plain(step)
     if not is_int(step) or not 0 <= step <= MAX_PLAN_STEP:
         raise InputError("step", step, f"an integer 0..{MAX_PLAN_STEP:,} (steps replayed)")
     loaded = config.require_training(load_scenario(scenario, overrides, seed),
@@ -195,4 +222,6 @@ def load_training(scenario: ScenarioLike, overrides: Overrides, why: str) -> Tra
 def shipped_path(relative: str) -> Path:
     """A file shipped with the package (``scenarios/quickstart.yaml``), by its path relative to
     the repository root."""
+    if not isinstance(relative, str | os.PathLike):
+        raise InputError("relative", relative, "a path relative to the repository root (text)")
     return config.ROOT / relative

@@ -16,11 +16,13 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from libra_des.api.scenarios import is_int, override_texts
+from libra_des.api.scenarios import checked_seed, is_int, override_texts, plain
 from libra_des.errors import InputError
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from libra_des.runs.sweep import Axis
 
 __all__ = [
     "AxisLike", "PlanReplay", "SweepPoint", "SweepRun", "moe_systems", "noise_factors",
@@ -74,23 +76,45 @@ def run_sweep(
     ids, ``OUT/points/``, ``OUT/sweep.json``), so a rerun reuses finished points. Bad input
     raises :class:`InputError` before any work; a failed point raises ``RuntimeError``.
     """
-    from libra_des.runs.sweep import Axis, SweepSpec, timed_sweep
+    from libra_des.runs.sweep import SweepSpec, timed_sweep
 
+    workers = plain(workers)
     if not is_int(workers) or workers < 1:
         raise InputError("workers", workers, "an integer >= 1 (local worker processes)")
-    grid = []
-    for axis in axes:
-        if not isinstance(axis, Mapping) or not axis:
-            raise InputError("axes", axis, "a mapping {dotted key: [values]} per axis")
-        columns = [[v if isinstance(v, str) else json.dumps(v) for v in axis[k]] for k in axis]
-        if len({len(c) for c in columns}) != 1:
-            raise InputError("axes", dict(axis), "keys of one axis with equally many values")
-        grid.append(Axis(tuple(axis), tuple(zip(*columns, strict=True))))
-    spec = SweepSpec(str(scenario), tuple(override_texts(overrides)), tuple(grid))
+    for name, where in (("scenario", scenario), ("out", out)):
+        if not isinstance(where, str | os.PathLike):
+            raise InputError(name, where, "a path (str or os.PathLike)")
+    if isinstance(axes, str | bytes | Mapping) or not isinstance(axes, Sequence):
+        raise InputError("axes", axes, "a list of mappings {dotted key: [values]}, one per axis")
+    grid = tuple(sweep_axis(axis) for axis in axes)
+    spec = SweepSpec(str(scenario), tuple(override_texts(overrides)), grid)
     result, seconds = timed_sweep(spec, Path(out), workers)
     points = tuple(SweepPoint(r.point.coords, MappingProxyType(r.point.override_values()),
                               MappingProxyType(r.result())) for r in result.records)
     return SweepRun(points, result.ran, result.reused, seconds)
+
+
+def sweep_axis(axis: Any) -> Axis:
+    """One axis of :func:`run_sweep`: dotted keys, each with as many values (YAML text as
+    ``--set`` reads it, or a value that goes as JSON; numpy scalars as Python's numbers)."""
+    from libra_des.runs.sweep import Axis
+
+    if not isinstance(axis, Mapping) or not axis:
+        raise InputError("axes", axis, "a mapping {dotted key: [values]} per axis")
+    columns = []
+    for key, values in axis.items():
+        if not isinstance(key, str) or not key:
+            raise InputError("axes", key, "dotted scenario keys (text) per axis")
+        if isinstance(values, str | bytes | Mapping) or not isinstance(values, Sequence):
+            raise InputError(f"axes.{key}", values, "a list of values")
+        try:
+            columns.append([v if isinstance(v, str) else json.dumps(plain(v)) for v in values])
+        except (TypeError, ValueError):
+            raise InputError(f"axes.{key}", values, "JSON-able values (number, text, list, "
+                             "map)") from None
+    if len({len(c) for c in columns}) != 1 or not columns[0]:
+        raise InputError("axes", dict(axis), "keys of one axis with equally many values (>= 1)")
+    return Axis(tuple(axis), tuple(zip(*columns, strict=True)))
 
 
 def replay_plans(workload: str | None = None, **settings: Any) -> PlanReplay:
@@ -134,10 +158,16 @@ def noise_factors(gpus: int, steps: int, seed: int = 0) -> np.ndarray:
     from libra_des.config import VarianceSpec
     from libra_des.hardware.variance.model import VarianceModel
 
+    gpus, steps, entropy = plain(gpus), plain(steps), checked_seed(seed)
+    if entropy is None:  # no seed would draw different factors on every call
+        raise InputError("seed", seed, "an integer >= 0 (numpy's random seed)")
     for name, value in (("gpus", gpus), ("steps", steps)):
         if not is_int(value) or not 1 <= value <= 1 << 20:
             raise InputError(name, value, "an integer 1..1,048,576")
-    rng = np.random.default_rng(seed)
+    if gpus * steps > 1 << 26:
+        raise InputError("gpus * steps", gpus * steps, f"at most {1 << 26:,} factors "
+                         "(about 0.5 GB; our bound)")
+    rng = np.random.default_rng(entropy)
     model = VarianceModel.build(VarianceSpec(), gpus, rng)
     ids = np.arange(gpus)
     return np.vstack([model.factors(rng, ids, 1, step) for step in range(steps)])

@@ -48,9 +48,22 @@ class Options:
     name: str = "profile"
 
 
+def cpu_cores() -> int:
+    """CPU cores this process may run on (its affinity where the OS tells it)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+
+
 def options(device: str, ops_text: str, world: int | None, size_set: str, base: str,
-            seed: int, name: str) -> Options:
-    """Check every choice against this machine before anything is measured."""
+            seed: int, name: str, preflight: bool = True) -> Options:
+    """Check every choice against this machine before anything is measured: gloo ranks on a
+    CPU no more than its cores (each rank runs its benchmarks on one), unless ``preflight``
+    is off."""
+    if world is not None and (isinstance(world, bool) or not isinstance(world, int)
+                              or world < 1):
+        raise InputError("--world", world, "an integer >= 1 (ranks)")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise InputError("--seed", seed, "an integer >= 0 (numpy's random seed)")
     import torch
 
     if device not in ("auto", "cuda", "cpu"):
@@ -72,6 +85,10 @@ def options(device: str, ops_text: str, world: int | None, size_set: str, base: 
         raise InputError("--world", ranks, f"1..{gpus} (the visible GPUs)")
     if not cuda and wants_ranks and not 2 <= ranks <= 64:
         raise InputError("--world", ranks, "2..64 gloo ranks for collectives")
+    cores = cpu_cores()
+    if not cuda and preflight and ranks > cores:
+        raise InputError("--world", ranks, f"1..{cores} gloo ranks (this machine's CPU cores; "
+                         "--no-preflight runs more, oversubscribed)")
     sizes = SIZE_SETS[("cuda" if cuda else "cpu", size_set)]
     return Options(cuda, ops, ranks, sizes, base, seed, name)
 

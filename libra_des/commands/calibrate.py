@@ -1,7 +1,7 @@
 """``libra-des calibrate``: measure this node with torch, fit, cross-validate, draw.
 
     libra-des calibrate [--device auto|cuda|cpu] [--world N] [--quick] [--ops A,B,...]
-        [--base auto|NAME] [--seed S] [--out DIR]
+        [--base auto|NAME] [--seed S] [--out DIR] [--no-preflight]
 
 Writes ``DIR/profile.json`` (samples, fits with their cross-validation errors, interference
 cases, and the device, GPU count and interconnect it was measured on) and
@@ -33,6 +33,8 @@ def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the long-tailed length mixes")
     p.add_argument("--out", default="runs/calibrate", help="output folder (profile.json, "
                    "validation.html)")
+    p.add_argument("--no-preflight", action="store_true",
+                   help="run more gloo ranks than this machine has CPU cores (oversubscribed)")
     p.set_defaults(handler=handle)
 
 
@@ -45,4 +47,4 @@ def handle(args: argparse.Namespace) -> int:
     check_output_dir(out, "--out", OUTPUTS)
     return calibrate_node(args.device, args.ops, args.world, "quick" if args.quick else "full",
                           args.base, args.seed, out / OUTPUTS[0], out / OUTPUTS[1],
-                          out.name or "profile")
+                          out.name or "profile", not args.no_preflight)

@@ -7,6 +7,7 @@ the results' scenario kind) and passes them to the report layer, which draws not
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from rich.console import Console
@@ -38,8 +39,9 @@ def handle(args: argparse.Namespace) -> int:
     folder = Path(args.folder)
     out = Path(args.out) if args.out else folder / "report.html"
     check_output_file(out, "--out")  # before any reading or drawing
-    inputs = {Path(args.reference).resolve()} if args.reference else set()
-    if out.is_file() and (out.suffix == ".json" or out.resolve() in inputs):
+    # realpath, not Path.resolve: a symbolic-link loop is the reader's one line, not an error.
+    inputs = {os.path.realpath(args.reference)} if args.reference else set()
+    if out.is_file() and (out.suffix == ".json" or os.path.realpath(out) in inputs):
         raise InputError("--out", str(out), "a new or HTML file (this one is an input)")
     check_report_path(out)
     err = Console(stderr=True)

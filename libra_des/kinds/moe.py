@@ -66,7 +66,9 @@ def summary(r: Mapping[str, Any]) -> list[tuple[str, str]]:
 def elaborate(scenario: MoeScenario) -> MoeScenario:
     """Bad input before any work: the MoE system and the network model must be registered (the
     config layer, below the registries, cannot see them), an override predictor usable by the
-    system, a grouped-GEMM kernel for the model's dtype, and EP no wider than the experts."""
+    system, a grouped-GEMM kernel for the model's dtype, EP no wider than the experts, and the
+    knobs against the machine (:func:`~libra_des.kinds.machine.check_machine`)."""
+    from libra_des.kinds.machine import check_machine
     from libra_des.sim.moe.batch import Wiring
     from libra_des.sim.moe.setup import check_ep_width, system_kernel
     from libra_des.sim.network import models as network_models
@@ -75,6 +77,7 @@ def elaborate(scenario: MoeScenario) -> MoeScenario:
     check_ep_width(scenario)
     system_kernel(scenario)  # the system ships a kernel for model.dtype
     Wiring.of(scenario)  # looks the system up; refuses an override it cannot use
+    check_machine(scenario)
     return scenario
 
 

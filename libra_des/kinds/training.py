@@ -73,8 +73,11 @@ def with_progress(scenario: TrainingScenario, rng: np.random.Generator) -> list[
         TimeRemainingColumn,
     )
 
-    from libra_des.sim.training.simulator import simulate_training
+    from libra_des.sim.training.simulator import prepare_training, run_steps
 
+    # Every check of the run (memory, plans, the fabric's algorithms) before the bar starts:
+    # a refused run prints its one line and nothing else.
+    prepared = prepare_training(scenario, rng)
     columns = (TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
                TextColumn("simulated {task.fields[now]:.4g} s"), TimeElapsedColumn(),
                TextColumn("ETA"), TimeRemainingColumn())
@@ -89,7 +92,7 @@ def with_progress(scenario: TrainingScenario, rng: np.random.Generator) -> list[
         def within(now: float, share: float) -> None:
             bar.update(task, completed=done[0] + share, now=now)
 
-        return simulate_training(scenario, rng, step_done, within)
+        return run_steps(prepared, step_done, within)
 
 
 def summary(r: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -175,18 +178,26 @@ def resolve_balancer(scenario: TrainingScenario) -> TrainingScenario:
     if bal.policy not in policies:
         raise InputError("balancer.policy", bal.policy, " | ".join(policies))
     dp = scenario.parallelism.dp
-    if training_balancers.get(bal.policy).pool == "configured" and dp % bal.pool_size:
+    balancer = training_balancers.get(bal.policy)
+    if balancer.pool == "configured" and dp % bal.pool_size:
         raise InputError("balancer.pool_size", bal.pool_size, f"a divisor of dp={dp}")
+    if balancer.check is not None:
+        balancer.check(scenario)  # what its planner would refuse mid-run
     return scenario
 
 
 def elaborate(scenario: TrainingScenario) -> TrainingScenario:
     """The names the config layer cannot see: the balancer (its name, pool rule and own
     config model, :func:`resolve_balancer`), the pipeline schedule (and the model chunks it
-    takes), the network model and the length law (with the fields it needs)."""
+    takes), the network model, the length law (with the fields it needs) and the knobs
+    against the machine (:func:`~libra_des.kinds.machine.check_machine`), and the memory floor
+    on the first window (what the run would refuse first, before its progress bar)."""
+    from libra_des.kinds.machine import check_machine
     from libra_des.sim.network import models as network_models
     from libra_des.sim.training import schedules
+    from libra_des.sim.training.memory import check_memory_floor
     from libra_des.workload import lengths
+    from libra_des.workload.packing import make_stream
 
     scenario = resolve_balancer(scenario)
     par = scenario.parallelism
@@ -197,6 +208,12 @@ def elaborate(scenario: TrainingScenario) -> TrainingScenario:
                          f"1 with fidelity {scenario.fidelity} (it hashes no flows; an ECMP "
                          "ensemble needs a flow-level fidelity such as detailed)")
     lengths.check(scenario.workload.lengths)
+    topo = check_machine(scenario)
+    if scenario.memory.check != "warn":
+        # The run's data stream (the middle of the seed's three children), its first window.
+        _hardware, data_rng, _noise = np.random.default_rng(scenario.seed).spawn(3)
+        window = make_stream(scenario.workload, data_rng).peek_window(scenario.parallelism.gbs)
+        check_memory_floor(scenario, window, topo.spec.gpu)
     return scenario
 
 

@@ -46,6 +46,8 @@ REFERENCES = ROOT / "docs" / "references"
 UNITS = {"fraction": "share", "s": "s", "tokens/s": "tokens/s", "1": ""}
 ENTRY_KEYS = {"metric", "value", "range", "unit", "where", "source", "note"}
 SOURCE_KEYS = {"paper", "figure", "page", "via"}
+#: Keys of one ``--reference`` entry (a key outside them would be silently ignored).
+REFERENCE_KEYS = {"metric", "value", "source", "run", "where"}
 
 
 def reference_file(name: Any) -> Path | None:
@@ -179,7 +181,9 @@ def reference_rows(kind: str, results: Mapping[str, Mapping[str, Any]],
         diff = diff if diff is not None and math.isfinite(diff) else None
         out.append((e["metric"], name or "not found", show(simulated, str(e["metric"]))
                     if simulated is not None else "not found", show(ref, str(e["metric"])),
-                    f"{diff:+.1%}" if diff is not None else "n/a", e["source"]))
+                    f"{diff:+.1%}" if diff is not None else "n/a",
+                    source_text(e["source"]) if isinstance(e["source"], Mapping)
+                    else e["source"]))
     return out
 
 
@@ -188,6 +192,10 @@ def check_reference(e: Mapping[str, Any]) -> None:
     difference divides by it), a source; ``run`` a name, ``where`` a mapping."""
     if not {"metric", "value", "source"} <= set(e):
         raise InputError("--reference", str(e), "entries with metric, value and source")
+    unknown = sorted(str(k) for k in e if k not in REFERENCE_KEYS)
+    if unknown:
+        raise InputError("--reference", ", ".join(unknown), "entry keys among "
+                         + ", ".join(sorted(REFERENCE_KEYS)) + " (unknown key)")
     if not isinstance(e["metric"], str) or not e["metric"]:
         raise InputError("--reference metric", e["metric"], "a dotted metric name (text)")
     value = e["value"]
@@ -199,6 +207,21 @@ def check_reference(e: Mapping[str, Any]) -> None:
         raise InputError("--reference run", e["run"], "a run name or sweep point id")
     if "where" in e and not isinstance(e["where"], Mapping):
         raise InputError("--reference where", e["where"], "a mapping {override key: value}")
+    check_source(e["source"], f"--reference {e['metric']}.source")
+
+
+def check_source(source: Any, field: str) -> None:
+    """A reference's source: a non-empty text, or the built-in files' mapping {paper, figure,
+    page, via} with paper a text (a list or number there is no citation)."""
+    if isinstance(source, str) and source.strip():
+        return
+    if isinstance(source, Mapping) and set(source) <= SOURCE_KEYS \
+            and all(isinstance(source.get(k), str) and source[k].strip()
+                    for k in ("paper", "via")) \
+            and all(isinstance(source.get(k), str | int | None) for k in SOURCE_KEYS):
+        return
+    raise InputError(field, source, "a text naming the source, or {paper: TEXT, via: TEXT, "
+                     "figure, page}")
 
 
 def pick(kind: str, results: Mapping[str, Mapping[str, Any]], rows: Sequence[Mapping[str, Any]],

@@ -142,6 +142,18 @@ def check_axes(axes: Sequence[Axis]) -> None:
             seen.add(key)
 
 
+def check_base(base: Sequence[str], axes: Sequence[Axis]) -> None:
+    """A ``--set`` key no axis sets too (nor a section holding it, nor a key inside it): the
+    axis, applied later, would silently replace the ``--set`` value at every point."""
+    for text in base:
+        key = text.split("=", 1)[0].strip()
+        for axis in axes:
+            for other in axis.keys:
+                if key == other or other.startswith(key + ".") or key.startswith(other + "."):
+                    raise InputError("--set", key, f"a key no --grid/--zip axis sets (the axis "
+                                     f"on {other} would replace it at every point)")
+
+
 def expand(axes: Sequence[Axis]) -> list[tuple[tuple[int, ...], tuple[str, ...]]]:
     """Cartesian product of the axes: (coordinates, overrides) per point, first axis outermost."""
     out = []
@@ -191,6 +203,7 @@ def point_id(scenario: Scenario) -> str:
 def resolve(spec: SweepSpec) -> list[Point]:
     """Validate every point (each raises the scenario's own one-line error) before any work."""
     check_axes(spec.axes)
+    check_base(spec.base, spec.axes)
     check_points(math.prod(len(a.values) for a in spec.axes))
     points = []
     for coords, sets in expand(spec.axes):

@@ -5,11 +5,20 @@ from __future__ import annotations
 import numpy as np
 
 from libra_des.config import TrainingScenario as Scenario
+from libra_des.errors import InputError
 from libra_des.plan.baselines import ulysses_plan
 from libra_des.plan.step import pipeliner_chunks
 from libra_des.plan.tap import TileLayout, plan_pool
 from libra_des.plan.tile_batch import attention_plans, batches
 from libra_des.plan.types import AttentionPlan
+
+
+def ulysses_heads(scenario: Scenario) -> None:
+    """Ulysses gives each CP rank ``heads_q / cp`` query heads: ``cp`` must divide them."""
+    heads, cp = scenario.model.heads_q, scenario.parallelism.cp
+    if heads % cp:
+        raise InputError("parallelism.cp", cp, f"a divisor of model.heads_q={heads} "
+                         f"(balancer.policy={scenario.balancer.policy} shards heads, Ulysses)")
 
 
 def ulysses_padded(scenario: Scenario, seqs: list[np.ndarray]) -> AttentionPlan:

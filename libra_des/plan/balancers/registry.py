@@ -18,7 +18,7 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from libra_des.registry import Registry
 
@@ -79,6 +79,9 @@ class TrainingBalancer:
     config: type[TrainingBalancerSpec] | None = field(default=None, compare=False)
     scheduler_ops: Callable[[int, int], float] | None = field(default=None, compare=False)
     scheduler_op_seconds: float = 0.0
+    #: Bad input its planner would refuse mid-run, checked when the scenario is elaborated
+    #: (before any work): raises :class:`~libra_des.errors.InputError` (None: nothing to check).
+    check: Callable[[Any], None] | None = field(default=None, compare=False)
 
     def pool_size(self, bal: TrainingBalancerSpec, dp: int) -> int:
         """P: replicas per pool under this balancer's rule."""

@@ -21,7 +21,7 @@ import numpy as np
 
 from libra_des.config import TrainingBalancerSpec
 from libra_des.config import TrainingScenario as Scenario
-from libra_des.plan.balancers.planners import ulysses_real
+from libra_des.plan.balancers.planners import ulysses_heads, ulysses_real
 from libra_des.plan.balancers.registry import TrainingBalancer
 from libra_des.plan.baselines import (
     held_outliers,
@@ -105,5 +105,5 @@ BALANCER = TrainingBalancer(
 
 IDEAL = TrainingBalancer(
     name="wlb_llm_ideal", pool="replica", attention=ulysses_real, real_token_linear=True,
-    packer=repack_ideal, config=WlbLlmIdealBalancerSpec,
+    packer=repack_ideal, config=WlbLlmIdealBalancerSpec, check=ulysses_heads,
 )

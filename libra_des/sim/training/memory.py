@@ -198,3 +198,17 @@ def check_memory(scenario: Scenario, report: MemoryReport) -> None:
         f"{report.hbm_bytes / 1e9:.0f} GB {report.gpu} HBM, {report.hbm_tier}); "
         f"try {', '.join(hints)}",
     )
+
+
+def check_memory_floor(scenario: Scenario, window: PackedBatch, gpu: str) -> None:
+    """Refuse (exit 2, one line) a run whose memory without any remote attention buffers
+    already exceeds ``gpu``'s HBM on the first GBS ``window``: a floor every plan of the run
+    needs, so it is checked when the scenario is elaborated, before any work."""
+    from libra_des.plan.step import pool_size_of
+    from libra_des.sim.training.schedules import build_schedule
+
+    par = scenario.parallelism
+    schedule = build_schedule(par.schedule, par.pp, par.microbatches, par.virtual_stages)
+    layout = Layout(par.dp, par.cp, pool_size_of(scenario), scenario.model.layers)
+    need = PlanFootprint(shard_tokens_of(window, par.cp), 0.0, 1)
+    check_memory(scenario, stage_memory(scenario, schedule, layout, need, gpu))

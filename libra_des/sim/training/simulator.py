@@ -22,7 +22,7 @@ import simpy
 
 from libra_des.base.startup import long_lived_run
 from libra_des.config import TrainingScenario as Scenario
-from libra_des.errors import CheckError, InputError
+from libra_des.errors import InputError
 from libra_des.hardware.collectives.ecmp import stage_overlap_warning
 from libra_des.hardware.compute.interference import (
     OverlapModel,
@@ -53,6 +53,7 @@ from libra_des.sim.training.memory import (
     MemoryReport,
     PlanFootprint,
     check_memory,
+    check_memory_floor,
     footprint,
     shard_tokens_of,
     stage_memory,
@@ -75,6 +76,12 @@ from libra_des.sim.training.overlap import (
 from libra_des.sim.training.pipeline import Pipeline, PipelineRun, PipelineSim
 from libra_des.sim.training.schedules import Op, Schedule, build_schedule
 from libra_des.sim.training.stagetimes import DeviceTimes, Layout, device_times
+from libra_des.sim.training.step_checks import (
+    check_linear_tokens,
+    check_step,
+    executed_pair_heads,
+    slot_tokens,
+)
 from libra_des.sim.training.tap_autotune import Ranking, resolve_knobs
 from libra_des.workload.packing import PackedBatch, make_stream
 
@@ -370,66 +377,11 @@ def scheduler_seconds(scenario: Scenario, plan: StepPlan) -> float:
     return bal.scheduler_ops(plan.tiles, servers) * bal.scheduler_op_seconds
 
 
-def slot_tokens(scenario: Scenario, plan: StepPlan) -> np.ndarray:
-    """[E, m] tokens the linear layers of each slot run on.
-
-    WLB-LLM's variable-length microbatches hold their real tokens; the fixed-length packers
-    pad every packed sequence to L and compute the padding too.
-    """
-    if balancer_of(scenario).real_token_linear:
-        return plan.window.tokens()[plan.seq_of].sum(axis=-1).astype(float)
-    full = float(plan.pool_size * scenario.workload.packed_length)
-    return np.full(plan.seq_of.shape[:2], full)
-
-
 def token_share(scenario: Scenario, plan: StepPlan) -> np.ndarray | None:
     """Per-slot share of the padded length the linear work runs on (None: all padded)."""
     if not balancer_of(scenario).real_token_linear:
         return None
     return slot_tokens(scenario, plan) / float(plan.pool_size * scenario.workload.packed_length)
-
-
-def check_linear_tokens(
-    scenario: Scenario,
-    plan: StepPlan,
-    times: tuple[DeviceTimes, ...],
-    run: PipelineRun,
-    schedule: Schedule,
-) -> None:
-    """Built-in check: linear work executed = the slots' tokens x layers, both directions.
-
-    Taken from the per-op arrays that set the durations (share x layers) times how often each
-    op ran; for WLB-LLM the expected tokens are its real tokens (per-token FLOPs x tokens).
-    """
-    width = float(plan.pool_size * scenario.workload.packed_length)
-    expected = float(slot_tokens(scenario, plan).sum()) * scenario.model.layers
-    done = {"F": 0.0, "B": 0.0}
-    for d, t in enumerate(times):
-        ran = run.ran[:, d, :] * t.linear_share * width
-        for i, op in enumerate(schedule.orders[d]):
-            done[op.kind] += float(ran[:, i].sum())
-    for kind, tokens in done.items():
-        if not np.isclose(tokens, expected, rtol=1e-9):
-            raise CheckError(
-                "linear FLOPs executed equal tokens x per-token FLOPs",
-                f"{kind}: executed {tokens:.6g} token-layers, expected {expected:.6g}",
-            )
-
-
-def executed_pair_heads(
-    times: tuple[DeviceTimes, ...], run: PipelineRun, schedule: Schedule
-) -> tuple[float, float]:
-    """Pair-heads of attention the executed ops were costed for, forward and backward.
-
-    Taken from the same per-op arrays that set the durations, times how often each op ran,
-    so a wrong slot index, layer count or skipped op shows up against the plan.
-    """
-    out = {"F": 0.0, "B": 0.0}
-    for d, t in enumerate(times):
-        ran = run.ran[:, d, :] * t.pair_heads
-        for i, op in enumerate(schedule.orders[d]):
-            out[op.kind] += float(ran[:, i].sum())
-    return out["F"], out["B"]
 
 
 def fidelity_warnings(scenario: Scenario, cluster: Cluster) -> tuple[str, ...]:
@@ -467,41 +419,23 @@ def free_comm(lin: LinearCosts, att: SlotAttention) -> tuple[LinearCosts, SlotAt
     )
 
 
-def check_step(
-    scenario: Scenario,
-    plan: StepPlan,
-    schedule: Schedule,
-    run: PipelineRun,
-    executed: tuple[float, float],
-) -> None:
-    """Built-in checks: FLOPs executed = planned, bytes sent = received, each op ran once."""
-    counts = run.counters.executed
-    expected = plan.pipelines * schedule.stages * schedule.virtual * plan.microbatches * 2
-    if len(counts) != expected or any(v != 1 for v in counts.values()) or np.any(run.ran != 1):
-        raise CheckError(
-            "every tile ran exactly once",
-            f"{len(counts)} of {expected} (pipeline, stage, microbatch, pass) slots ran, "
-            f"op run counts {int(run.ran.min())}..{int(run.ran.max())}",
-        )
+@dataclass
+class PreparedRun:
+    """What a training run decides before its first simulated step: the cluster, every
+    step's plan, the memory report, the TAP knobs chosen. Every bad-input check of the run
+    happens while preparing, so a command refuses a run before its progress bar starts."""
 
-    # Planned: the window's exact causal pairs x heads, for every layer, forward and backward.
-    planned = plan.planned_pair_heads * scenario.model.layers
-    for kind, done in zip(("forward", "backward"), executed, strict=True):
-        if not np.isclose(done, planned, rtol=1e-9):
-            raise CheckError(
-                "FLOPs executed equal FLOPs planned",
-                f"{kind}: executed {done:.6g} pair-heads, planned {planned:.6g}",
-            )
-    c = run.counters
-    if not np.isclose(c.p2p_sent, c.p2p_received, rtol=1e-12):
-        raise CheckError("bytes sent equal bytes received", f"{c.p2p_sent} != {c.p2p_received}")
+    scenario: Scenario
+    cluster: Cluster
+    plans: list[StepPlan]
+    memory: MemoryReport
+    tuned: dict[str, Any] | None
+    noise_rng: np.random.Generator
 
 
-def simulate_training(
-    scenario: Scenario, rng: np.random.Generator, progress: Callable[[int], None] | None = None,
-    watch: Callable[[float, float], None] | None = None,
-) -> list[StepRecord]:
-    """Run ``scenario.steps`` steps; ``rng`` seeds independent hardware, data and noise streams."""
+def prepare_training(scenario: Scenario, rng: np.random.Generator) -> PreparedRun:
+    """Elaborate the cluster and plan every step; ``rng`` seeds independent hardware, data and
+    noise streams (the noise stream is kept for the steps)."""
     # Separate child streams for hardware, data and noise: turning noise on or off (or any
     # change in how many noise numbers a step draws) must not change the data a step sees.
     cluster_rng, data_rng, noise_rng = rng.spawn(3)
@@ -511,7 +445,7 @@ def simulate_training(
     # knobs. The stream keeps that window for the first step (drawn once, not from a copy).
     stream = make_stream(scenario.workload, data_rng)
     window = stream.peek_window(scenario.parallelism.gbs)
-    check_memory_floor(scenario, cluster, window)
+    check_memory_floor(scenario, window, cluster.topology.spec.gpu)
     scenario, ranking = choose_tap_knobs(scenario, cluster, window)
     del window  # WLB-LLM repacks it: the stream's copy is dropped at the first step
     tuned = None if ranking is None else ranking.as_dict()
@@ -523,16 +457,34 @@ def simulate_training(
         plans.append(build_step_plan(scenario, stream, queue))
         queue = plans[-1].deferred
     report = training_memory(scenario, cluster, plans)
+    return PreparedRun(scenario, cluster, plans, report, tuned, noise_rng)
+
+
+def simulate_training(
+    scenario: Scenario, rng: np.random.Generator, progress: Callable[[int], None] | None = None,
+    watch: Callable[[float, float], None] | None = None,
+) -> list[StepRecord]:
+    """Run ``scenario.steps`` steps; ``rng`` seeds independent hardware, data and noise streams."""
+    return run_steps(prepare_training(scenario, rng), progress, watch)
+
+
+def run_steps(
+    prepared: PreparedRun, progress: Callable[[int], None] | None = None,
+    watch: Callable[[float, float], None] | None = None,
+) -> list[StepRecord]:
+    """Simulate the prepared steps in order (``progress(step)`` after each)."""
+    scenario, cluster, plans = prepared.scenario, prepared.cluster, prepared.plans
     records = []
     # The laid-out fabric and the fidelity's known disagreements are the run's, not a step's.
     layout, warnings = cluster.topology.layout(), fidelity_warnings(scenario, cluster)
     # The elaborated objects live for the whole run (base/startup.long_lived_run).
     with long_lived_run():
         for step, plan in enumerate(plans):
-            rec = simulate_step(scenario, cluster, plan, noise_rng, step, watch)
+            rec = simulate_step(scenario, cluster, plan, prepared.noise_rng, step, watch)
             # Measured: the per-slot plans are no longer needed (metrics and trace read none).
             plans[step] = plan.without_slots()
-            records.append(replace(rec, plan=plans[step], memory=report, tap_autotune=tuned,
+            records.append(replace(rec, plan=plans[step], memory=prepared.memory,
+                                   tap_autotune=prepared.tuned,
                                    comm_tiers=tuple(cluster.cost.tiers().items()),
                                    comm_choices=tuple(cluster.cost.choices().items()),
                                    fabric_layout=layout, warnings=warnings))
@@ -558,12 +510,6 @@ def first_window(scenario: Scenario, data_rng: np.random.Generator) -> PackedBat
     """The run's first GBS window, drawn from a copy of the data stream (it stays unused)."""
     stream = make_stream(scenario.workload, copy.deepcopy(data_rng))
     return stream.next_window(scenario.parallelism.gbs)
-
-
-def check_memory_floor(scenario: Scenario, cluster: Cluster, window: PackedBatch) -> None:
-    """Refuse (exit 2) a run whose memory without remote attention buffers already exceeds HBM."""
-    tokens = shard_tokens_of(window, scenario.parallelism.cp)
-    check_memory(scenario, memory_report(scenario, cluster, PlanFootprint(tokens, 0.0, 1)))
 
 
 def memory_report(scenario: Scenario, cluster: Cluster, need: PlanFootprint) -> MemoryReport:
