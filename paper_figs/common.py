@@ -164,9 +164,15 @@ class Study:
 def sweep(
     opts: FigOptions, folder: str, scenario: str, axes: Sequence[Axis], base: Sequence[str] = ()
 ) -> Study:
-    """Run (or resume) one sweep of a shipped scenario over the axes and the mode's seeds."""
+    """Run (or resume) one sweep of a shipped scenario over the axes and the mode's seeds.
+    A mode's base override of a key an axis sets is left out: the axis sets it at every
+    point (a sweep refuses a key set both ways)."""
+    swept = [key for axis in axes for key in axis]
+    kept = [text for text in base if not any(
+        (k := text.partition("=")[0]) == key or k.startswith(key + ".")
+        or key.startswith(k + ".") for key in swept)]
     run = api.run_sweep(SCENARIOS / scenario, [*axes, grid("seed", opts.seeds)],
-                        opts.data(folder), base, opts.workers)
+                        opts.data(folder), kept, opts.workers)
     print(
         f"  {scenario}: {len(run.points)} points ({run.ran} run, {run.reused} "
         f"reused) in {run.seconds:.1f} s",

@@ -161,16 +161,17 @@ def waterfall(split: Mapping[str, Any], names: tuple[str, str], unit: str) -> Pn
     The value axis spans the levels the bars walk through (not from 0), so the parts show."""
     fig, ax = panel()
     parts = list(split["components"].items())
-    level = float(split["b"])
+    values = np.array([v for _, v in parts], dtype=float)
     x = np.arange(len(parts) + 2)
-    ax.bar(x[0], level * 1e3, 0.6, color=PALETTE[7])
-    for k, (_, value) in enumerate(parts, start=1):
-        colour = PALETTE[5] if value > 0 else PALETTE[0]
-        ax.bar(x[k], value * 1e3, 0.6, bottom=level * 1e3, color=colour)
-        level += value
-    ax.bar(x[-1], float(split["a"]) * 1e3, 0.6, color=PALETTE[7])
+    levels = float(split["b"]) + np.concatenate([[0.0], np.cumsum(values)])
+    # Three series (totals, increases, decreases), one colour each.
+    ax.bar(x[[0, -1]], np.array([split["b"], split["a"]], dtype=float) * 1e3, 0.6,
+           color=PALETTE[7], label="run totals")
+    for mask, colour, name in ((values > 0, PALETTE[5], "adds time"),
+                               (values <= 0, PALETTE[0], "saves time")):
+        ax.bar(x[1:-1][mask], values[mask] * 1e3, 0.6, bottom=levels[:-1][mask] * 1e3,
+               color=colour, label=name)
     # The parts are small beside the totals: the axis spans the levels the bars walk through.
-    levels = float(split["b"]) + np.concatenate([[0.0], np.cumsum([v for _, v in parts])])
     lo, hi = float(min(levels.min(), split["a"])), float(max(levels.max(), split["a"]))
     pad = 0.15 * (hi - lo) or 0.05 * hi
     ax.set_ylim(max(lo - pad, 0.0) * 1e3, (hi + pad) * 1e3)
