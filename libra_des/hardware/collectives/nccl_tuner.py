@@ -180,17 +180,23 @@ class NcclTuner:
         return Graph(dup, speed / math.ceil(dup / c0))
 
     def tree_graph(self, nodes: int, gpn: int) -> Graph:
-        """The tree search's channels: the ring's, except on two nodes, where NCCL's second
-        pass raises a tree's intra-node speed (``bwIntra``, which the tuner reads up to two
-        nodes) to the fastest network speed below twice the NIC's that the NVLink carries on
-        every channel (``search.cc``: "increase bwIntra for trees")."""
+        """The tree search's channels: the ring's (``init.cc`` searches the tree with the
+        ring's channel count), except on two nodes, where NCCL's second pass raises a tree's
+        intra-node speed (``bwIntra``, which the tuner reads up to two nodes; beyond, it reads
+        ``bwInter``, the ring's): step by step to the next faster network speed while the
+        current one is below twice the network's and the NVLink carries it on every channel
+        (``search.cc``: "increase bwIntra for trees")."""
         g = self.ring_graph(nodes, gpn)
         if nodes != 2 or gpn < 2:
             return g
         link = self.intra_gbs()
-        raised = [float(v) for v in self.t["speed_inter_gbs"][self.gen]
-                  if g.bw < float(v) < 2 * g.bw and g.channels * float(v) <= link + 1e-9]
-        return Graph(g.channels, max(raised), g.bw) if raised else g
+        faster = sorted(float(v) for v in self.t["speed_inter_gbs"][self.gen] if float(v) > g.bw)
+        bw = g.bw
+        for v in faster:
+            if bw >= 2 * g.bw or g.channels * v > link + 1e-9:
+                break
+            bw = v
+        return Graph(g.channels, bw, g.bw) if bw > g.bw else g
 
     def nvls_graph(self, nodes: int, gpn: int) -> Graph:
         """NCCL's NVLS graph: one channel per GPU of the node (``nvls_max_arity`` at most),
@@ -349,6 +355,8 @@ class NcclTuner:
         if a == "tree" and p == LL128:
             f = fac["tree_ll128_one_node"] if nodes == 1 else fac["tree_ll128_nodes"]
             bus = min(bus * f, g.channels * self.caps("tree_ll128", nodes))
+        if a == "tree" and gpn == 1:  # one GPU a node: NCCL's search builds PATTERN_TREE
+            bus *= fac["tree_pattern_tree"]
         if a == "pat":
             bus *= fac["pat"]
         if a == "collnet_direct":
@@ -408,15 +416,17 @@ class NcclTuner:
         p = PROTOCOLS.index(e.protocol)
         bw = np.full(s.shape, e.bandwidth_gbs)
         lat = np.full(s.shape, e.latency_us)
-        if e.algorithm == "tree" and op == "all_reduce":
-            k = np.floor(np.log2(np.maximum(s, 1.0) / 64.0))
+        corrected = {"tree": 23, "nvls_tree": 24 if self.gen in self.t["nvls_tree_corrected"]
+                     else 0}.get(e.algorithm, 0)
+        if corrected and op == "all_reduce":
+            k = np.floor(np.log2(np.maximum(s, 1.0) / 64.0))  # NCCL's log2i(nBytes >> 6)
             table = np.asarray(self.t["tree_correction"][p], dtype=np.float64)
-            inside = (k >= 0) & (k < 23)
-            bw = np.where(inside, bw * table[np.clip(k, 0, 22).astype(int)], bw)
-        if (e.algorithm == "ring" and p == SIMPLE and nodes > 1 and op == "all_reduce"
-                and self.gen != "volta"):
+            inside = (k >= 0) & (k < corrected)
+            bw = np.where(inside, bw * table[np.clip(k, 0, corrected - 1).astype(int)], bw)
+        if e.algorithm == "ring" and p == SIMPLE and nodes > 1 and op == "all_reduce":
             plateau = s / (e.channels * n) >= 64
-            lat = np.where(plateau, lat * float(self.t["ring_plateau_factor"]), lat)
+            key = "ring_plateau_factor_pre_sm80" if self.gen == "volta" else "ring_plateau_factor"
+            lat = np.where(plateau, lat * float(self.t[key]), lat)
         return np.asarray((lat + s / (1000.0 * bw)) * 1e-6)
 
     def entries(self, op: str, n: int, gpn: int, algorithm: str | None,
