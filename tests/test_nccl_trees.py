@@ -67,3 +67,141 @@ def test_ring_tree_crossover_on_two_h100_nodes() -> None:
         assert got["tree"].seconds * 1e6 == pytest.approx(tree, rel=1e-9)
         assert math.isclose(min(ring, tree), min(got["ring"].seconds, got["tree"].seconds) * 1e6,
                             rel_tol=1e-9)
+
+
+# ---------------------------------------------------------------- trees on 2, 4 and 8 nodes
+# NCCL's constants (tuning.cc), written out: per protocol (LL, LL128, Simple).
+BASE = {"tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4)}
+NVLINK = {"tree": (0.6, 1.25, 4.0), "ring": (0.6, 1.9, 3.4)}
+NET = {"tree": (5.0, 8.5, 14.0), "ring": (2.7, 4.0, 14.0)}
+LL_MAX = (39.0, 39.0, 20.4)  # llMaxBws, x86 Intel row, [1, 2, >2 nodes]
+CAPS = {  # per channel, [1, 2, >2 nodes]: perChMaxTreeBw, perChMaxTreeLL128Bw, perChMaxRingLL128Bw
+    "hopper": {"tree": (38.7, 41.4, 36.0), "tree_ll128": (36.7, 36.7, 29.0),
+               "ring_ll128": (36.7, 36.7, 36.7)},
+    "ampere": {"tree": (24.0, 23.6, 17.8), "tree_ll128": (20.0, 20.0, 20.0),
+               "ring_ll128": (20.0, 20.0, 20.0)},
+}
+CORRECTION = (  # treeCorrectionFactor, sizes 64 B x 2^k
+    (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0,
+     1.0, 1.0, 1.0),
+    (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9,
+     1.0, 1.0, 1.0),
+    (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9,
+     .9),
+)
+
+
+def hand_tree(gen: str, nodes: int, channels: int, bw: float, p: int) -> tuple[float, float]:
+    """(latency us, algorithm bandwidth GB/s) of NCCL's tree all_reduce on 8 GPUs a node: the
+    chain of 7 NVLink hops and log2(nodes) network hops, up and down; bus bandwidth x 0.92
+    under the per-channel tree cap, then LL / 3.8 under llMaxBw or LL128 x 120/128 under its
+    cap; algorithm bandwidth half the bus bandwidth."""
+    i = min(nodes, 3) - 1
+    lat = BASE["tree"][p] + 2 * (7 * NVLINK["tree"][p] + math.log2(nodes) * NET["tree"][p])
+    bus = min(channels * bw * 0.92, channels * CAPS[gen]["tree"][i])
+    if p == 0:
+        bus = min(bus / 3.8, LL_MAX[i])
+    if p == 1:
+        bus = min(bus * 120 / 128, channels * CAPS[gen]["tree_ll128"][i])
+    return lat, bus * 0.5
+
+
+def hand_ring(gen: str, nodes: int, channels: int, bw: float, p: int) -> tuple[float, float]:
+    """NCCL's ring all_reduce: 2 (n - 1) steps, 2 (nodes - 1) of them across nodes; inside a
+    node each step at least the network post overhead (1 us, x3 for Simple)."""
+    n, i = 8 * nodes, min(nodes, 3) - 1
+    steps, inter = 2 * (n - 1), 2 * (nodes - 1)
+    intra = max(NVLINK["ring"][p], 3.0 if p == 2 else 1.0)
+    lat = BASE["ring"][p] + (steps - inter) * intra + inter * NET["ring"][p]
+    bus = channels * bw
+    if p == 0:
+        bus = min(LL_MAX[i], bus * 0.5)
+    if p == 1:
+        bus = min(bus * 0.92, channels * CAPS[gen]["ring_ll128"][i])
+    return lat, bus * n / steps
+
+
+def hand_seconds(alg: str, gen: str, nodes: int, graph: tuple[int, float], size: float) -> float:
+    """The fastest protocol's time (ncclTopoGetAlgoTime): tree bandwidth times the correction
+    of its power-of-two size, Simple ring latency x 1.4 past 64 B per channel and rank."""
+    best = math.inf
+    for p in range(3):
+        lat, bw = (hand_tree if alg == "tree" else hand_ring)(gen, nodes, *graph, p)
+        k = math.floor(math.log2(size / 64))
+        if alg == "tree" and 0 <= k < 23:
+            bw *= CORRECTION[p][k]
+        if alg == "ring" and p == 2 and size / (graph[0] * 8 * nodes) >= 64:
+            lat *= 1.4
+        best = min(best, lat + size / (1000 * bw))
+    return best * 1e-6
+
+
+# (profile, topology, generation): graphs per node count, (channels, GB/s the tuner reads) of
+# the ring and the tree: H100 8 x 45 (module docstring); A100 8 x 24, the tree's bwIntra raised
+# to 30 on two nodes (test_tree_raised_on_two_nodes_only).
+MACHINES = {
+    ("h100-sxm", "h100-ib-ndr", "hopper"): {2: ((8, 45.0), (8, 45.0)), 4: ((8, 45.0), (8, 45.0)),
+                                             8: ((8, 45.0), (8, 45.0))},
+    ("a100-sxm", "a100-dgx-ib-hdr", "ampere"): {2: ((8, 24.0), (8, 30.0)),
+                                                 4: ((8, 24.0), (8, 24.0)),
+                                                 8: ((8, 24.0), (8, 24.0))},
+}
+
+
+@pytest.mark.parametrize("nodes", [2, 4, 8])
+def test_tree_table_on_h100_nodes(nodes: int) -> None:
+    """The tuner's tree cells on 2, 4 and 8 H100 nodes, e.g. 8 nodes, LL128: 14 + 2 (7 x 1.25 +
+    3 x 8.5) = 82.5 us; 8 x min(45 x 0.92, 36) = 288 GB/s bus, x 120/128 = 270 above 8 x 29
+    = 232, algbw 116."""
+    t = bare("h100-sxm", "h100-ib-ndr", nodes).tuner
+    cells = {e.protocol: e for e in t.table("all_reduce", 8 * nodes, 8) if e.algorithm == "tree"}
+    for p, name in enumerate(("LL", "LL128", "Simple")):
+        lat, bw = hand_tree("hopper", nodes, 8, 45.0, p)
+        assert cells[name].latency_us == pytest.approx(lat, rel=1e-9)
+        assert cells[name].bandwidth_gbs == pytest.approx(bw, rel=1e-9)
+        assert cells[name].channels == 8
+    if nodes == 8:
+        assert cells["LL128"].latency_us == pytest.approx(82.5)
+        assert cells["LL128"].bandwidth_gbs == pytest.approx(116.0)
+
+
+@pytest.mark.parametrize("machine", list(MACHINES))
+def test_ring_tree_crossover_on_2_to_8_nodes(machine: tuple[str, str, str]) -> None:
+    """NCCL's choice between ring and tree all_reduce at every power of two from 1 KiB to
+    4 GiB, and the size where it switches to ring, as the hand formulas above state."""
+    profile, topology, gen = machine
+    for nodes, (ring_g, tree_g) in MACHINES[machine].items():
+        t = bare(profile, topology, nodes).tuner
+        n = 8 * nodes
+        assert (t.ring_graph(nodes, 8).channels, t.ring_graph(nodes, 8).bw) == ring_g
+        assert (t.tree_graph(nodes, 8).channels, t.tree_graph(nodes, 8).bw) == tree_g
+        crossover_hand = crossover_model = None
+        for k in range(10, 33):
+            size = float(2**k)
+            ring = hand_seconds("ring", gen, nodes, ring_g, size)
+            tree = hand_seconds("tree", gen, nodes, tree_g, size)
+            got = {a: t.choose("all_reduce", size, n, 8, algorithm=a) for a in ("ring", "tree")}
+            assert got["ring"] is not None and got["tree"] is not None
+            assert got["ring"].seconds == pytest.approx(ring, rel=1e-9)
+            assert got["tree"].seconds == pytest.approx(tree, rel=1e-9)
+            if crossover_hand is None and ring < tree:
+                crossover_hand = k
+            if crossover_model is None and got["ring"].seconds < got["tree"].seconds:
+                crossover_model = k
+        # trees win small and mid sizes, rings win the largest: a crossover exists
+        assert crossover_hand is not None and 10 < crossover_hand < 32
+        assert crossover_model == crossover_hand
+
+
+def test_tree_with_one_gpu_a_node() -> None:
+    """One GPU a node: NCCL's search builds PATTERN_TREE (all NIC traffic through that GPU),
+    whose bus bandwidth the tuner takes 15% off. H100, 4 nodes: one NIC at 48 GB/s, one channel
+    duplicated into 2 x 24; Simple algbw 2 x 24 x 0.92 x 0.85 x 0.5 (below 2 x 36)."""
+    t = bare("h100-sxm", "h100-ib-ndr", 4).tuner
+    assert (t.tree_graph(4, 1).channels, t.tree_graph(4, 1).bw) == (2, 24.0)
+    (simple,) = [e for e in t.table("all_reduce", 4, 1)
+                 if (e.algorithm, e.protocol) == ("tree", "Simple")]
+    assert simple.bandwidth_gbs == pytest.approx(2 * 24 * 0.92 * 0.85 * 0.5)
+    (ring,) = [e for e in t.table("all_reduce", 4, 1)
+               if (e.algorithm, e.protocol) == ("ring", "Simple")]
+    assert ring.bandwidth_gbs == pytest.approx(2 * 24 * 4 / 6)  # rings keep all of it
