@@ -165,17 +165,23 @@ def test_tree_table_on_h100_nodes(nodes: int) -> None:
         assert cells["LL128"].bandwidth_gbs == pytest.approx(116.0)
 
 
+#: log2 of the size from which ring wins at every larger size (hand formulas above).
+SWITCH = {"h100-sxm": {2: 25, 4: 25, 8: 27}, "a100-sxm": {2: 24, 4: 25, 8: 26}}
+
+
 @pytest.mark.parametrize("machine", list(MACHINES))
 def test_ring_tree_crossover_on_2_to_8_nodes(machine: tuple[str, str, str]) -> None:
     """NCCL's choice between ring and tree all_reduce at every power of two from 1 KiB to
-    4 GiB, and the size where it switches to ring, as the hand formulas above state."""
+    4 GiB, as the hand formulas above state, and the size from which NCCL keeps the ring
+    (H100: 32 MiB on 2 and 4 nodes, 128 MiB on 8; A100: 16, 32, 64 MiB; on two A100 nodes the
+    ring/LL also wins at 256 KiB alone, between tree/LL and tree/LL128)."""
     profile, topology, gen = machine
     for nodes, (ring_g, tree_g) in MACHINES[machine].items():
         t = bare(profile, topology, nodes).tuner
         n = 8 * nodes
         assert (t.ring_graph(nodes, 8).channels, t.ring_graph(nodes, 8).bw) == ring_g
         assert (t.tree_graph(nodes, 8).channels, t.tree_graph(nodes, 8).bw) == tree_g
-        crossover_hand = crossover_model = None
+        hand, model = [], []
         for k in range(10, 33):
             size = float(2**k)
             ring = hand_seconds("ring", gen, nodes, ring_g, size)
@@ -184,13 +190,12 @@ def test_ring_tree_crossover_on_2_to_8_nodes(machine: tuple[str, str, str]) -> N
             assert got["ring"] is not None and got["tree"] is not None
             assert got["ring"].seconds == pytest.approx(ring, rel=1e-9)
             assert got["tree"].seconds == pytest.approx(tree, rel=1e-9)
-            if crossover_hand is None and ring < tree:
-                crossover_hand = k
-            if crossover_model is None and got["ring"].seconds < got["tree"].seconds:
-                crossover_model = k
-        # trees win small and mid sizes, rings win the largest: a crossover exists
-        assert crossover_hand is not None and 10 < crossover_hand < 32
-        assert crossover_model == crossover_hand
+            hand.append("ring" if ring < tree else "tree")
+            model.append("ring" if got["ring"].seconds < got["tree"].seconds else "tree")
+        assert model == hand
+        switch = 10 + max(i for i, w in enumerate(hand) if w == "tree") + 1
+        assert switch == SWITCH[profile][nodes]
+        assert hand[0] == "tree" and hand[-1] == "ring"
 
 
 def test_tree_with_one_gpu_a_node() -> None:
