@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
+from libra_des.hardware.collectives.nccl_tuner import NcclTuner
 from libra_des.hardware.costs import CostModel
 from libra_des.hardware.fabric.topology import load_topology
 from libra_des.hardware.profiles.profile import load_profile
@@ -210,3 +212,21 @@ def test_tree_with_one_gpu_a_node() -> None:
     (ring,) = [e for e in t.table("all_reduce", 4, 1)
                if (e.algorithm, e.protocol) == ("ring", "Simple")]
     assert ring.bandwidth_gbs == pytest.approx(2 * 24 * 4 / 6)  # rings keep all of it
+
+
+def test_nvls_tree_correction_on_blackwell_only() -> None:
+    """ncclTopoGetAlgoTime scales NVLS-tree all_reduce by the tree correction (Simple row,
+    64 B x 2^k, k < 24) on compute capability 10.0+ with an x86 CPU: 64 MiB (k = 20) x 0.8,
+    512 MiB (k = 23) x 0.9, 1 GiB (k = 24) as it is; Hopper's NVLS-tree never."""
+    f = load_topology("gb200-nvl72-multirack", {"nodes": 2}).fabric()
+    t = NcclTuner(f, "GB200", 0.96)
+    (e,) = [e for e in t.table("all_reduce", 144, 72) if e.algorithm == "nvls_tree"]
+    for k, factor in ((20, 0.8), (23, 0.9), (24, 1.0)):
+        size = 64.0 * 2**k
+        got = t.seconds(e, "all_reduce", np.array([size]), 144, 72)[0] * 1e6
+        assert got == pytest.approx(e.latency_us + size / (1000 * e.bandwidth_gbs * factor))
+    h = bare("h100-sxm", "h100-ib-ndr", 2).tuner
+    (e,) = [e for e in h.table("all_reduce", 16, 8) if e.algorithm == "nvls_tree"]
+    size = 64.0 * 2**20
+    got = h.seconds(e, "all_reduce", np.array([size]), 16, 8)[0] * 1e6
+    assert got == pytest.approx(e.latency_us + size / (1000 * e.bandwidth_gbs))
