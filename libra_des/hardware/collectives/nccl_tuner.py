@@ -25,8 +25,10 @@ rate as NCCL credits it (datasheet rate x NCCL's per-link credit over the datash
 rate), split into the fewest channels of the fastest search speed that uses it best, then
 doubled at half speed (not below 25 GB/s, nor on Hopper below 50 GB/s with more than 4);
 across nodes the network speeds are tried and each NIC (line rate x the measured
-``NIC_EFFICIENCY``) carries as many channels as its rate holds; a tree on two nodes runs its
-intra-node speed up to below twice that (:meth:`NcclTuner.tree_graph`). NVLS follows NCCL's
+``NIC_EFFICIENCY``) carries as many channels as its rate holds; a tree has the ring's
+channels and on two nodes raises its intra-node speed step by step while it is below twice
+the network's (:meth:`NcclTuner.tree_graph`); with one GPU a node NCCL builds the simpler
+``PATTERN_TREE``, whose bus bandwidth the tuner takes 15% off. NVLS follows NCCL's
 NVLS graph: one channel per GPU of the node at the search speed its NVLink carries
 ``GPUs + 1`` times (:meth:`nvls_graph`; NCCL's 16 NVLS CTAs are the SMs a call takes, not
 its bandwidth). A call launches fewer channels when it is small (``nBytes < channels x
@@ -42,7 +44,9 @@ all_gather / reduce_scatter with one GPU per node; broadcast and reduce only rin
 over PCIe inside a node. Deviations (our assumptions): NVLS-tree's network rate is not
 doubled on two nodes (that would let a node's NICs beat their line rate), the CPU is taken
 as x86 Intel (network overhead 1 us, LL caps of that row), ring broadcast/reduce channels as
-the same channels both ways, graph network latency 0 (NCCL's default), and the two-node
+the same channels both ways, graph network latency 0 (NCCL's default), a node of several
+GPUs always finding NCCL's balanced tree (Hopper's fallback to ``PATTERN_TREE`` depends on
+PCIe placement we do not model), and the two-node
 "use the intra bandwidth" rule replaced by the lower of the intra and NIC bandwidths.
 """
 
