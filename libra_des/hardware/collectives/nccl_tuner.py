@@ -46,8 +46,8 @@ doubled on two nodes (that would let a node's NICs beat their line rate), the CP
 as x86 Intel (network overhead 1 us, LL caps of that row), ring broadcast/reduce channels as
 the same channels both ways, graph network latency 0 (NCCL's default), a node of several
 GPUs always finding NCCL's balanced tree (Hopper's fallback to ``PATTERN_TREE`` depends on
-PCIe placement we do not model), and the two-node
-"use the intra bandwidth" rule replaced by the lower of the intra and NIC bandwidths.
+PCIe placement we do not model). Up to two nodes the tuner reads a graph's intra-node speed,
+as NCCL does (a two-node tree's raised ``bwIntra``).
 """
 
 from __future__ import annotations
