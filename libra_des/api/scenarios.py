@@ -152,7 +152,7 @@ def load_scenario(
         for text in texts:
             data = config.elaborate(config.apply_overrides(data, [text]), Path.cwd())
         loaded = config.validate_scenario(data)
-    resolved: Scenario = kinds.kind_of(loaded).elaborate(loaded)
+    resolved: Scenario = kinds.elaborated(loaded)
     return resolved
 
 

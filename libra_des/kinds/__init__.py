@@ -22,6 +22,7 @@ stays cheap and ``simulation``/``preflight`` can import it while the kinds impor
 from __future__ import annotations
 
 import importlib
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -32,15 +33,16 @@ if TYPE_CHECKING:
     import numpy as np
 
     from libra_des.config import Scenario, ScenarioBase
+    from libra_des.hardware.profiles.profile import Profile
     from libra_des.kinds.estimate import Estimate
 
 #: The modules that register the shipped kinds.
 BUILTIN = ("libra_des.kinds.training", "libra_des.kinds.moe")
 
-#: (scenario, seeded generator, wall-clock start, progress bar, want a trace, trace ranks)
-#: -> (result.json dict, trace or None).
+#: (scenario, its loaded profile, seeded generator, wall-clock start, progress bar, want a
+#: trace, trace ranks) -> (result.json dict, trace or None).
 Simulate = Callable[
-    [Any, "np.random.Generator", float, bool, bool, "list[int] | None"],
+    [Any, "Profile", "np.random.Generator", float, bool, bool, "list[int] | None"],
     "tuple[dict[str, Any], dict[str, Any] | None]",
 ]
 #: (scenario, --trace given, --trace-ranks text, its integers) -> ranks to trace or None.
@@ -93,6 +95,21 @@ get = REGISTRY.get
 def kind_of(scenario: Scenario) -> ScenarioKind:
     """The registered kind of a validated scenario."""
     return get(scenario.kind)
+
+
+#: Scenarios :func:`elaborated` returned, by ``id`` (weak: a dropped scenario leaves no trace).
+#: A run elaborates once: a scenario already here is run as it is.
+_ELABORATED: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+
+
+def elaborated(scenario: Scenario) -> Scenario:
+    """The scenario its kind's ``elaborate`` gives, elaborating it only once: loading a
+    scenario (the API, a sweep) elaborates it, and running that scenario does not again."""
+    if _ELABORATED.get(id(scenario)) is scenario:
+        return scenario
+    resolved: Scenario = kind_of(scenario).elaborate(scenario)
+    _ELABORATED[id(resolved)] = resolved
+    return resolved
 
 
 def of_result(result: Mapping[str, Any]) -> ScenarioKind:

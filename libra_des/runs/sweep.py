@@ -208,7 +208,7 @@ def resolve(spec: SweepSpec) -> list[Point]:
     points = []
     for coords, sets in expand(spec.axes):
         scenario = load_scenario(spec.scenario, [*spec.base, *sets])
-        scenario = kinds.kind_of(scenario).elaborate(scenario)
+        scenario = kinds.elaborated(scenario)
         points.append(Point(coords, sets, scenario, point_id(scenario)))
     return points
 

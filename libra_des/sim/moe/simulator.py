@@ -58,7 +58,7 @@ from libra_des.hardware.compute.interference import overlap_model, p2p_channels,
 from libra_des.hardware.costs import CostModel, comm_overrides
 from libra_des.hardware.fabric.routing import Routing
 from libra_des.hardware.fabric.topology import Topology, load_topology
-from libra_des.hardware.profiles.profile import load_profile
+from libra_des.hardware.profiles.profile import Profile, load_profile
 from libra_des.hardware.variance.model import VarianceModel
 from libra_des.plan.moe import MoeLayerPlan
 from libra_des.plan.moe.registry import moe_system
@@ -194,6 +194,7 @@ def simulate_moe(
     traces: Sequence[RoutingTrace] | None = None,
     timeline: list[tuple[int, int, str, int | None, float, float]] | None = None,
     prefetch: Prefetch = None,
+    profile: Profile | None = None,
 ) -> dict[str, Any]:
     """Simulate MoE prefill for ``scenario``; returns the result dict (see module doc).
 
@@ -202,7 +203,8 @@ def simulate_moe(
     with every stage's (batch, layer, name, GPU, start, end) for a trace. ``prefetch``: draw
     generated batches meanwhile in a thread (``"thread"``, ``sim.moe.overlap``) or a helper
     process (True or ``"process"``, ``sim.moe.prefetch``), the same results either way;
-    None: ``overlap.serve``'s rule; False: in the run.
+    None: ``overlap.serve``'s rule; False: in the run. ``profile``: the scenario's, already
+    loaded (None: loaded here).
     """
     net = scenario.network
     topo = load_topology(scenario.topology, scenario.topology_params).routed(
@@ -210,7 +212,8 @@ def simulate_moe(
     group = ep_group(scenario, topo)
     check_memory(scenario, group.gpus, topo.spec.gpu)
     fabric = topo.fabric()
-    cost = CostModel(load_profile(scenario.profile), fabric, True, comm_overrides(scenario))
+    prof = load_profile(scenario.profile) if profile is None else profile
+    cost = CostModel(prof, fabric, True, comm_overrides(scenario))
     coster = StageCoster(cost, fabric, scenario.model, group.gpus, system_kernel(scenario))
     trace_rng, pred_rng, noise_rng, var_rng = rng.spawn(4)
     if traces is None:
