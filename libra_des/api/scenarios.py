@@ -45,7 +45,7 @@ class Result(Mapping[str, Any]):
 
     ``kind`` is the scenario kind (``training`` or ``moe_inference``) and decides which keys
     exist (definitions: :mod:`libra_des.results.metrics` for training,
-    :mod:`libra_des.sim.moe.simulator` for MoE prefill). ``trace`` is the Chrome trace when
+    :mod:`libra_des.results.moe_metrics` for MoE prefill). ``trace`` is the Chrome trace when
     asked for (training only). The mapping is a read-only view of the top level;
     :meth:`to_dict` gives an independent deep copy.
     """

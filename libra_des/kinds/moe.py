@@ -35,8 +35,8 @@ def simulate(
     want_trace: bool,
     _trace_ranks: list[int] | None,
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """Every batch of the scenario; the result of :mod:`libra_des.sim.moe.simulator`, checked."""
-    from libra_des.sim.moe.simulator import simulate_moe
+    """Every batch of the scenario; the result of :mod:`libra_des.results.moe_metrics`, checked."""
+    from libra_des.results.moe_metrics import simulate_moe
 
     timeline: list[Any] | None = [] if want_trace else None
     result = simulate_moe(scenario, rng, progress=progress, timeline=timeline, profile=profile)
