@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from libra_des.config import MoeScenario, scenario_dict
-from libra_des.kinds import ScenarioKind, register
+from libra_des.kinds.kind import ScenarioKind
 from libra_des.kinds.preflight import moe_estimate, moe_trace_ranks
 from libra_des.results.plausibility import check_moe, check_numbers
 
@@ -84,7 +84,7 @@ def elaborate(scenario: MoeScenario) -> MoeScenario:
     return scenario
 
 
-KIND = register(ScenarioKind(
+KIND = ScenarioKind(
     name="moe_inference",
     model=MoeScenario,
     simulate=simulate,
@@ -93,4 +93,4 @@ KIND = register(ScenarioKind(
     estimate=moe_estimate,
     trace_ranks=moe_trace_ranks,
     elaborate=elaborate,
-))
+)

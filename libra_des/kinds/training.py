@@ -10,7 +10,7 @@ import numpy as np
 
 from libra_des.config import TrainingBalancerSpec, TrainingScenario, key_kinds, validate
 from libra_des.errors import InputError
-from libra_des.kinds import ScenarioKind, register
+from libra_des.kinds.kind import ScenarioKind
 from libra_des.kinds.preflight import training_estimate, training_trace_ranks
 from libra_des.plan.balancers import registry as training_balancers
 from libra_des.results.plausibility import check_numbers, check_training
@@ -223,7 +223,7 @@ def elaborate(scenario: TrainingScenario) -> TrainingScenario:
     return scenario
 
 
-KIND = register(ScenarioKind(
+KIND = ScenarioKind(
     name="training",
     model=TrainingScenario,
     simulate=simulate,
@@ -232,4 +232,4 @@ KIND = register(ScenarioKind(
     estimate=training_estimate,
     trace_ranks=training_trace_ranks,
     elaborate=elaborate,
-))
+)
