@@ -84,3 +84,21 @@ def test_an_moe_run_loads_its_profile_once(monkeypatch: pytest.MonkeyPatch) -> N
                               ["workload.batches=1"])
     assert result["kind"] == "moe_inference"
     assert calls["profile"] == 1
+
+
+def test_a_sweep_point_is_elaborated_once_even_in_a_worker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A point travels to a worker process as a copy (pickled), which the process-local
+    record of elaborated scenarios cannot recognise: the sweep vouches for it instead."""
+    import pickle
+
+    from libra_des.runs import sweep
+
+    calls: Counter[str] = Counter()
+    counted(monkeypatch, calls, "elaborate", [(training_kind, "resolve_balancer")])
+    loaded = load_scenario("scenarios/quickstart.yaml", TINY)
+    assert calls["elaborate"] == 1
+    outcome = sweep.run_point(pickle.loads(pickle.dumps(loaded)))
+    assert outcome.text is not None, outcome.error
+    assert calls["elaborate"] == 1

@@ -36,9 +36,14 @@ def simulate(
 
 def simulate_timed(
     scenario: Scenario, progress: bool = False, trace_ranks: list[int] | None = None,
-    want_trace: bool = False,
+    want_trace: bool = False, elaborated: bool = False,
 ) -> tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any]]:
     """:func:`simulate` plus the run's wall-clock record (``wall_s``, ...: ``run.json``).
+
+    ``elaborated``: the caller vouches that ``scenario`` is its kind's ``elaborate`` output
+    (a sweep's point, elaborated when the sweep was resolved and sent to a worker process,
+    where :func:`~libra_des.kinds.elaborated` cannot recognise it); else it is elaborated
+    here unless this process elaborated it already.
 
     The result records the versions that produced it (:func:`~libra_des.base.identity.versions`).
     A profile measured on another GPU than the topology's is refused before any work unless
@@ -50,7 +55,8 @@ def simulate_timed(
     from libra_des.hardware.profiles.profile import load_profile
 
     kind = kinds.kind_of(scenario)
-    scenario = kinds.elaborated(scenario)  # the names only registries above the config see
+    if not elaborated:
+        scenario = kinds.elaborated(scenario)  # the names only registries above the config see
     profile = load_profile(scenario.profile)  # loaded once: the run, its peak and its band
     warnings = profile_warnings(scenario.profile, scenario.profile_scope, scenario.topology,
                                 scenario.topology_params, profile)
