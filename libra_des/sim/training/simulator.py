@@ -21,6 +21,7 @@ import numpy as np
 import simpy
 
 from libra_des.base.startup import long_lived_run
+from libra_des.config import NetworkSpec, TrainingParallelism
 from libra_des.config import TrainingScenario as Scenario
 from libra_des.errors import InputError
 from libra_des.hardware.collectives.ecmp import stage_overlap_warning
@@ -135,7 +136,7 @@ def elaborate_cluster(
         topo = load_topology(scenario.topology, params)
     if topo.num_gpus < need:
         raise InputError("topology_params.nodes", topo.nodes, f"enough nodes for {need} GPUs")
-    topo = topo.routed(ecmp_routings(scenario)[0])
+    topo = topo.routed(ecmp_routings(scenario.network)[0])
     # One pipeline stage's entities exchange in lockstep; other stages' exchanges are
     # staggered, so a leaf's uplinks are shared by the nodes of one stage (Fabric.busy_nodes).
     stage_nodes = -(-scenario.parallelism.dp * scenario.parallelism.cp // topo.gpus_per_node)
@@ -152,9 +153,9 @@ def elaborate_cluster(
     return Cluster(topo, cost, variance, overlap)
 
 
-def ecmp_routings(scenario: Scenario) -> tuple[Routing, ...]:
-    """The route choice of each ECMP sample (``network``; sample 0 routes the run itself)."""
-    net = scenario.network
+def ecmp_routings(net: NetworkSpec) -> tuple[Routing, ...]:
+    """The route choice of each ECMP sample (the scenario's ``network``; sample 0 routes the
+    run itself)."""
     return tuple(Routing.sample(net.routing, net.ecmp_seed, k) for k in range(net.ecmp_samples))
 
 
@@ -292,7 +293,7 @@ def simulate_step(
     (``schedule``: the run's, built once; None: built here)."""
     par = scenario.parallelism
     if schedule is None:
-        schedule = schedule_of(scenario)
+        schedule = schedule_of(scenario.parallelism)
     lin = replace(linear_costs(scenario, cluster.cost), token_share=token_share(scenario, plan))
     att = slot_attention(scenario, cluster.cost, plan)
     if scenario.comm_free:
@@ -315,7 +316,7 @@ def simulate_step(
     sim: Pipeline
     fidelity = network_models.get(scenario.fidelity)
     recorders: list[Recorder] = []
-    routings = ecmp_routings(scenario)
+    routings = ecmp_routings(scenario.network)
     planned = times
 
     def detailed(make: Callable[[simpy.Environment], NetworkModel]) -> DetailedPipelineSim:
@@ -455,7 +456,7 @@ def prepare_training(
     # change in how many noise numbers a step draws) must not change the data a step sees.
     cluster_rng, data_rng, noise_rng = rng.spawn(3)
     cluster = elaborate_cluster(scenario, cluster_rng, profile)
-    schedule = schedule_of(scenario)
+    schedule = schedule_of(scenario.parallelism)
     # One look at the first window serves both early decisions: memory without any attention
     # buffers first, so a run that cannot fit fails before planning, then the ``auto`` TAP
     # knobs. The stream keeps that window for the first step (drawn once, not from a copy).
@@ -530,9 +531,8 @@ def first_window(scenario: Scenario, data_rng: np.random.Generator) -> PackedBat
     return stream.next_window(scenario.parallelism.gbs)
 
 
-def schedule_of(scenario: Scenario) -> Schedule:
-    """The op orders of the scenario's pipeline schedule (``parallelism``)."""
-    par = scenario.parallelism
+def schedule_of(par: TrainingParallelism) -> Schedule:
+    """The op orders of the scenario's pipeline schedule (its ``parallelism``)."""
     return build_schedule(par.schedule, par.pp, par.microbatches, par.virtual_stages)
 
 
@@ -547,7 +547,7 @@ def choose_tap_knobs(
 ) -> tuple[Scenario, Ranking | None]:
     """Resolve ``auto`` TAP knobs on the run's first window (a copy of the data stream)."""
     fits = memory_fits(scenario, cluster, window,
-                       schedule_of(scenario) if schedule is None else schedule)
+                       schedule_of(scenario.parallelism) if schedule is None else schedule)
     return resolve_knobs(scenario, cluster.cost, window, fits)
 
 
