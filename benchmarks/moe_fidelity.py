@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from libra_des.config import ROOT, load_scenario
-from libra_des.sim.moe.simulator import simulate_moe
+from libra_des.results.moe_metrics import simulate_moe
 
 SCENARIOS = (
     "paper-moe-breakdown",

@@ -34,9 +34,9 @@ from scale_study import bare_loop_cpu  # benchmarks/scale_study.py (the script's
 
 from libra_des.config import ROOT, load_scenario
 from libra_des.config import MoeScenario as Scenario
+from libra_des.results.moe_metrics import simulate_moe
 from libra_des.sim.moe.batch import BatchPlanner
 from libra_des.sim.moe.setup import batch_lengths
-from libra_des.sim.moe.simulator import simulate_moe
 from libra_des.workload.routing import RoutingTrace, TokenLatents, check_experts
 
 

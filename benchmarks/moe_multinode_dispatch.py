@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from libra_des.config import load_scenario
+from libra_des.results.moe_metrics import simulate_moe
 from libra_des.sim.moe.batch import BatchPlanner
-from libra_des.sim.moe.simulator import simulate_moe
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "scenarios" / "paper-moe-breakdown.yaml"

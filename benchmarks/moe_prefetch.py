@@ -23,7 +23,8 @@ CHILD = """
 import json, os, resource, sys, time
 import numpy as np
 from libra_des.config import ROOT, load_scenario
-from libra_des.sim.moe.simulator import WALL_CLOCK_FIELDS, simulate_moe
+from libra_des.results.moe_metrics import simulate_moe
+from libra_des.sim.moe.simulator import WALL_CLOCK_FIELDS
 
 def helper_cpu():
     r = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -26,7 +26,7 @@ from scale import bare_simpy_rate  # benchmarks/scale.py (run as a script from b
 from scale_study import bare_loop_cpu
 
 from libra_des.config import ROOT, load_scenario
-from libra_des.sim.moe.simulator import simulate_moe
+from libra_des.results.moe_metrics import simulate_moe
 
 DEFAULT_CASES = "paper-moe-breakdown:libra,paper-moe-breakdown:sglang,moe-qwen3-235b"
 

@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 
 from libra_des.config import load_scenario
+from libra_des.results.moe_metrics import simulate_moe
 from libra_des.sim.moe.batch import BatchPlanner
-from libra_des.sim.moe.simulator import simulate_moe
 
 SCENARIO = Path(__file__).resolve().parents[1] / "scenarios" / "paper-moe-breakdown.yaml"
 TOPOLOGIES = {

@@ -36,7 +36,7 @@ HERE = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(HERE))
 
 from libra_des.config import load_scenario  # noqa: E402
-from libra_des.kinds import preflight  # noqa: E402
+from libra_des.kinds import feasibility, preflight  # noqa: E402
 
 
 #: A scale-study layout (scale-4096: CP 8 x PP 8, pools of 8) at ``gpus`` GPUs, one step.
@@ -93,7 +93,7 @@ def measure(name: str) -> dict[str, Any]:
 def estimate_of(row: dict[str, Any]) -> preflight.Estimate:
     """The preflight's estimate for a stored measurement's scenario and overrides."""
     path = HERE / "scenarios" / f"{row['scenario']}.yaml"
-    return preflight.estimate(load_scenario(path, row["set"]))
+    return feasibility.estimate(load_scenario(path, row["set"]))
 
 
 def check(rows: list[dict[str, Any]]) -> bool:

@@ -24,7 +24,7 @@ import yaml
 from scipy.optimize import linprog
 
 from libra_des.config import load_scenario
-from libra_des.kinds import preflight
+from libra_des.kinds import feasibility, preflight
 
 #: The time margin (our choice, see the docstring) and the memory headroom.
 TIME_MARGIN = 1.5
@@ -99,7 +99,7 @@ def fit(data: dict[str, Any], root: Path) -> None:
     preflight.DATA.write_text(yaml.safe_dump(data, sort_keys=False, width=100))
     preflight.coefficients.cache_clear()
     for kind in ("training", "moe"):
-        worst = max(r["peak_mib"] * 2**20 / preflight.estimate(loaded[r["case"]]).bytes
+        worst = max(r["peak_mib"] * 2**20 / feasibility.estimate(loaded[r["case"]]).bytes
                     for r in data["measured"]
                     if (loaded[r["case"]].kind == "training") == (kind == "training"))
         data[kind]["bytes_margin"] = float(f"{worst * MEMORY_HEADROOM:.3g}")

@@ -19,10 +19,11 @@ modules to them by string (:func:`test_no_command_face`).
 
 Below the layers, the module graph has no circle: :func:`import_graph` draws an edge for every
 import statement, at module level, inside a function or under ``if TYPE_CHECKING:`` (a type
-checker still follows it), and a circle is broken by moving the shared piece down. A string
-naming a module is no edge there: a registry's loader names its shipped modules so that the
-registry, low, can find plug-ins that import it (discovery by name, which the layering above
-still checks). ``plan/`` prices nothing: of ``hardware/`` it imports only :data:`PLAN_HARDWARE`
+checker still follows it) and for every string that names a module of the package (a
+registry's loader naming its shipped list is an import too), and a circle is broken by
+moving the shared piece down: a registry names its shipped list, whose entries import what an
+entry declares (``kinds/kind.py``, ``plan/balancers/balancer.py``), never the registry.
+``plan/`` prices nothing: of ``hardware/`` it imports only :data:`PLAN_HARDWARE`
 (the cluster's description and memory arithmetic); the costed searches live in ``sim/``.
 
 ``paper_figs/`` (the paper figures, a package beside ``libra_des``) sits above all of it: it
@@ -127,16 +128,27 @@ def imports(tree: ast.AST, module: str, top: bool = True) -> Iterator[tuple[str,
         elif isinstance(node, ast.ImportFrom):
             base = absolute(node, module)
             yield from ((submodule(base, alias.name), top) for alias in node.names)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            if MODULE_STRING.fullmatch(node.value):
-                yield node.value.split(":")[0], False
-        elif isinstance(node, ast.JoinedStr) and node.values:
-            head = node.values[0]
-            if isinstance(head, ast.Constant) and str(head.value).startswith("libra_des."):
-                yield str(head.value).rstrip("."), False
-            continue
+        elif isinstance(node, ast.Constant | ast.JoinedStr):
+            named = string_module(node)
+            if named is not None:
+                yield named, False
+            if isinstance(node, ast.JoinedStr):
+                continue
         inner = top and not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
         yield from imports(node, module, inner)
+
+
+def string_module(node: ast.Constant | ast.JoinedStr) -> str | None:
+    """The module a string names (``"libra_des.x"``, an entry string ``"libra_des.x:NAME"``,
+    an f-string's ``"libra_des.x."`` prefix), or None."""
+    if isinstance(node, ast.Constant):
+        if isinstance(node.value, str) and MODULE_STRING.fullmatch(node.value):
+            return node.value.split(":")[0]
+        return None
+    head = node.values[0] if node.values else None
+    if isinstance(head, ast.Constant) and str(head.value).startswith("libra_des."):
+        return str(head.value).rstrip(".")
+    return None
 
 
 def absolute(node: ast.ImportFrom, module: str) -> str:
@@ -225,24 +237,33 @@ def within(module: str, prefixes: tuple[str, ...]) -> bool:
     return any(module == p or module.startswith(f"{p}.") for p in prefixes)
 
 
-def statement_imports(tree: ast.AST, module: str) -> Iterator[str]:
-    """Every module named by an import statement below ``tree``: at module level, inside a
-    function or under ``if TYPE_CHECKING:`` alike."""
+def statement_imports(tree: ast.AST, module: str) -> Iterator[tuple[str, bool]]:
+    """Every module named below ``tree`` by an import statement or a string (a registry's
+    loader naming its shipped modules, ``import_module``, an entry string, an f-string's
+    ``"libra_des.x."`` prefix): at module level, inside a function or under
+    ``if TYPE_CHECKING:`` alike; each with whether a string named it."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            yield from (alias.name for alias in node.names)
+            yield from ((alias.name, False) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             base = absolute(node, module)
-            yield from (submodule(base, alias.name) for alias in node.names)
+            yield from ((submodule(base, alias.name), False) for alias in node.names)
+        elif isinstance(node, ast.Constant | ast.JoinedStr):
+            named = string_module(node)
+            if named is not None:
+                yield named, True
 
 
 def import_graph(sources: Mapping[str, str]) -> nx.DiGraph:
     """Module -> the package modules it imports (``from M import NAME``: ``M.NAME`` if that is
-    a module, else ``M``)."""
+    a module, else ``M``; a string only where it names a module, not an entry-point group
+    such as ``"libra_des.balancers"``)."""
     graph = nx.DiGraph()
     graph.add_nodes_from(sources)
     for module, text in sources.items():
-        for target in statement_imports(ast.parse(text), module):
+        for target, by_string in statement_imports(ast.parse(text), module):
+            if by_string and target not in sources:
+                continue
             while target and target not in sources:
                 target = target.rpartition(".")[0]
             if target and target != module:
@@ -351,7 +372,10 @@ def test_no_import_cycles() -> None:
           "libra_des.b": "def f():\n    from libra_des.a import Y"}, ["libra_des.a"]),
         ({"libra_des.x.p": "from libra_des.x.p import m", "libra_des.x.p.m": "from .. import p"},
          ["libra_des.x.p"]),
-        ({"libra_des.a": "from libra_des.b import X", "libra_des.b": "B = 'libra_des.a'"}, []),
+        ({"libra_des.a": "from libra_des.b import X", "libra_des.b": "B = 'libra_des.a'"},
+         ["libra_des.a -> libra_des.b -> libra_des.a"]),
+        ({"libra_des.a": "from libra_des.b import X",
+          "libra_des.b": "def f(m):\n    return f'libra_des.a.{m}'"}, ["libra_des.a"]),
         ({"libra_des.a": "from libra_des.b import X\nfrom libra_des.c import Y",
           "libra_des.b": "from libra_des.c import Z", "libra_des.c": "import numpy"}, []),
     ],

@@ -79,7 +79,7 @@ def host_run(profile: Path) -> dict[str, object]:
     import numpy as np
 
     from libra_des.config import load_scenario
-    from libra_des.sim.moe.simulator import simulate_moe
+    from libra_des.results.moe_metrics import simulate_moe
 
     small = ["model.layers=4", "workload.batches=1", "workload.batch=4", "workload.seq_len=256"]
     sc = load_scenario(ROOT / "scenarios/paper-moe-breakdown.yaml", [*small,

@@ -35,8 +35,8 @@ from libra_des.hardware.gpu_records import (
 )
 from libra_des.hardware.profiles.profile import load_profile, shipped_profiles
 from libra_des.kinds.simulation import simulate
+from libra_des.results.moe_metrics import simulate_moe
 from libra_des.sim.moe.setup import USABLE_HBM, check_memory
-from libra_des.sim.moe.simulator import simulate_moe
 
 TOY = Path(__file__).resolve().with_name("toy_gpu.yaml")
 QUICKSTART = ROOT / "scenarios" / "quickstart.yaml"

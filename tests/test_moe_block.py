@@ -13,10 +13,10 @@ from libra_des.hardware.costs import CostModel
 from libra_des.hardware.fabric.topology import load_topology
 from libra_des.hardware.profiles.profile import load_profile
 from libra_des.plan.moe.registry import BUILTIN
+from libra_des.results.moe_metrics import simulate_moe
 from libra_des.results.trace_moe import moe_trace
 from libra_des.sim.moe.block import NON_EXPERT, elementwise_bytes
 from libra_des.sim.moe.costs import StageCoster, batch_shape
-from libra_des.sim.moe.simulator import simulate_moe
 
 REPO = Path(__file__).resolve().parents[1]
 BREAKDOWN = REPO / "scenarios" / "paper-moe-breakdown.yaml"

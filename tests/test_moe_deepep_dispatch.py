@@ -16,7 +16,7 @@ from libra_des.hardware.collectives import deepep
 from libra_des.hardware.costs import CostModel
 from libra_des.hardware.fabric.topology import load_topology, read_spec
 from libra_des.hardware.profiles.profile import load_profile
-from libra_des.sim.moe.simulator import simulate_moe
+from libra_des.results.moe_metrics import simulate_moe
 from libra_des.sim.network.analytic import AnalyticNetwork
 
 REPO = Path(__file__).resolve().parents[1]

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from libra_des.config import load_scenario
-from libra_des.sim.moe.simulator import simulate_moe
+from libra_des.results.moe_metrics import simulate_moe
 
 BREAKDOWN = Path(__file__).resolve().parents[1] / "scenarios" / "paper-moe-breakdown.yaml"
 SMALL = ["model.layers=3", "workload.batches=1", "variance.enabled=false"]

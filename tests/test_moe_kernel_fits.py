@@ -13,7 +13,7 @@ import pytest
 
 from libra_des.config import load_scenario
 from libra_des.hardware.compute.grouped_kernels import KERNELS
-from libra_des.sim.moe.simulator import simulate_moe
+from libra_des.results.moe_metrics import simulate_moe
 
 ROOT = Path(__file__).resolve().parents[1]
 FITS = [(name, i) for name, k in KERNELS.items() for i in range(len(k.fits))]

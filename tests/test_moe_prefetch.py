@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from libra_des.config import load_scenario
+from libra_des.results.moe_metrics import simulate_moe
 from libra_des.sim.moe import batch as batch_module
 from libra_des.sim.moe import prefetch
-from libra_des.sim.moe.simulator import WALL_CLOCK_FIELDS, simulate_moe
+from libra_des.sim.moe.simulator import WALL_CLOCK_FIELDS
 
 SCENARIO = Path(__file__).resolve().parents[1] / "scenarios" / "moe-qwen3-235b.yaml"
 # Three small batches (the helper runs ahead of the simulation); Lina draws a profile too.

@@ -17,11 +17,12 @@ from libra_des.hardware.fabric.topology import load_topology
 from libra_des.hardware.profiles.profile import load_profile
 from libra_des.plan.moe import static_home
 from libra_des.plan.moe.registry import moe_system_names
+from libra_des.results.moe_metrics import simulate_moe
 from libra_des.sim.moe.batch import BatchPlanner
 from libra_des.sim.moe.costs import StageCoster, batch_shape
 from libra_des.sim.moe.host import COPY_S, HOST_BW
 from libra_des.sim.moe.layer import SharedLink, Stage, critical_exposure, launch
-from libra_des.sim.moe.simulator import STAGES, WALL_CLOCK_FIELDS, simulate_moe
+from libra_des.sim.moe.simulator import STAGES, WALL_CLOCK_FIELDS
 from libra_des.workload.routing import RoutingTrace, save_trace
 
 REPO = Path(__file__).resolve().parents[1]

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from libra_des.config import ROOT, load_scenario
-from libra_des.kinds import preflight
+from libra_des.kinds import feasibility, preflight
 
 DATA = yaml.safe_load(preflight.DATA.read_text())
 #: The scale study's cases (``benchmarks/scale_study.py``): the promise covers each of them.
@@ -28,7 +28,7 @@ def test_every_scale_study_case_is_measured() -> None:
 @pytest.mark.parametrize("row", DATA["measured"], ids=lambda r: r["case"])
 def test_the_estimate_is_within_3x_in_time_and_covers_the_peak(row: dict[str, Any]) -> None:
     scenario = load_scenario(ROOT / "scenarios" / f"{row['scenario']}.yaml", row["set"])
-    est = preflight.estimate(scenario)
+    est = feasibility.estimate(scenario)
     assert 1 / 3 <= est.seconds / row["cpu_s"] <= 3, (est.seconds, row)
     assert est.bytes >= row["peak_mib"] * 2**20, (est.bytes, row)
 
@@ -38,5 +38,5 @@ def test_a_day_long_run_is_still_refused(monkeypatch: pytest.MonkeyPatch) -> Non
     scenario = load_scenario(ROOT / "scenarios" / "scale-4096.yaml", [
         "parallelism.dp=2048", "parallelism.gbs=32768", "fidelity=detailed", "steps=200"])
     monkeypatch.setattr(preflight, "available_bytes", lambda: 1e15)
-    with pytest.raises(preflight.InputError, match="under 24 h"):
-        preflight.check_feasible(scenario)
+    with pytest.raises(feasibility.InputError, match="under 24 h"):
+        feasibility.check_feasible(scenario)

@@ -201,9 +201,6 @@ def test_batch_attention_plans_equal_plan_pool(seed: int, pools: int, seqs: int,
 
 def test_batch_attention_plans_check_input_as_plan_pool() -> None:
     kw = dict(cp=2, model=MODEL, heads_split=2, block_size=256, packed_length=LENGTH)
-    with pytest.raises(InputError, match="policy"):
-        attention_plans([[np.array([10], dtype=np.int64)]], policy="ulysses",
-                        **kw)  # type: ignore[arg-type]
     with pytest.raises(InputError, match="chunks"):
         attention_plans([[np.array([10], dtype=np.int64)]], chunks=3,
                         **kw)  # type: ignore[arg-type]

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from libra_des.config import RoutingSpec, load_scenario
-from libra_des.sim.moe.simulator import WALL_CLOCK_FIELDS, simulate_moe
+from libra_des.results.moe_metrics import simulate_moe
+from libra_des.sim.moe.simulator import WALL_CLOCK_FIELDS
 from libra_des.workload import trace_cache
 from libra_des.workload.routing import RouterModel, generate_trace
 

@@ -26,7 +26,7 @@ TimedRun = tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any]]
 def check_feasible(scenario: Scenario) -> Estimate:
     """The preflight's memory and time estimate; refuses (exit 2) a run this machine cannot
     hold or finish in a day (:mod:`libra_des.kinds.preflight`)."""
-    from libra_des.kinds.preflight import check_feasible as check
+    from libra_des.kinds.feasibility import check_feasible as check
 
     return check(scenario)
 
@@ -34,7 +34,7 @@ def check_feasible(scenario: Scenario) -> Estimate:
 def trace_ranks(scenario: Scenario, want_trace: bool, text: str | None,
                 parsed: list[int] | None) -> list[int] | None:
     """``--trace``/``--trace-ranks`` checked against the scenario: the rank groups to trace."""
-    from libra_des.kinds.preflight import trace_ranks as ranks
+    from libra_des.kinds.feasibility import trace_ranks as ranks
 
     return ranks(scenario, want_trace, text, parsed)
 

@@ -45,7 +45,7 @@ class Result(Mapping[str, Any]):
 
     ``kind`` is the scenario kind (``training`` or ``moe_inference``) and decides which keys
     exist (definitions: :mod:`libra_des.results.metrics` for training,
-    :mod:`libra_des.sim.moe.simulator` for MoE prefill). ``trace`` is the Chrome trace when
+    :mod:`libra_des.results.moe_metrics` for MoE prefill). ``trace`` is the Chrome trace when
     asked for (training only). The mapping is a read-only view of the top level;
     :meth:`to_dict` gives an independent deep copy.
     """
@@ -152,7 +152,7 @@ def load_scenario(
         for text in texts:
             data = config.elaborate(config.apply_overrides(data, [text]), Path.cwd())
         loaded = config.validate_scenario(data)
-    resolved: Scenario = kinds.kind_of(loaded).elaborate(loaded)
+    resolved: Scenario = kinds.elaborated(loaded)
     return resolved
 
 

@@ -24,7 +24,7 @@ import os
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, ParamSpec, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -32,8 +32,10 @@ import numpy.typing as npt
 from libra_des.base import kernel_sources
 from libra_des.base.startup import announce_first_compile, cache_folder, numba_target
 
-#: A kernel's Python function type, kept by the decorators.
-F = TypeVar("F", bound=Callable[..., Any])
+#: A kernel's parameters and result, kept by the decorators (no ``Any``: a kernel module
+#: checked with mypy's ``disallow_any_expr`` sees its kernels' own signatures).
+P = ParamSpec("P")
+R = TypeVar("R")
 #: Array types of kernel signatures, by the dtype a kernel is compiled for (mypy checks
 #: callers against them; numba compiles for what it is given).
 Floats = npt.NDArray[np.float64]
@@ -45,12 +47,12 @@ Bools = npt.NDArray[np.bool_]
 KERNEL_OPTIONS: dict[str, Any] = {"nogil": True}
 
 
-def kernel(fn: F) -> F:
+def kernel(fn: Callable[P, R]) -> Callable[P, R]:
     """``fn`` compiled by numba (:data:`KERNEL_OPTIONS`), cached in :func:`kernel_folder`."""
     return compiled(fn, KERNEL_OPTIONS)
 
 
-def inline_kernel(fn: F) -> F:
+def inline_kernel(fn: Callable[P, R]) -> Callable[P, R]:
     """:func:`kernel`, inlined by numba into every kernel that calls it."""
     return compiled(fn, {**KERNEL_OPTIONS, "inline": "always"})
 
@@ -65,11 +67,11 @@ def intrinsic(fn: Callable[..., Any]) -> Callable[..., Any]:
     return made
 
 
-def compiled(fn: F, options: dict[str, Any]) -> F:
+def compiled(fn: Callable[P, R], options: dict[str, Any]) -> Callable[P, R]:
     """numba's dispatcher for ``fn`` with ``options``, given its disk cache in our folder."""
     dispatcher: Any = numba_target().njit(**options)(fn)
     dispatcher._cache = kernel_cache()(dispatcher.py_func)  # what ``cache=True`` sets up
-    return cast(F, dispatcher)
+    return cast("Callable[P, R]", dispatcher)
 
 
 @cache

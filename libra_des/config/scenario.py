@@ -99,7 +99,7 @@ class TrainingBalancerSpec(Frozen):
     The knobs here are shared by every balancer: the shipped scenarios set TAP's knobs and
     sweep ``balancer.policy`` over all four balancers by ``--set``, so a knob another
     balancer does not read must stay valid. A balancer that reads knobs of its own declares a
-    subclass as its ``config`` (:class:`~libra_des.plan.balancers.registry.TrainingBalancer`;
+    subclass as its ``config`` (:class:`~libra_des.plan.balancers.balancer.TrainingBalancer`;
     WLB-LLM's ``wlb_defer_outliers``). The config layer cannot see the registry (it sits
     below it), so it keeps keys it does not know in an :class:`UnresolvedBalancerSpec`; the
     training kind's ``elaborate`` (``kinds/training.py``) checks the policy's name and pool

@@ -14,56 +14,30 @@ the layers above the config need, declared once in a :class:`ScenarioKind`:
 * ``estimate`` and ``trace_ranks``: the preflight of :mod:`libra_des.kinds.preflight`.
 
 ``simulation.py``, ``sweep.py``, ``preflight.py``, the API (``api/``) and the report
-look the kind up (:func:`kind_of`, :func:`get`). The shipped kinds are the modules of
-:data:`BUILTIN`, imported by name on the first look-up, so that importing this registry
-stays cheap and ``simulation``/``preflight`` can import it while the kinds import them.
+look the kind up (:func:`kind_of`, :func:`get`). A kind's module builds its
+:class:`~libra_des.kinds.kind.ScenarioKind` (``kinds/kind.py``, below this registry);
+``kinds/shipped.py`` lists the shipped ones, named by :data:`BUILTIN` and imported on the
+first look-up, so that importing this registry stays cheap and no kind imports the registry
+that lists it (``simulation``/``feasibility`` import the registry; the kinds import neither).
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+import weakref
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from libra_des.kinds.kind import ScenarioKind as ScenarioKind
+from libra_des.kinds.kind import no_checks as no_checks
 from libra_des.registry import Registry
 
 if TYPE_CHECKING:
-    import numpy as np
+    from libra_des.config import Scenario
 
-    from libra_des.config import Scenario, ScenarioBase
-    from libra_des.kinds.estimate import Estimate
-
-#: The modules that register the shipped kinds.
-BUILTIN = ("libra_des.kinds.training", "libra_des.kinds.moe")
-
-#: (scenario, seeded generator, wall-clock start, progress bar, want a trace, trace ranks)
-#: -> (result.json dict, trace or None).
-Simulate = Callable[
-    [Any, "np.random.Generator", float, bool, bool, "list[int] | None"],
-    "tuple[dict[str, Any], dict[str, Any] | None]",
-]
-#: (scenario, --trace given, --trace-ranks text, its integers) -> ranks to trace or None.
-TraceRanks = Callable[[Any, bool, "str | None", "list[int] | None"], "list[int] | None"]
-
-
-def no_checks(scenario: Any) -> Any:
-    """A kind whose every rule the config layer already checks: the scenario as it is."""
-    return scenario
-
-
-@dataclass(frozen=True)
-class ScenarioKind:
-    """What one scenario kind declares (see the module docstring for each part)."""
-
-    name: str
-    model: type[ScenarioBase]
-    simulate: Simulate = field(compare=False)
-    metrics: tuple[str, ...]
-    summary: Callable[[Mapping[str, Any]], list[tuple[str, str]]] = field(compare=False)
-    estimate: Callable[[Any], Estimate] = field(compare=False)
-    trace_ranks: TraceRanks = field(compare=False)
-    elaborate: Callable[[Any], Any] = field(default=no_checks, compare=False)
+#: The module whose ``SHIPPED`` lists the shipped kinds (named, not imported: importing this
+#: registry stays cheap, and the kinds' modules never import it).
+BUILTIN = "libra_des.kinds.shipped"
 
 
 class KindRegistry(Registry[ScenarioKind]):
@@ -77,10 +51,10 @@ class KindRegistry(Registry[ScenarioKind]):
         return tuple(sorted(super().names(), key=lambda n: order.get(n, len(order))))
 
 
-def load_kinds(_registry: Registry[ScenarioKind]) -> None:
-    """Import the shipped kinds' modules: each registers its kind (in :data:`REGISTRY`)."""
-    for module in BUILTIN:
-        importlib.import_module(module)
+def load_kinds(registry: Registry[ScenarioKind]) -> None:
+    """Register the shipped kinds (:data:`BUILTIN`'s ``SHIPPED``, in order)."""
+    for kind in importlib.import_module(BUILTIN).SHIPPED:
+        registry.register(kind)
 
 
 #: The process's registry (a plug-in registry is the one piece of module state by design).
@@ -93,6 +67,21 @@ get = REGISTRY.get
 def kind_of(scenario: Scenario) -> ScenarioKind:
     """The registered kind of a validated scenario."""
     return get(scenario.kind)
+
+
+#: Scenarios :func:`elaborated` returned, by ``id`` (weak: a dropped scenario leaves no trace).
+#: A run elaborates once: a scenario already here is run as it is.
+_ELABORATED: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+
+
+def elaborated(scenario: Scenario) -> Scenario:
+    """The scenario its kind's ``elaborate`` gives, elaborating it only once: loading a
+    scenario (the API, a sweep) elaborates it, and running that scenario does not again."""
+    if _ELABORATED.get(id(scenario)) is scenario:
+        return scenario
+    resolved: Scenario = kind_of(scenario).elaborate(scenario)
+    _ELABORATED[id(resolved)] = resolved
+    return resolved
 
 
 def of_result(result: Mapping[str, Any]) -> ScenarioKind:

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from libra_des.config import MoeScenario, scenario_dict
-from libra_des.kinds import ScenarioKind, register
+from libra_des.kinds.kind import ScenarioKind
 from libra_des.kinds.preflight import moe_estimate, moe_trace_ranks
-from libra_des.kinds.simulation import elaborate_peak
 from libra_des.results.plausibility import check_moe, check_numbers
+
+if TYPE_CHECKING:
+    from libra_des.hardware.profiles.profile import Profile
 
 #: Headline metrics of an MoE prefill result, as dotted paths into ``result.json``.
 METRICS = (
@@ -26,21 +28,22 @@ METRICS = (
 
 def simulate(
     scenario: MoeScenario,
+    profile: Profile,
     rng: np.random.Generator,
     t0: float,
     progress: bool,
     want_trace: bool,
     _trace_ranks: list[int] | None,
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """Every batch of the scenario; the result of :mod:`libra_des.sim.moe.simulator`, checked."""
-    from libra_des.sim.moe.simulator import simulate_moe
+    """Every batch of the scenario; the result of :mod:`libra_des.results.moe_metrics`, checked."""
+    from libra_des.results.moe_metrics import simulate_moe
 
     timeline: list[Any] | None = [] if want_trace else None
-    result = simulate_moe(scenario, rng, progress=progress, timeline=timeline)
+    result = simulate_moe(scenario, rng, progress=progress, timeline=timeline, profile=profile)
     result["scenario"] = scenario_dict(scenario)
     result["wall_s"] = time.perf_counter() - t0
     check_numbers(result)
-    check_moe(result, scenario, elaborate_peak(scenario))
+    check_moe(result, scenario, float(profile.peak_flops("bf16")))
     return result, trace_of(scenario, timeline)
 
 
@@ -81,7 +84,7 @@ def elaborate(scenario: MoeScenario) -> MoeScenario:
     return scenario
 
 
-KIND = register(ScenarioKind(
+KIND = ScenarioKind(
     name="moe_inference",
     model=MoeScenario,
     simulate=simulate,
@@ -90,4 +93,4 @@ KIND = register(ScenarioKind(
     estimate=moe_estimate,
     trace_ranks=moe_trace_ranks,
     elaborate=elaborate,
-))
+)

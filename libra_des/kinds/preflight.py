@@ -1,13 +1,15 @@
 """Preflight: refuse, before any work, runs this machine cannot finish; check run options.
 
-:func:`estimate` gives an estimate of a run's peak memory and its CPU seconds (what a user
-waits for on an idle machine) from the sizes that drive them (:func:`training_terms`,
-:func:`moe_terms`). The coefficients are data, in ``preflight.yaml`` beside this module,
-together with the measured runs that set them (``benchmarks/preflight_check.py --measure
---write --fit`` measures, fits and writes both; without flags it prints every case's estimate
-against its measurement). The time estimate aims at the measured time times the file's
-``seconds_margin`` (within 3x either way on every measured case); the memory estimate is at
-or above every measured peak (each kind's ``bytes_margin``).
+Each kind's estimate (:func:`training_estimate`, :func:`moe_estimate`; looked up through the
+kind registry by :mod:`libra_des.kinds.feasibility`) is a run's peak memory and its CPU seconds
+(what a user waits for on an idle machine) from the sizes that drive them
+(:func:`training_terms`, :func:`moe_terms`). The coefficients are data, in ``preflight.yaml``
+beside this module, together with the measured runs that set them
+(``benchmarks/preflight_check.py --measure --write --fit`` measures, fits and writes both;
+without flags it prints every case's estimate against its measurement). The time estimate aims
+at the measured time times the file's ``seconds_margin`` (within 3x either way on every
+measured case); the memory estimate is at or above every measured peak (each kind's
+``bytes_margin``).
 
 A run estimated above the memory this machine has available (``MemAvailable``) or above
 :data:`MAX_SECONDS` is an input error naming the estimate; ``--no-preflight`` overrides. A
@@ -24,12 +26,11 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import libra_des.kinds as kinds
 from libra_des.errors import InputError
 from libra_des.kinds.estimate import Estimate
 
 if TYPE_CHECKING:  # annotations only: ``plan``'s size checks need no scenario models
-    from libra_des.config import MoeScenario, Scenario, TrainingScenario
+    from libra_des.config import MoeScenario, TrainingScenario
 
 #: Longest run accepted without ``--no-preflight``: one day (our choice).
 MAX_SECONDS = 24 * 3600.0
@@ -150,11 +151,6 @@ def moe_estimate(sc: MoeScenario) -> Estimate:
     return with_margins(data, memory, seconds + float(data["start_s"]))
 
 
-def estimate(sc: Scenario) -> Estimate:
-    """The scenario kind's estimate (:mod:`libra_des.kinds`)."""
-    return kinds.kind_of(sc).estimate(sc)
-
-
 def available_bytes() -> float:
     """Memory this machine can give now (``MemAvailable``; physical memory if unknown)."""
     try:
@@ -169,21 +165,6 @@ def available_bytes() -> float:
         return math.inf
 
 
-def check_feasible(sc: Scenario, flag: str = "--no-preflight") -> Estimate:
-    """Refuse a scenario whose estimate exceeds this machine's memory or a day of wall time."""
-    est = estimate(sc)
-    have = available_bytes()
-    if est.bytes > 0.8 * have:
-        raise InputError("scenario", f"needs {est.text()}",
-                         f"a run within 80% of the {have / 1e9:.3g} GB available here "
-                         f"(make it smaller, or pass {flag} to try anyway)")
-    if est.seconds > MAX_SECONDS:
-        raise InputError("scenario", f"needs {est.text()}",
-                         f"a run under {MAX_SECONDS / 3600:.0f} h (make it smaller, "
-                         f"or pass {flag} to try anyway)")
-    return est
-
-
 # ----------------------------------------------------------------------------- traces
 
 
@@ -192,19 +173,6 @@ def pipeline_entities(sc: TrainingScenario) -> int:
     from libra_des.plan.step import pool_size_of
 
     return max(sc.parallelism.dp // pool_size_of(sc), 1)
-
-
-def trace_ranks(
-    sc: Scenario, want_trace: bool, text: str | None, parsed: list[int] | None
-) -> list[int] | None:
-    """Validate ``--trace``/``--trace-ranks`` against the scenario; deduplicated, ordered.
-
-    ``text`` is what the user typed (for messages); ``parsed`` its integers, already checked
-    to be >= 0 by the command that read them.
-    """
-    if text is not None and not want_trace:
-        raise InputError("--trace-ranks", text, "only together with --trace")
-    return kinds.kind_of(sc).trace_ranks(sc, want_trace, text, parsed)
 
 
 def training_trace_ranks(

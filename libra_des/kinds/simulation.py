@@ -10,12 +10,15 @@ stays cheap (no SimPy, no numpy work).
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 import libra_des.kinds as kinds
 from libra_des.config import Scenario
+
+if TYPE_CHECKING:
+    from libra_des.hardware.profiles.profile import Profile
 
 #: Fields that measure this machine, not the model: they go to ``run.json``, never to
 #: ``result.json`` (which is then byte-identical run to run).
@@ -33,9 +36,14 @@ def simulate(
 
 def simulate_timed(
     scenario: Scenario, progress: bool = False, trace_ranks: list[int] | None = None,
-    want_trace: bool = False,
+    want_trace: bool = False, elaborated: bool = False,
 ) -> tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any]]:
     """:func:`simulate` plus the run's wall-clock record (``wall_s``, ...: ``run.json``).
+
+    ``elaborated``: the caller vouches that ``scenario`` is its kind's ``elaborate`` output
+    (a sweep's point, elaborated when the sweep was resolved and sent to a worker process,
+    where :func:`~libra_des.kinds.elaborated` cannot recognise it); else it is elaborated
+    here unless this process elaborated it already.
 
     The result records the versions that produced it (:func:`~libra_des.base.identity.versions`).
     A profile measured on another GPU than the topology's is refused before any work unless
@@ -44,30 +52,31 @@ def simulate_timed(
     """
     from libra_des.base.identity import versions
     from libra_des.hardware.profiles.device_check import profile_warnings
+    from libra_des.hardware.profiles.profile import load_profile
 
     kind = kinds.kind_of(scenario)
-    scenario = kind.elaborate(scenario)  # the names only registries above the config see
+    if not elaborated:
+        scenario = kinds.elaborated(scenario)  # the names only registries above the config see
+    profile = load_profile(scenario.profile)  # loaded once: the run, its peak and its band
     warnings = profile_warnings(scenario.profile, scenario.profile_scope, scenario.topology,
-                                scenario.topology_params)
+                                scenario.topology_params, profile)
     rng = np.random.default_rng(scenario.seed)
     t0 = time.perf_counter()
-    result, trace = kind.simulate(scenario, rng, t0, progress, want_trace, trace_ranks)
+    result, trace = kind.simulate(scenario, profile, rng, t0, progress, want_trace, trace_ranks)
     if warnings:
         result["warnings"] = [*result.get("warnings", []), *warnings]
-    result["model_uncertainty"] = uncertainty(scenario, result)
+    result["model_uncertainty"] = uncertainty(scenario, result, profile)
     timing = {k: result.pop(k) for k in WALL_CLOCK_FIELDS if k in result}
     result["versions"] = versions()
     return result, trace, timing
 
 
-def uncertainty(scenario: Scenario, result: dict[str, Any]) -> dict[str, Any]:
+def uncertainty(scenario: Scenario, result: dict[str, Any], profile: Profile) -> dict[str, Any]:
     """``model_uncertainty``: the profile's CV errors spread over the run's time
     (:mod:`libra_des.results.uncertainty`)."""
-    from libra_des.hardware.profiles.profile import load_profile
     from libra_des.results.uncertainty import model_band
 
-    return model_band(result, load_profile(scenario.profile),
-                      scenario.profile_scope == "borrowed")
+    return model_band(result, profile, scenario.profile_scope == "borrowed")
 
 
 def run_record(timing: dict[str, Any], files: list[str]) -> dict[str, Any]:
@@ -76,10 +85,3 @@ def run_record(timing: dict[str, Any], files: list[str]) -> dict[str, Any]:
     from libra_des.base.identity import host
 
     return {**timing, "host": host(), "files": sorted(files)}
-
-
-def elaborate_peak(scenario: Scenario) -> float:
-    """Dense bf16 peak FLOP/s of the scenario's device (from its profile)."""
-    from libra_des.hardware.profiles.profile import load_profile
-
-    return float(load_profile(scenario.profile).peak_flops("bf16"))

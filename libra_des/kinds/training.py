@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from libra_des.config import TrainingBalancerSpec, TrainingScenario, key_kinds, validate
 from libra_des.errors import InputError
-from libra_des.kinds import ScenarioKind, register
+from libra_des.kinds.kind import ScenarioKind
 from libra_des.kinds.preflight import training_estimate, training_trace_ranks
-from libra_des.kinds.simulation import elaborate_peak
 from libra_des.plan.balancers import registry as training_balancers
 from libra_des.results.plausibility import check_numbers, check_training
+
+if TYPE_CHECKING:
+    from libra_des.hardware.profiles.profile import Profile
+    from libra_des.sim.training.simulator import PreparedRun
 
 #: Headline metrics of a training result, as dotted paths into ``result.json``.
 METRICS = (
@@ -31,23 +34,28 @@ METRICS = (
 
 def simulate(
     scenario: TrainingScenario,
+    profile: Profile,
     rng: np.random.Generator,
     t0: float,
     progress: bool,
     want_trace: bool,
     trace_ranks: list[int] | None,
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """Every step of the scenario; the result of :mod:`libra_des.results.metrics`, checked."""
+    """Every step of the (elaborated) scenario; the result of
+    :mod:`libra_des.results.metrics`, checked. The profile, the pipeline schedule and the
+    memory report are the run's own (each made once), not made again for the result."""
     from libra_des.results.metrics import step_flops, training_result
     from libra_des.results.trace import chrome_trace
-    from libra_des.sim.training.schedules import build_schedule
-    from libra_des.sim.training.simulator import simulate_training
+    from libra_des.sim.training.simulator import prepare_training, run_steps
 
-    records = with_progress(scenario, rng) if progress else simulate_training(scenario, rng)
-    par = scenario.parallelism
-    schedule = build_schedule(par.schedule, par.pp, par.microbatches, par.virtual_stages)
+    # Every check of the run (memory, plans, the fabric's algorithms) before a progress bar
+    # starts: a refused run prints its one line and nothing else. The memory floor was
+    # checked when the scenario was elaborated (:func:`elaborate`).
+    prepared = prepare_training(scenario, rng, profile, floor_checked=True)
+    records = with_progress(prepared) if progress else run_steps(prepared)
+    schedule = prepared.schedule
     masks = [np.array([op.kind == "F" for op in order]) for order in schedule.orders]
-    peak = elaborate_peak(scenario)
+    peak = float(profile.peak_flops("bf16"))  # dense bf16 peak FLOP/s of the device
     result = training_result(scenario, records, masks, peak)
     result["wall_s"] = time.perf_counter() - t0
     flops = float(np.mean([step_flops(scenario, r) for r in records]))
@@ -57,7 +65,7 @@ def simulate(
     return result, trace
 
 
-def with_progress(scenario: TrainingScenario, rng: np.random.Generator) -> list[Any]:
+def with_progress(prepared: PreparedRun) -> list[Any]:
     """Every step under a progress bar on stderr (a terminal only: rich disables it on a
     pipe): steps, and inside each step the share of ops done with the simulated clock, so a
     long detailed step shows how far it is and when it should end (rich's ETA)."""
@@ -73,11 +81,9 @@ def with_progress(scenario: TrainingScenario, rng: np.random.Generator) -> list[
         TimeRemainingColumn,
     )
 
-    from libra_des.sim.training.simulator import prepare_training, run_steps
+    from libra_des.sim.training.simulator import run_steps
 
-    # Every check of the run (memory, plans, the fabric's algorithms) before the bar starts:
-    # a refused run prints its one line and nothing else.
-    prepared = prepare_training(scenario, rng)
+    scenario = prepared.scenario
     columns = (TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(),
                TextColumn("simulated {task.fields[now]:.4g} s"), TimeElapsedColumn(),
                TextColumn("ETA"), TimeRemainingColumn())
@@ -217,7 +223,7 @@ def elaborate(scenario: TrainingScenario) -> TrainingScenario:
     return scenario
 
 
-KIND = register(ScenarioKind(
+KIND = ScenarioKind(
     name="training",
     model=TrainingScenario,
     simulate=simulate,
@@ -226,4 +232,4 @@ KIND = register(ScenarioKind(
     estimate=training_estimate,
     trace_ranks=training_trace_ranks,
     elaborate=elaborate,
-))
+)

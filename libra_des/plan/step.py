@@ -20,6 +20,7 @@ import numpy as np
 from libra_des.config import TrainingScenario as Scenario
 from libra_des.plan.attention import causal_pairs
 from libra_des.plan.balancers import registry as training_balancers
+from libra_des.plan.balancers.balancer import pipeliner_chunks_of
 from libra_des.plan.grouping import vrsp
 from libra_des.plan.types import AttentionPlan
 from libra_des.workload.packing import CorpusStream, PackedBatch
@@ -102,8 +103,7 @@ def inter_pool(weights: np.ndarray, order: np.ndarray, pool: int) -> float:
 
 def pipeliner_chunks(scenario: Scenario) -> int:
     """M: the Pipeliner's chunks (1 when it is off; DistCA always pipelines)."""
-    bal = scenario.balancer
-    return bal.chunks if (bal.pipeliner or balancer_of(scenario).always_pipelines) else 1
+    return pipeliner_chunks_of(scenario.balancer, balancer_of(scenario).always_pipelines)
 
 
 def attention_plan(scenario: Scenario, seqs: list[np.ndarray]) -> AttentionPlan:

@@ -45,7 +45,6 @@ from libra_des.plan.attention import (
     per_block,
     prefix_pairs,
 )
-from libra_des.plan.balancers import registry as training_balancers
 from libra_des.plan.types import AttentionPlan, PairBytes
 
 ArrayOrFloat = float | np.ndarray
@@ -493,19 +492,15 @@ def plan_pool(
     slack: float = 0.03,
     chunks: int = 1,
     policy: str = "libra",
-    check_policy: bool = True,
     **layout: Unpack[TileLayout],
 ) -> PoolPlan:
     """TAP for one pool: tiles -> placement -> exchange plan -> AttentionPlan (timed).
 
     ``layout`` is ``cp, model, heads_split, block_size, packed_length`` (see build_tiles).
-    ``policy`` (the plan's label) must name a registered balancer that runs TAP; with
-    ``check_policy`` False the caller vouches for it: the registry's first look-up imports
-    every balancer and the scenario models, which ``libra-des plan`` (Libra's TAP under the
-    shipped ``libra`` label) does not need (start-up time).
+    ``policy`` is the plan's label: the caller's balancer (one that runs TAP, checked where
+    the name comes in: a scenario's ``balancer.policy`` when it is elaborated), not looked up
+    here, so the planners below the balancer registry never import it.
     """
-    if check_policy and policy not in training_balancers.tap_users():
-        raise InputError("policy", policy, " | ".join(training_balancers.tap_users()))
     check_chunks(chunks, shard_model(layout["model"], layout["heads_split"])[0])
     began = time.perf_counter()
     return plan_tiles(build_tiles(seqs, **layout), slack=slack, chunks=chunks, policy=policy,

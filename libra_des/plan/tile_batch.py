@@ -30,9 +30,7 @@ from typing import TypeVar, Unpack
 
 import numpy as np
 
-from libra_des.errors import InputError
 from libra_des.plan import tap_batch_kernel
-from libra_des.plan.balancers import registry as training_balancers
 from libra_des.plan.tap import (
     Holdings,
     PoolPlan,
@@ -88,7 +86,7 @@ def plan_pools(
     caller keeps what it needs of each before the next is made). ``plan_seconds`` of each
     pool is its own placement and exchange time plus an equal share of the tile building.
     """
-    check_settings(policy, chunks, layout)
+    check_settings(chunks, layout)
     began = time.perf_counter()
     tile_sets = build_tiles_many(pools, **layout)
     share = (time.perf_counter() - began) / max(len(tile_sets), 1)
@@ -107,7 +105,7 @@ def attention_plans(
 ) -> list[AttentionPlan]:
     """``[p.attention for p in plan_pools(...)]``, the same plans, every pool of the batch
     placed and folded in one compiled call (``tap_batch_kernel.attention_rows``)."""
-    check_settings(policy, chunks, layout)
+    check_settings(chunks, layout)
     batch = tile_batch(pools, **layout)
     if batch is None:
         return [p.attention for p in plan_pools(pools, slack=slack, chunks=chunks,
@@ -140,10 +138,9 @@ def attention_plans(
     return out
 
 
-def check_settings(policy: str, chunks: int, layout: TileLayout) -> None:
-    """The pool planners' own checks: a TAP policy and M dividing the shard's heads."""
-    if policy not in training_balancers.tap_users():
-        raise InputError("policy", policy, " | ".join(training_balancers.tap_users()))
+def check_settings(chunks: int, layout: TileLayout) -> None:
+    """The pool planners' own check: M dividing the shard's heads (``policy`` is the plans'
+    label, checked where the name comes in, as :func:`~libra_des.plan.tap.plan_pool` says)."""
     check_chunks(chunks, shard_model(layout["model"], layout["heads_split"])[0])
 
 

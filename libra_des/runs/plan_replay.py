@@ -266,8 +266,7 @@ def tap_row(
         seqs = [g.batch.seq(int(i)) for i in g.grouping.pools[g.grouping.heaviest]]
         began = time.perf_counter()
         pool = plan_pool(seqs, cp=s.cp, model=s.model, heads_split=heads, block_size=block,
-                         packed_length=s.workload.packed_length, slack=s.slack,
-                         check_policy=False)
+                         packed_length=s.workload.packed_length, slack=s.slack)
         secs.append(g.seconds + time.perf_counter() - began)
         intra.append(pool.attention.imbalance)
         nbytes.append(pool.exchange_bytes)

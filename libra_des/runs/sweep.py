@@ -208,7 +208,7 @@ def resolve(spec: SweepSpec) -> list[Point]:
     points = []
     for coords, sets in expand(spec.axes):
         scenario = load_scenario(spec.scenario, [*spec.base, *sets])
-        scenario = kinds.kind_of(scenario).elaborate(scenario)
+        scenario = kinds.elaborated(scenario)
         points.append(Point(coords, sets, scenario, point_id(scenario)))
     return points
 
@@ -245,9 +245,11 @@ class Outcome:
 
 
 def run_point(scenario: Scenario) -> Outcome:
-    """Simulate one point (runs in a worker process, a Ray task or in-process)."""
+    """Simulate one resolved (elaborated) point (runs in a worker process, a Ray task or
+    in-process)."""
     try:
-        result, _, timing = simulate_timed(scenario)
+        # Every point was elaborated when the sweep was resolved (:func:`resolve`).
+        result, _, timing = simulate_timed(scenario, elaborated=True)
         return Outcome(dumps(result) + "\n", wall_s=float(timing.get("wall_s", 0.0)))
     except InputError as exc:
         return Outcome(None, exc.line(), (exc.field, str(exc.value), exc.allowed))

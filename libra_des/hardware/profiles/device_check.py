@@ -17,7 +17,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from libra_des.hardware.fabric.topology import merge_params, parse_spec, read_spec
-from libra_des.hardware.profiles.profile import DEFAULT_PROFILE, check_device, load_profile
+from libra_des.hardware.profiles.profile import (
+    DEFAULT_PROFILE,
+    Profile,
+    check_device,
+    load_profile,
+)
 
 
 def topology_gpu(topology: str | Mapping[str, Any], params: Mapping[str, Any]) -> str:
@@ -27,12 +32,13 @@ def topology_gpu(topology: str | Mapping[str, Any], params: Mapping[str, Any]) -
 
 
 def profile_warnings(profile: str | Mapping[str, Any] | None, scope: str,
-                     topology: str | Mapping[str, Any], params: Mapping[str, Any]
-                     ) -> list[str]:
-    """Warnings for the result (empty when the devices match); raises on a refused profile."""
+                     topology: str | Mapping[str, Any], params: Mapping[str, Any],
+                     loaded: Profile | None = None) -> list[str]:
+    """Warnings for the result (empty when the devices match); raises on a refused profile.
+    ``loaded``: ``profile`` already loaded (a run loads it once)."""
     gpu = topology_gpu(topology, params)
     ref = profile if isinstance(profile, str) else ("(inline)" if profile else DEFAULT_PROFILE)
     if profile is None:
         scope = "borrowed"
-    warning = check_device(load_profile(profile), gpu, scope, ref)
+    warning = check_device(load_profile(profile) if loaded is None else loaded, gpu, scope, ref)
     return [warning] if warning else []

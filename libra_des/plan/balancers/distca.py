@@ -23,11 +23,13 @@ Both pay
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from libra_des.config import TrainingScenario as Scenario
+from libra_des.plan.balancers.balancer import TrainingBalancer
 from libra_des.plan.balancers.planners import tap, tap_many
-from libra_des.plan.balancers.registry import TrainingBalancer
 from libra_des.plan.distca import distca_attention_plan
 from libra_des.plan.types import AttentionPlan
 
@@ -52,7 +54,13 @@ BALANCER = TrainingBalancer(
     scheduler_ops=scheduler_ops, scheduler_op_seconds=OP_SECONDS,
 )
 
+#: DistCA on TAP's tiles always runs the Pipeliner's chunks: the flag the balancer declares
+#: and the one its planners are bound to.
+PIPELINES = True
+
 TILES = TrainingBalancer(
-    name="distca_tiles", pool="all", attention=tap, always_pipelines=True, runs_tap=True,
-    attention_many=tap_many, scheduler_ops=scheduler_ops, scheduler_op_seconds=OP_SECONDS,
+    name="distca_tiles", pool="all", attention=partial(tap, always_pipelines=PIPELINES),
+    always_pipelines=PIPELINES, runs_tap=True,
+    attention_many=partial(tap_many, always_pipelines=PIPELINES),
+    scheduler_ops=scheduler_ops, scheduler_op_seconds=OP_SECONDS,
 )

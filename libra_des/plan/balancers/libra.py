@@ -1,7 +1,7 @@
 """Libra: pools of ``balancer.pool_size`` replicas grouped by VRSP, TAP inside each pool."""
 
+from libra_des.plan.balancers.balancer import TrainingBalancer
 from libra_des.plan.balancers.planners import tap, tap_many
-from libra_des.plan.balancers.registry import TrainingBalancer
 
 BALANCER = TrainingBalancer(
     name="libra", pool="configured", attention=tap, vrsp=True, runs_tap=True,

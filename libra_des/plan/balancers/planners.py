@@ -6,8 +6,8 @@ import numpy as np
 
 from libra_des.config import TrainingScenario as Scenario
 from libra_des.errors import InputError
+from libra_des.plan.balancers.balancer import pipeliner_chunks_of
 from libra_des.plan.baselines import ulysses_plan
-from libra_des.plan.step import pipeliner_chunks
 from libra_des.plan.tap import TileLayout, plan_pool
 from libra_des.plan.tile_batch import attention_plans, batches
 from libra_des.plan.types import AttentionPlan
@@ -34,19 +34,22 @@ def ulysses_real(scenario: Scenario, seqs: list[np.ndarray]) -> AttentionPlan:
                         packed_length=None)
 
 
-def tap(scenario: Scenario, seqs: list[np.ndarray]) -> AttentionPlan:
-    """TAP over one pool's sequences."""
-    return plan_pool(seqs, **tap_settings(scenario)).attention
+def tap(scenario: Scenario, seqs: list[np.ndarray], always_pipelines: bool = False
+        ) -> AttentionPlan:
+    """TAP over one pool's sequences (``always_pipelines``: the balancer's flag of that name,
+    bound by a balancer that always pipelines)."""
+    return plan_pool(seqs, **tap_settings(scenario, always_pipelines)).attention
 
 
-def tap_many(scenario: Scenario, pools: list[list[np.ndarray]]) -> list[AttentionPlan]:
+def tap_many(scenario: Scenario, pools: list[list[np.ndarray]], always_pipelines: bool = False
+             ) -> list[AttentionPlan]:
     """:func:`tap` for every pool, their tiles built a batch of pools at a time (same plans;
     only the attention plans are kept, as :func:`tap` keeps them)."""
-    settings = tap_settings(scenario)
+    settings = tap_settings(scenario, always_pipelines)
     return [plan for batch in batches(pools) for plan in attention_plans(batch, **settings)]
 
 
-def tap_settings(scenario: Scenario) -> TapSettings:
+def tap_settings(scenario: Scenario, always_pipelines: bool = False) -> TapSettings:
     """The scenario's TAP knobs and pool layout, as :func:`plan_pool` takes them."""
     bal = scenario.balancer
     heads_split, block_size = bal.tap_knobs()
@@ -57,7 +60,7 @@ def tap_settings(scenario: Scenario) -> TapSettings:
         block_size=block_size,
         packed_length=scenario.workload.packed_length,
         slack=bal.slack,
-        chunks=pipeliner_chunks(scenario),
+        chunks=pipeliner_chunks_of(bal, always_pipelines),
         policy=bal.policy,
     )
 

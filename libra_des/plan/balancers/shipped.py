@@ -1,9 +1,9 @@
 """The shipped training balancers, one module each.
 
-Each module declares a :class:`~libra_des.plan.balancers.registry.TrainingBalancer` (its pool rule,
-grouping, Pipeliner use, linear-work tokens, attention planner and, when it reads knobs of its
-own, its ``balancer:`` config model). The registry registers
-``SHIPPED`` on its first look-up, in this order (the order the CLI lists them in).
+Each module declares a :class:`~libra_des.plan.balancers.balancer.TrainingBalancer` (its
+pool rule, grouping, Pipeliner use, linear-work tokens, attention planner and, when it reads
+knobs of its own, its ``balancer:`` config model). The registry (which names this module)
+registers ``SHIPPED`` on its first look-up, in this order (the order the CLI lists them in).
 """
 
 from libra_des.plan.balancers import distca, libra, ulysses, wlb_llm

@@ -21,8 +21,8 @@ import numpy as np
 
 from libra_des.config import TrainingBalancerSpec
 from libra_des.config import TrainingScenario as Scenario
+from libra_des.plan.balancers.balancer import TrainingBalancer
 from libra_des.plan.balancers.planners import ulysses_heads, ulysses_real
-from libra_des.plan.balancers.registry import TrainingBalancer
 from libra_des.plan.baselines import (
     held_outliers,
     slotted_batch,

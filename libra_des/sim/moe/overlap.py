@@ -42,7 +42,7 @@ from libra_des.sim.moe.batch import BatchPlanner
 from libra_des.sim.moe.prefetch import InOrder, attach
 from libra_des.workload.routing import RoutingTrace
 
-#: ``simulate_moe``'s ``prefetch``: how generated batches are drawn (see :func:`serve`).
+#: ``run_moe``'s ``prefetch``: how generated batches are drawn (see :func:`serve`).
 Prefetch = bool | Literal["thread", "process"] | None
 
 #: Seconds between checks of the stop flag while the queue is full (our choice: a stopped

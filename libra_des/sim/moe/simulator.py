@@ -1,6 +1,6 @@
 """MoE prefill under expert parallelism: SGLang, EPLB, Lina, HarMoEny and Libra (docs/model.md B).
 
-``simulate_moe`` runs ``workload.batches`` prefill batches of ``workload.batch`` requests
+``run_moe`` runs ``workload.batches`` prefill batches of ``workload.batch`` requests
 through every layer of the model on an EP group. Per MoE layer it builds the system's plan
 from the batch's routing (and, where the system predicts, the predicted routing), costs every
 stage, and executes the stage graph in SimPy (``libra_des.sim.moe.layer``), where replica
@@ -27,9 +27,11 @@ System designs (what runs where, what waits for what):
   right after the gate while AllGather dispatch and CPU sharding run; MoE_remote waits for all
   three. Across nodes, replica placement and sharding prefer GPUs of the same node.
 
-Every stage's cost provenance (measured / borrowed / assumed) is listed in the result under
-``cost_sources`` (``sim/moe/cpu.py``); host (CPU) stage prices and their sources are in
-``sim/moe/host.py`` and in the result under ``host_stages``.
+The run returns what it measured (:class:`MoeRecord`); its ``result.json`` is built in
+:mod:`libra_des.results.moe_metrics`. Every stage's cost provenance (measured / borrowed /
+assumed) is listed in the result under ``cost_sources`` (``sim/moe/cpu.py``); host (CPU)
+stage prices and their sources are in ``sim/moe/host.py`` and in the result under
+``host_stages``.
 
 Batches are served closed-loop (a batch's requests arrive as the previous batch ends), so a
 request's TTFT is its batch's prefill time. Embedding and LM head are not modelled.
@@ -45,7 +47,7 @@ import copy
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import numpy as np
 import simpy
@@ -53,15 +55,13 @@ from rich.progress import Progress
 
 from libra_des.config import MoeScenario as Scenario
 from libra_des.hardware.collectives import deepep
-from libra_des.hardware.collectives.tiers import tier_keys
 from libra_des.hardware.compute.interference import overlap_model, p2p_channels, port_share
 from libra_des.hardware.costs import CostModel, comm_overrides
 from libra_des.hardware.fabric.routing import Routing
 from libra_des.hardware.fabric.topology import Topology, load_topology
-from libra_des.hardware.profiles.profile import load_profile
+from libra_des.hardware.profiles.profile import Profile, load_profile
 from libra_des.hardware.variance.model import VarianceModel
 from libra_des.plan.moe import MoeLayerPlan
-from libra_des.plan.moe.registry import moe_system
 from libra_des.sim.moe import batch as moe_policy
 from libra_des.sim.moe import setup as moe_setup
 from libra_des.sim.moe.batch import (
@@ -78,8 +78,6 @@ from libra_des.sim.moe.costs import (
     batch_shape,
     layer_costs,
 )
-from libra_des.sim.moe.cpu import cost_sources
-from libra_des.sim.moe.host import eplb_rebalance, host_report
 from libra_des.sim.moe.layer import Contention, CountingEnvironment, SharedLink
 from libra_des.sim.moe.overlap import Prefetch, serve
 from libra_des.sim.moe.setup import check_memory, ep_group, system_kernel
@@ -187,30 +185,59 @@ class MoeRun:
         totals.requests.append(trace.requests)
 
 
-def simulate_moe(
-    scenario: Scenario,
-    rng: np.random.Generator,
-    progress: bool = False,
-    traces: Sequence[RoutingTrace] | None = None,
-    timeline: list[tuple[int, int, str, int | None, float, float]] | None = None,
-    prefetch: Prefetch = None,
-) -> dict[str, Any]:
-    """Simulate MoE prefill for ``scenario``; returns the result dict (see module doc).
+@dataclass(frozen=True)
+class MoeRecord:
+    """What one MoE prefill run measured, for its result (``results/moe_metrics.py``)."""
+
+    scenario: Scenario
+    wiring: Wiring
+    totals: RunTotals
+    events: int  # SimPy events processed
+    cost: CostModel
+    coster: StageCoster
+    gpus: int  # of the EP group
+    gpus_per_node: int
+    layout: dict[str, Any]  # Topology.layout() of the run's fabric
+    #: (compute seconds slowed over the run, kernel factor, collective factor) when
+    #: ``overlap.interference`` is on; None: overlap free.
+    interference: tuple[float, float, float] | None = None
+
+
+class RunOptions(TypedDict, total=False):
+    """:func:`run_moe`'s optional arguments (by keyword), which ``simulate_moe`` passes on."""
+
+    progress: bool
+    traces: Sequence[RoutingTrace] | None
+    timeline: list[tuple[int, int, str, int | None, float, float]] | None
+    prefetch: Prefetch
+    profile: Profile | None
+
+
+def run_moe(
+    scenario: Scenario, rng: np.random.Generator, **options: Unpack[RunOptions]
+) -> MoeRecord:
+    """Simulate MoE prefill for ``scenario``; returns what it measured (the result dict is
+    :func:`libra_des.results.moe_metrics.simulate_moe`'s).
 
     ``traces`` (optional) replaces the routing source with ready batches (benchmarks reuse
     one generated trace across policies and accuracies). ``timeline`` (optional) is filled
     with every stage's (batch, layer, name, GPU, start, end) for a trace. ``prefetch``: draw
     generated batches meanwhile in a thread (``"thread"``, ``sim.moe.overlap``) or a helper
     process (True or ``"process"``, ``sim.moe.prefetch``), the same results either way;
-    None: ``overlap.serve``'s rule; False: in the run.
+    None: ``overlap.serve``'s rule; False: in the run. ``profile``: the scenario's, already
+    loaded (None: loaded here).
     """
+    progress, traces = options.get("progress", False), options.get("traces")
+    timeline, prefetch = options.get("timeline"), options.get("prefetch")
+    profile = options.get("profile")
     net = scenario.network
     topo = load_topology(scenario.topology, scenario.topology_params).routed(
         Routing.sample(net.routing, net.ecmp_seed))
     group = ep_group(scenario, topo)
     check_memory(scenario, group.gpus, topo.spec.gpu)
     fabric = topo.fabric()
-    cost = CostModel(load_profile(scenario.profile), fabric, True, comm_overrides(scenario))
+    prof = load_profile(scenario.profile) if profile is None else profile
+    cost = CostModel(prof, fabric, True, comm_overrides(scenario))
     coster = StageCoster(cost, fabric, scenario.model, group.gpus, system_kernel(scenario))
     trace_rng, pred_rng, noise_rng, var_rng = rng.spawn(4)
     if traces is None:
@@ -239,39 +266,9 @@ def simulate_moe(
         for b in range(run.planner.batches):
             run.batch(b, totals)
             bar.advance(task)
-    result = assemble(scenario, run.wiring, totals, run.env.processed)
-    result["cost_sources"] = cost_sources(cost, group.gpus, group.gpus_per_node,
-                                          run.wiring.allgather, run.wiring.fetch,
-                                          scenario.balancer.cpu_time == "measured",
-                                          coster.dtype, run.wiring.cpu_predict)
-    result["host_stages"] = host_stages(scenario, run.wiring, coster, result)
-    result["grouped_kernel"] = coster.kernel.name if coster.kernel is not None else None
-    result["grouped_fit"] = coster.fit_report()
-    if cont is not None:
-        # Per GPU over the run. Dispatch and combine keep their network-model times: their
-        # HBM slowdown (``collective_factor``) is 1 while kernel and transfer HBM demand fit
-        # the bandwidth, as at NVLink port rates on the shipped GPUs
-        # (hardware/compute/interference.py).
-        result["interference"] = {"compute_slowdown_s": float(cont.slowed_s) / group.gpus,
-                                  "collective_slowdown_s": 0.0, "kernel_factor": kernel,
-                                  "collective_factor": comm}
-    return {**result, **tier_keys(cost.tiers(), cost.choices(), topo.layout())}
-
-
-def host_stages(scenario: Scenario, wiring: Wiring, coster: StageCoster,
-                result: dict[str, Any]) -> dict[str, object]:
-    """The host stages' report (``sim.moe.host.host_report``) of this run."""
-    m = scenario.model
-    # Every kernel of a layer: the block's, two grouped GEMMs per expert stage, dispatch,
-    # combine, and the lookahead's gate when the system predicts on the GPU.
-    kernels = len(NON_EXPERT) + (4 if wiring.two_stage else 2) + 2 + int(wiring.gpu_predict)
-    # Static replicas laid out from a profiling sample are EPLB's rebalancing: a system
-    # registered with them pays its host step once per rebalancing period.
-    static = moe_system(scenario.balancer.policy).capabilities.replication == "static"
-    eplb = eplb_rebalance(m.layers - m.dense_layers, m.experts,
-                          scenario.balancer.redundant_experts, coster.gpus) if static else None
-    return host_report(coster.prices, result["layer_breakdown_s"], result["moe_layer_s"],
-                       kernels, wiring.cpu_predict, eplb)
+    slowed = None if cont is None else (float(cont.slowed_s), kernel, comm)
+    return MoeRecord(scenario, run.wiring, totals, run.env.processed, cost, coster, group.gpus,
+                     group.gpus_per_node, topo.layout(), slowed)
 
 
 def network_factory(
@@ -317,63 +314,3 @@ def shared_traces(
     # Keyed by the stream the batches are drawn from (a child of ``rng``, left untouched).
     batch_rng = routing_streams(copy.deepcopy(rng))[1]
     return trace_cache.cached_traces(directory, batch_rng, parts, make)
-
-
-def percentiles(batch_s: Sequence[float], requests: Sequence[int]) -> dict[str, float]:
-    per_request = np.repeat(np.asarray(batch_s), np.asarray(requests))
-    return {
-        "mean": float(per_request.mean()),
-        "p50": float(np.percentile(per_request, 50)),
-        "p99": float(np.percentile(per_request, 99)),
-    }
-
-
-def assemble(scenario: Scenario, wiring: Wiring, t: RunTotals, events: int) -> dict[str, Any]:
-    """The MoE result dict (``run`` adds ``wall_s`` and ``scenario``)."""
-    layers = max(len(t.layer_s), 1)
-    breakdown = {
-        name: {
-            "exposed": t.exposed.get(name, 0.0) / layers,
-            "hidden": max(t.span.get(name, 0.0) - t.exposed.get(name, 0.0), 0.0) / layers,
-        }
-        for name in STAGES
-    }
-    imb = np.asarray(t.load_ratio, dtype=np.float64)
-    layer_s = float(np.mean(t.layer_s)) if t.layer_s else 0.0
-    outside = sum(breakdown[name]["exposed"] for name in NON_EXPERT)
-    total_s = float(np.sum(t.batch_s))
-    result: dict[str, Any] = {
-        "kind": "moe_inference",
-        "policy": scenario.balancer.policy,
-        "dispatch": "allgather" if wiring.allgather else "all2all",
-        # Named only when not NCCL's all-to-all (results of the shipped scenarios unchanged).
-        **({"dispatch_kernel": wiring.dispatch_kernel} if wiring.dispatch_kernel != "nccl"
-           else {}),
-        "predictor": wiring.predictor_label,
-        "moe_layer_s": layer_s,
-        #: Share of the layer's critical path spent in kernels outside the routed experts.
-        "non_expert_share": min(outside / layer_s, 1.0) if layer_s > 0 else 0.0,
-        "dense_layers_s": t.dense_s,
-        "layer_breakdown_s": breakdown,
-        "imbalance_ratio": {
-            "mean": float(imb.mean()),
-            "max": float(imb.max()),
-            "per_layer": imb.mean(axis=0).tolist(),
-            "over_time": imb.mean(axis=1).tolist(),
-        },
-        "prefill_tokens_per_s": t.tokens / total_s if total_s > 0 else 0.0,
-        "prefill_s": total_s,
-        "ttft_s": percentiles(t.batch_s, t.requests),
-        "replica_waste_fraction": t.wasted / t.replicas if t.replicas else 0.0,
-        "replicas": t.replicas,
-        "replica_pairs_fraction": t.replica_pairs / t.pairs if t.pairs else 0.0,
-        "predictor_accuracy": float(np.mean(t.accuracy)) if t.accuracy else None,
-        "sharding_iterations_mean": float(np.mean(t.iterations)) if t.iterations else 0.0,
-        "bytes_moved": {**t.bytes, "total": float(sum(t.bytes.values()))},
-        "tokens": t.tokens,
-        "events": events,
-        "cpu_time": scenario.balancer.cpu_time,
-    }
-    if scenario.balancer.cpu_time == "measured" and wiring.cpu_plan:
-        result["cpu_sharding_wall_s"] = t.cpu_wall
-    return result

@@ -200,15 +200,19 @@ def check_memory(scenario: Scenario, report: MemoryReport) -> None:
     )
 
 
-def check_memory_floor(scenario: Scenario, window: PackedBatch, gpu: str) -> None:
+def check_memory_floor(
+    scenario: Scenario, window: PackedBatch, gpu: str, schedule: Schedule | None = None
+) -> None:
     """Refuse (exit 2, one line) a run whose memory without any remote attention buffers
     already exceeds ``gpu``'s HBM on the first GBS ``window``: a floor every plan of the run
-    needs, so it is checked when the scenario is elaborated, before any work."""
+    needs, so it is checked when the scenario is elaborated, before any work (``schedule``:
+    the run's, when it is built already)."""
     from libra_des.plan.step import pool_size_of
     from libra_des.sim.training.schedules import build_schedule
 
     par = scenario.parallelism
-    schedule = build_schedule(par.schedule, par.pp, par.microbatches, par.virtual_stages)
+    if schedule is None:
+        schedule = build_schedule(par.schedule, par.pp, par.microbatches, par.virtual_stages)
     layout = Layout(par.dp, par.cp, pool_size_of(scenario), scenario.model.layers)
     need = PlanFootprint(shard_tokens_of(window, par.cp), 0.0, 1)
     check_memory(scenario, stage_memory(scenario, schedule, layout, need, gpu))

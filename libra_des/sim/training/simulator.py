@@ -21,6 +21,7 @@ import numpy as np
 import simpy
 
 from libra_des.base.startup import long_lived_run
+from libra_des.config import NetworkSpec, TrainingParallelism
 from libra_des.config import TrainingScenario as Scenario
 from libra_des.errors import InputError
 from libra_des.hardware.collectives.ecmp import stage_overlap_warning
@@ -34,7 +35,7 @@ from libra_des.hardware.costs import CostModel, comm_overrides
 from libra_des.hardware.fabric.rates import Fabric
 from libra_des.hardware.fabric.routing import Routing
 from libra_des.hardware.fabric.topology import Topology, load_topology
-from libra_des.hardware.profiles.profile import load_profile
+from libra_des.hardware.profiles.profile import Profile, load_profile
 from libra_des.hardware.variance.model import VarianceModel
 from libra_des.plan.step import (
     StepPlan,
@@ -121,8 +122,11 @@ class StepRecord:
     parts: StepParts | None = None  # the step split into parts (sim/training/attribution.py)
 
 
-def elaborate_cluster(scenario: Scenario, rng: np.random.Generator) -> Cluster:
-    """Topology sized to the scenario, cost model from the profile, variance model."""
+def elaborate_cluster(
+    scenario: Scenario, rng: np.random.Generator, profile: Profile | None = None
+) -> Cluster:
+    """Topology sized to the scenario, cost model from the profile (``profile``: the
+    scenario's, already loaded), variance model."""
     need = scenario.parallelism.gpus
     params = dict(scenario.topology_params)
     topo = load_topology(scenario.topology, params)
@@ -132,12 +136,13 @@ def elaborate_cluster(scenario: Scenario, rng: np.random.Generator) -> Cluster:
         topo = load_topology(scenario.topology, params)
     if topo.num_gpus < need:
         raise InputError("topology_params.nodes", topo.nodes, f"enough nodes for {need} GPUs")
-    topo = topo.routed(ecmp_routings(scenario)[0])
+    topo = topo.routed(ecmp_routings(scenario.network)[0])
     # One pipeline stage's entities exchange in lockstep; other stages' exchanges are
     # staggered, so a leaf's uplinks are shared by the nodes of one stage (Fabric.busy_nodes).
     stage_nodes = -(-scenario.parallelism.dp * scenario.parallelism.cp // topo.gpus_per_node)
     fabric = replace(topo.fabric(), busy_nodes=stage_nodes)
-    cost = CostModel(load_profile(scenario.profile), fabric, True, comm_overrides(scenario))
+    prof = load_profile(scenario.profile) if profile is None else profile
+    cost = CostModel(prof, fabric, True, comm_overrides(scenario))
     if scenario.variance.enabled:
         variance = VarianceModel.build(scenario.variance, topo.num_gpus, rng, topo.gpus_per_node)
     else:
@@ -148,9 +153,9 @@ def elaborate_cluster(scenario: Scenario, rng: np.random.Generator) -> Cluster:
     return Cluster(topo, cost, variance, overlap)
 
 
-def ecmp_routings(scenario: Scenario) -> tuple[Routing, ...]:
-    """The route choice of each ECMP sample (``network``; sample 0 routes the run itself)."""
-    net = scenario.network
+def ecmp_routings(net: NetworkSpec) -> tuple[Routing, ...]:
+    """The route choice of each ECMP sample (the scenario's ``network``; sample 0 routes the
+    run itself)."""
     return tuple(Routing.sample(net.routing, net.ecmp_seed, k) for k in range(net.ecmp_samples))
 
 
@@ -282,10 +287,13 @@ def simulate_step(
     rng: np.random.Generator,
     step: int,
     watch: Callable[[float, float], None] | None = None,
+    schedule: Schedule | None = None,
 ) -> StepRecord:
-    """Cost the plan, fold in noise, and run the pipeline processes for one step."""
+    """Cost the plan, fold in noise, and run the pipeline processes for one step
+    (``schedule``: the run's, built once; None: built here)."""
     par = scenario.parallelism
-    schedule = build_schedule(par.schedule, par.pp, par.microbatches, par.virtual_stages)
+    if schedule is None:
+        schedule = schedule_of(scenario.parallelism)
     lin = replace(linear_costs(scenario, cluster.cost), token_share=token_share(scenario, plan))
     att = slot_attention(scenario, cluster.cost, plan)
     if scenario.comm_free:
@@ -308,7 +316,7 @@ def simulate_step(
     sim: Pipeline
     fidelity = network_models.get(scenario.fidelity)
     recorders: list[Recorder] = []
-    routings = ecmp_routings(scenario)
+    routings = ecmp_routings(scenario.network)
     planned = times
 
     def detailed(make: Callable[[simpy.Environment], NetworkModel]) -> DetailedPipelineSim:
@@ -422,31 +430,41 @@ def free_comm(lin: LinearCosts, att: SlotAttention) -> tuple[LinearCosts, SlotAt
 @dataclass
 class PreparedRun:
     """What a training run decides before its first simulated step: the cluster, every
-    step's plan, the memory report, the TAP knobs chosen. Every bad-input check of the run
-    happens while preparing, so a command refuses a run before its progress bar starts."""
+    step's plan, the memory report, the TAP knobs chosen, the pipeline schedule (built once,
+    read by every step, the memory model, the metrics and the trace). Every bad-input check
+    of the run happens while preparing, so a command refuses a run before its progress bar
+    starts."""
 
     scenario: Scenario
     cluster: Cluster
+    schedule: Schedule
     plans: list[StepPlan]
     memory: MemoryReport
     tuned: dict[str, Any] | None
     noise_rng: np.random.Generator
 
 
-def prepare_training(scenario: Scenario, rng: np.random.Generator) -> PreparedRun:
+def prepare_training(
+    scenario: Scenario, rng: np.random.Generator, profile: Profile | None = None,
+    floor_checked: bool = False,
+) -> PreparedRun:
     """Elaborate the cluster and plan every step; ``rng`` seeds independent hardware, data and
-    noise streams (the noise stream is kept for the steps)."""
+    noise streams (the noise stream is kept for the steps). ``profile``: the scenario's,
+    already loaded; ``floor_checked``: the scenario's elaboration already checked the memory
+    floor on the first window (``kinds/training.elaborate``), so it is not asked again."""
     # Separate child streams for hardware, data and noise: turning noise on or off (or any
     # change in how many noise numbers a step draws) must not change the data a step sees.
     cluster_rng, data_rng, noise_rng = rng.spawn(3)
-    cluster = elaborate_cluster(scenario, cluster_rng)
+    cluster = elaborate_cluster(scenario, cluster_rng, profile)
+    schedule = schedule_of(scenario.parallelism)
     # One look at the first window serves both early decisions: memory without any attention
     # buffers first, so a run that cannot fit fails before planning, then the ``auto`` TAP
     # knobs. The stream keeps that window for the first step (drawn once, not from a copy).
     stream = make_stream(scenario.workload, data_rng)
     window = stream.peek_window(scenario.parallelism.gbs)
-    check_memory_floor(scenario, window, cluster.topology.spec.gpu)
-    scenario, ranking = choose_tap_knobs(scenario, cluster, window)
+    if not floor_checked:
+        check_memory_floor(scenario, window, cluster.topology.spec.gpu, schedule)
+    scenario, ranking = choose_tap_knobs(scenario, cluster, window, schedule)
     del window  # WLB-LLM repacks it: the stream's copy is dropped at the first step
     tuned = None if ranking is None else ranking.as_dict()
     plans = []
@@ -456,8 +474,8 @@ def prepare_training(scenario: Scenario, rng: np.random.Generator) -> PreparedRu
         # lets the memory check refuse a run before any simulation.
         plans.append(build_step_plan(scenario, stream, queue))
         queue = plans[-1].deferred
-    report = training_memory(scenario, cluster, plans)
-    return PreparedRun(scenario, cluster, plans, report, tuned, noise_rng)
+    report = training_memory(scenario, cluster, plans, schedule)
+    return PreparedRun(scenario, cluster, schedule, plans, report, tuned, noise_rng)
 
 
 def simulate_training(
@@ -480,7 +498,8 @@ def run_steps(
     # The elaborated objects live for the whole run (base/startup.long_lived_run).
     with long_lived_run():
         for step, plan in enumerate(plans):
-            rec = simulate_step(scenario, cluster, plan, prepared.noise_rng, step, watch)
+            rec = simulate_step(scenario, cluster, plan, prepared.noise_rng, step, watch,
+                                prepared.schedule)
             # Measured: the per-slot plans are no longer needed (metrics and trace read none).
             plans[step] = plan.without_slots()
             records.append(replace(rec, plan=plans[step], memory=prepared.memory,
@@ -512,34 +531,45 @@ def first_window(scenario: Scenario, data_rng: np.random.Generator) -> PackedBat
     return stream.next_window(scenario.parallelism.gbs)
 
 
-def memory_report(scenario: Scenario, cluster: Cluster, need: PlanFootprint) -> MemoryReport:
-    par = scenario.parallelism
-    schedule = build_schedule(par.schedule, par.pp, par.microbatches, par.virtual_stages)
+def schedule_of(par: TrainingParallelism) -> Schedule:
+    """The op orders of the scenario's pipeline schedule (its ``parallelism``)."""
+    return build_schedule(par.schedule, par.pp, par.microbatches, par.virtual_stages)
+
+
+def memory_report(
+    scenario: Scenario, cluster: Cluster, need: PlanFootprint, schedule: Schedule
+) -> MemoryReport:
     return stage_memory(scenario, schedule, layout_of(scenario), need, cluster.topology.spec.gpu)
 
 
 def choose_tap_knobs(
-    scenario: Scenario, cluster: Cluster, window: PackedBatch
+    scenario: Scenario, cluster: Cluster, window: PackedBatch, schedule: Schedule | None = None
 ) -> tuple[Scenario, Ranking | None]:
     """Resolve ``auto`` TAP knobs on the run's first window (a copy of the data stream)."""
-    return resolve_knobs(scenario, cluster.cost, window, memory_fits(scenario, cluster, window))
+    fits = memory_fits(scenario, cluster, window,
+                       schedule_of(scenario.parallelism) if schedule is None else schedule)
+    return resolve_knobs(scenario, cluster.cost, window, fits)
 
 
-def training_memory(scenario: Scenario, cluster: Cluster, plans: list[StepPlan]) -> MemoryReport:
+def training_memory(
+    scenario: Scenario, cluster: Cluster, plans: list[StepPlan], schedule: Schedule
+) -> MemoryReport:
     """Peak memory per stage; exits 2 (one line) when it does not fit, unless check: warn."""
-    report = memory_report(scenario, cluster, footprint(plans, scenario.parallelism.cp))
+    report = memory_report(scenario, cluster, footprint(plans, scenario.parallelism.cp),
+                           schedule)
     check_memory(scenario, report)
     return report
 
 
 def memory_fits(
-    scenario: Scenario, cluster: Cluster, window: PackedBatch
+    scenario: Scenario, cluster: Cluster, window: PackedBatch, schedule: Schedule
 ) -> Callable[[float], bool]:
     """Whether the run fits with a TAP candidate's remote buffers (for ``auto`` knobs)."""
     tokens = shard_tokens_of(window, scenario.parallelism.cp)
     chunks = pipeliner_chunks(scenario)
 
     def fits(remote: float) -> bool:
-        return not memory_report(scenario, cluster, PlanFootprint(tokens, remote, chunks)).oom
+        need = PlanFootprint(tokens, remote, chunks)
+        return not memory_report(scenario, cluster, need, schedule).oom
 
     return fits

@@ -22,7 +22,7 @@ from libra_des.base.kernel import Int32s, Ints, kernel
 
 
 @kernel
-def enter(routes: np.ndarray, start: int, stop: int, head: Ints, path: Int32s, nxt: Int32s,
+def enter(routes: Ints, start: int, stop: int, head: Ints, path: Int32s, nxt: Int32s,
           n: int) -> int:
     """Enter paths ``start .. stop - 1`` (rows of ``routes``: links, padded on the right
     with -1) after the first ``n`` entries; returns the new number of entries (the entry
@@ -40,7 +40,7 @@ def enter(routes: np.ndarray, start: int, stop: int, head: Ints, path: Int32s, n
 
 
 @kernel
-def crossing(links: np.ndarray, head: Ints, path: Int32s, nxt: Int32s, below: int) -> Ints:
+def crossing(links: Ints, head: Ints, path: Int32s, nxt: Int32s, below: int) -> Ints:
     """The paths numbered below ``below`` that cross one of ``links``, each once,
     ascending."""
     total = 0
@@ -72,7 +72,7 @@ class LinkPaths:
         self.entries = 0
         self.paths = 0  # paths entered: rows 0 .. paths - 1 of the routes
 
-    def enter(self, routes: np.ndarray, paths: int, links: int) -> None:
+    def enter(self, routes: Ints, paths: int, links: int) -> None:
         """Enter the paths from the last one entered up to ``paths`` (rows of ``routes``),
         over a network of ``links`` links."""
         if links > self.head.size:
@@ -89,7 +89,7 @@ class LinkPaths:
                              self.entries)
         self.paths = paths
 
-    def crossing(self, links: np.ndarray, below: int) -> np.ndarray:
+    def crossing(self, links: Ints, below: int) -> Ints:
         """The paths numbered below ``below`` crossing one of ``links``, ascending."""
         known = links[links < self.head.size]
         return np.asarray(crossing(known, self.head, self.path, self.nxt, below))
