@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from libra_des.api.numbers import show
 from libra_des.commands.common import dumps
 
 FLAG_NAMES = {"topology": "--topology", "profile": "--profile"}
@@ -48,11 +49,11 @@ def handle_chakra(args: argparse.Namespace) -> int:
     table = Table(title=f"{replayed.ranks} ranks on {replayed.topology}")
     table.add_column("metric")
     table.add_column("value", justify="right")
-    table.add_row("simulated step (s)", f"{result['step_s']:.6g}")
-    table.add_row("compute, all ranks (s)", f"{result['compute_s']:.6g}")
-    table.add_row("collectives, all ranks (s)", f"{result['comm_s']:.6g}")
+    table.add_row("simulated step", show(result["step_s"], "step_s"))
+    table.add_row("compute, all ranks", show(result["compute_s"], "compute_s"))
+    table.add_row("collectives, all ranks", show(result["comm_s"], "comm_s"))
     for op, nbytes in result["collective_bytes"].items():
-        table.add_row(f"{op} bytes", f"{nbytes:,.0f}")
-    table.add_row("point-to-point bytes", f"{result['p2p_bytes']:,.0f}")
+        table.add_row(f"{op} bytes", show(float(nbytes), "bytes"))
+    table.add_row("point-to-point bytes", show(float(result["p2p_bytes"]), "bytes"))
     Console().print(table)
     return 0

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from libra_des.api.numbers import show
 from libra_des.api.outputs import check_output_dir, claim, default_folder
 from libra_des.api.runs import check_feasible
 from libra_des.api.sweeps import (
@@ -121,7 +122,7 @@ def table(result: SweepResult) -> Table:
     for n, r in enumerate(result.records):
         values = r.point.override_values()
         cells = [str(values[k]) for k in keys]
-        shown = [f"{r.metrics[m]:.4g}" if m in r.metrics else "-" for m in metrics]
+        shown = [show(r.metrics[m], m) if m in r.metrics else "-" for m in metrics]
         t.add_row(str(n), r.point.id[:8], *cells, *(shown if not r.error else ["failed"]))
     return t
 

@@ -12,6 +12,7 @@ from libra_des.config import MoeScenario, scenario_dict
 from libra_des.kinds import ScenarioKind, register
 from libra_des.kinds.preflight import moe_estimate, moe_trace_ranks
 from libra_des.kinds.simulation import elaborate_peak
+from libra_des.results.numbers import show, with_unit
 from libra_des.results.plausibility import check_moe, check_numbers
 
 #: Headline metrics of an MoE prefill result, as dotted paths into ``result.json``.
@@ -57,9 +58,9 @@ def trace_of(scenario: MoeScenario, timeline: list[Any] | None) -> dict[str, Any
 def summary(r: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The ``libra-des run`` table of an MoE prefill result."""
     keys = ("moe_layer_s", "prefill_tokens_per_s", "replica_waste_fraction", "events")
-    rows = [(k, f"{r[k]:.6g}") for k in keys if isinstance(r.get(k), int | float)]
+    rows = [(k, show(r[k], k)) for k in keys if isinstance(r.get(k), int | float)]
     if isinstance(r.get("imbalance_ratio"), dict):
-        rows.append(("imbalance_ratio.mean", f"{r['imbalance_ratio']['mean']:.4f}"))
+        rows.append(("imbalance_ratio.mean", with_unit(r["imbalance_ratio"]["mean"])))
     return rows
 
 
