@@ -43,7 +43,8 @@ def test_the_detector_finds_what_the_old_output_printed() -> None:
 @pytest.mark.parametrize(("value", "unit", "text"), [
     (266.8481, "s", "267 s"), (0.00757563, "s", "7.58 ms"), (9.428e5, "tokens/s", "943k tokens/s"),
     (0.24137, "share", "24.1 %"), (1.5e9, "B", "1.50 GB"), (2.5, "x", "2.50×"),
-    (9.428e5, "", "943000"), (1.234e7, "", "12.3M"), (0.012345, "", "0.0123"), (0.0, "s", "0 s"),
+    (9.428e5, "", "943k"), (1234.5, "", "1230"), (1.234e7, "", "12.3M"),
+    (0.012345, "", "0.0123"), (0.0, "s", "0 s"),
 ])
 def test_one_formatter(value: float, unit: str, text: str) -> None:
     assert with_unit(value, unit) == text
@@ -84,3 +85,41 @@ def test_json_keeps_every_digit(tmp_path: Path, capsys: pytest.CaptureFixture[st
     folder = two_ranks(tmp_path / "et")
     got = json.loads(terminal(capsys, ["import", "chakra", str(folder), "--json"]))
     assert got["step_s"] != float(sig3(got["step_s"]))
+
+
+def test_tables_fit_80_columns(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """An 80-column terminal gets whole cells: the spare columns go, the rest fold."""
+    monkeypatch.setenv("COLUMNS", "80")
+    sets = [a for s in TINY for a in ("--set", s)]
+    outputs = [
+        terminal(capsys, ["sweep", str(QUICKSTART), *sets, "--out", str(tmp_path / "s"),
+                          "--workers", "1", "--zip",
+                          "balancer.policy=ulysses,libra;balancer.vrsp=false,true"]),
+        terminal(capsys, ["run", str(QUICKSTART), *sets, "--out", str(tmp_path / "r")]),
+        terminal(capsys, ["plan", "--workload", "longctx-256k", "--gbs", "16", "--windows", "1",
+                          "--pool-size", "2", "--policy", "vrsp,zigzag_swap"]),
+        terminal(capsys, ["scenario", "show", str(QUICKSTART)]),
+    ]
+    for text in outputs:
+        assert "…" not in text, text
+        assert max(len(line) for line in text.splitlines()) <= 80, text
+    assert "ulysses" in outputs[0] and "tokens/s" in outputs[0] and "zigzag_swap" in outputs[2]
+
+
+def test_fit_drops_spare_columns_first() -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from libra_des.commands.tables import fit
+
+    table = Table()
+    for name in ("keep", "spare", "also"):
+        table.add_column(name)
+    table.add_row("a" * 30, "b" * 30, "c" * 30)
+    console = Console(width=80, file=open("/dev/null", "w"))  # noqa: SIM115
+    fitted = fit(table, console, ("spare",))
+    assert [c.header for c in fitted.columns] == ["keep", "also"]
+    with console.capture() as got:
+        console.print(fitted)
+    assert "a" * 30 in got.get() and "…" not in got.get()

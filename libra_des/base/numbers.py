@@ -4,7 +4,7 @@ One formatter for the terminal, the report page, CSV headers and logs (``--json`
 files keep every digit). Three significant digits is our choice: the variance and cost models
 are not better than about 1 %. Times take an SI prefix (``1.60 ms``), rates and sizes k/M/G/T
 (``792k tokens/s``, ``1.07 GB``), shares per cent (``24.1 %``, at most two decimals). Plain
-numbers stay in plain notation from 1e-3 up to 1e6 and take a decimal prefix above
+numbers stay in plain notation from 1e-3 up to 9999 and take a decimal prefix above
 (``943k``), never a bare exponent except for magnitudes no prefix covers.
 """
 
@@ -40,8 +40,8 @@ def rounded(value: float) -> float:
 
 def with_unit(value: float, unit: str = "") -> str:
     """One number in its unit, three significant digits (``share``: a fraction as per cent;
-    ``s``: seconds with an SI prefix; ``x``: a ratio; ``""``: a plain number, k/M/G/T above
-    999 999)."""
+    ``s``: seconds with an SI prefix; ``x``: a ratio; ``""``: a plain number, k/M/G/T from
+    10 000 up)."""
     if not math.isfinite(value):
         return str(value)
     if unit == "share":
@@ -66,8 +66,8 @@ def with_unit(value: float, unit: str = "") -> str:
 
 
 def plain(value: float) -> str:
-    """A unitless number: three significant digits, k/M/G/T from a million up (``1.23M``)."""
-    if abs(value) >= 1e6:
+    """A unitless number: three significant digits, k/M/G/T from 10 000 up (``12.3k``)."""
+    if abs(value) >= 1e4:
         scale, prefix = next((f, p) for f, p in BIG if abs(value) >= f)
         return f"{sig3(rounded(value / scale))}{prefix}"
     return sig3(rounded(value))

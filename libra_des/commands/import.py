@@ -35,10 +35,10 @@ def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def handle_chakra(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.table import Table
 
     from libra_des.api.chakra import replay_chakra
+    from libra_des.commands.tables import print_table
 
     replayed = replay_chakra([Path(t) for t in args.traces], args.topology, args.profile,
                              args.profile_scope)
@@ -55,5 +55,5 @@ def handle_chakra(args: argparse.Namespace) -> int:
     for op, nbytes in result["collective_bytes"].items():
         table.add_row(f"{op} bytes", show(float(nbytes), "bytes"))
     table.add_row("point-to-point bytes", show(float(result["p2p_bytes"]), "bytes"))
-    Console().print(table)
+    print_table(table)
     return 0
