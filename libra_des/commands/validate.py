@@ -12,6 +12,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from libra_des.api.numbers import with_unit
 from libra_des.api.profiles import validate_profile
 from libra_des.commands.common import dumps
 
@@ -54,6 +55,7 @@ def table(rows: list[dict[str, object]], title: str) -> Table:
             f"{r['p90_abs_pct_error']:.2f}",
             f"{r['worst_abs_pct_error']:.2f}",
             f"{r['median_signed_pct_error']:+.2f}",
-            f"{worst['case']}: {worst['measured_s']:.3g} s, model {worst['predicted_s']:.3g} s",
+            f"{worst['case']}: {with_unit(worst['measured_s'], 's')}, model "
+            f"{with_unit(worst['predicted_s'], 's')}",
         )
     return t

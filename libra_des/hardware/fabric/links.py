@@ -35,7 +35,7 @@ def units() -> Any:
     string: a topology of plain numbers never loads it)."""
     import pint
 
-    registry = pint.UnitRegistry(None, cache_folder=None)
+    registry: Any = pint.UnitRegistry(None, cache_folder=None)
     for definition in UNIT_DEFINITIONS:
         registry.define(definition)
     return registry
