@@ -8,7 +8,7 @@ from typing import Any
 
 from libra_des.base.numbers import sig3, with_unit
 
-__all__ = ["show", "sig3", "with_unit"]
+__all__ = ["pct", "show", "sig3", "signed_pct", "with_unit"]
 
 
 def show(value: Any, dotted: str = "", unit: str | None = None) -> str:
@@ -17,3 +17,14 @@ def show(value: Any, dotted: str = "", unit: str | None = None) -> str:
     from libra_des.results.numbers import show as shown
 
     return shown(value, dotted, unit)
+
+
+def pct(value: Any) -> str:
+    """A number of per cent from a result row (three significant digits, no unit: the
+    column's title says %)."""
+    return sig3(float(value))
+
+
+def signed_pct(value: Any) -> str:
+    """:func:`pct` with its sign (``+1.20``, ``-3.40``)."""
+    return ("+" if float(value) >= 0 else "") + pct(value)

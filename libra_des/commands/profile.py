@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
-from libra_des.api.numbers import sig3
+from libra_des.api.numbers import pct
 from libra_des.api.outputs import check_output_file
 from libra_des.api.profiles import (
     import_formats,
@@ -116,8 +116,8 @@ def report(results: list[FitResult], as_json: bool, title: str) -> None:
             str(r["gpus_per_node"]),
             str(r["algorithm"] or "-"),
             str(r["kind"]),
-            sig3(r["median_abs_pct_error"]),
-            sig3(r["p90_abs_pct_error"]),
+            pct(r["median_abs_pct_error"]),
+            pct(r["p90_abs_pct_error"]),
             str(r["n"]),
         )
     console().print(table)

@@ -12,7 +12,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from libra_des.api.numbers import sig3, with_unit
+from libra_des.api.numbers import pct, signed_pct, with_unit
 from libra_des.api.profiles import validate_profile
 from libra_des.commands.common import dumps
 
@@ -51,10 +51,10 @@ def table(rows: list[dict[str, object]], title: str) -> Table:
             str(r["dtype"] or "-"),
             str(r["kind"]),
             str(r["n"]),
-            sig3(r["median_abs_pct_error"]),
-            sig3(r["p90_abs_pct_error"]),
-            sig3(r["worst_abs_pct_error"]),
-            ("+" if r["median_signed_pct_error"] >= 0 else "") + sig3(r["median_signed_pct_error"]),
+            pct(r["median_abs_pct_error"]),
+            pct(r["p90_abs_pct_error"]),
+            pct(r["worst_abs_pct_error"]),
+            signed_pct(r["median_signed_pct_error"]),
             f"{worst['case']}: {with_unit(worst['measured_s'], 's')}, model "
             f"{with_unit(worst['predicted_s'], 's')}",
         )
