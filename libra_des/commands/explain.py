@@ -16,6 +16,7 @@ from rich.table import Table
 from libra_des.api.explain import components, explain
 from libra_des.api.numbers import with_unit
 from libra_des.commands.common import dumps, parse_list
+from libra_des.commands.tables import print_table
 
 if TYPE_CHECKING:
     from libra_des.api.explain import Explanation
@@ -62,8 +63,7 @@ def handle(args: argparse.Namespace) -> int:
         print(dumps(found.as_dict()))
         return 0
     out = Console()
-    out = out if out.is_terminal else Console(width=140)
-    out.print(table(found))
+    print_table(table(found), console=out, pipe_width=140)
     for s in found.splits:
         if not s.adds_up:
             left = with_unit(s.unexplained, "s")

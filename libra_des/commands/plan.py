@@ -167,7 +167,7 @@ def handle(args: argparse.Namespace) -> int:
     from libra_des.commands.tables import print_table
 
     rows = rows_with_progress(s, Console(stderr=True))
-    print_table(table(s, rows), SPARE)
+    print_table(table(s, rows), SPARE, pipe_width=120)
     return 0
 
 

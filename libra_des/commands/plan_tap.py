@@ -54,5 +54,5 @@ def handle_tap(args: argparse.Namespace) -> int:
     if args.json:
         print(dumps(ranked.ranking.as_dict()))
     else:
-        print_table(table(ranked.scenario, ranked.ranking), ("remote", "compute"))
+        print_table(table(ranked.scenario, ranked.ranking), ("remote", "compute"), pipe_width=120)
     return 0

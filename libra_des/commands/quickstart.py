@@ -35,6 +35,7 @@ from libra_des.api.seeds import (
     with_speedup,
 )
 from libra_des.commands.run import spread_table
+from libra_des.commands.tables import print_table
 
 DEFAULT = shipped_path("scenarios/quickstart.yaml")
 
@@ -86,7 +87,7 @@ def handle(args: argparse.Namespace) -> int:
     rows = {p: dict(summary_rows(r | timings[p])) for p, r in results.items()}
     for key in rows["libra"]:
         table.add_row(key, *(rows[p].get(key, "") for p in results))
-    console.print(table)
+    print_table(table, console=console)
     speedup = results["ulysses"]["step_time_s"]["mean"] / results["libra"]["step_time_s"]["mean"]
     console.print(f"Libra Full step-time speed-up over Ulysses: {with_unit(speedup, 'x')}")
     if count > 1:
@@ -107,7 +108,8 @@ def progress(status: Status, what: str, count: int) -> Callable[[int], None]:
 def print_spread(console: Console, results: dict[str, dict[str, Any]]) -> None:
     """Each policy's headline metrics over the seeds, and the paired speed-up's interval."""
     for policy, result in results.items():
-        console.print(spread_table(seeds_text(result), f"{policy}: {seeds_title(result)}"))
+        print_table(spread_table(seeds_text(result), f"{policy}: {seeds_title(result)}"),
+                    console=console)
     up = results["libra"]["seeds"]["speedup"]
     low, high = up["interval"]
     console.print(f"Libra Full speed-up over Ulysses over {len(up['per_seed'])} paired seeds: "

@@ -40,7 +40,7 @@ def handle_show(args: argparse.Namespace) -> int:
         table.add_column(col, overflow="fold")
     for r in table_rows:
         table.add_row(r["field"], short(r["value"]), short(r["default"]), r["source"])
-    print_table(table, ("default",))
+    print_table(table, ("default",), pipe_width=160)
     return 0
 
 

@@ -178,7 +178,7 @@ def handle(args: argparse.Namespace) -> int:
     if args.json:
         print(dumps(result.index()))
     else:
-        print_table(table(result), SPARE)
+        print_table(table(result), SPARE, pipe_width=160)
     if result.input_error is not None:
         raise result.input_error
     report_failures(result.failed)

@@ -4,10 +4,11 @@ rich shrinks a table too wide for its console by cutting cells to ``…``; a tab
 drops the columns a reader can spare first (their headers named lowest priority first, e.g.
 a sweep point's id hash: sweep.json keeps it) while the table is wider than the console, and
 folds what is still too wide onto more lines, so no cell is ever only ``…``. Pipes get rich's
-width (``COLUMNS``, else 80)."""
+width (``COLUMNS``, else 80) or, for the wide tables, the width their command names."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 from rich.console import Console
@@ -34,7 +35,12 @@ def width(table: Table, console: Console) -> int:
     return Measurement.get(console, console.options.update_width(1 << 20), table).maximum
 
 
-def print_table(table: Table, spare: Sequence[str] = (), console: Console | None = None) -> None:
-    """Print ``table`` fitted to ``console`` (stdout's by default)."""
+def print_table(table: Table, spare: Sequence[str] = (), console: Console | None = None,
+                pipe_width: int | None = None) -> None:
+    """Print ``table`` fitted to ``console`` (stdout's by default). Into a pipe or file (no
+    terminal, no ``COLUMNS``) a wide table may take ``pipe_width`` columns: a log or a grep
+    reads its rows whole."""
     out = console or Console()
+    if pipe_width and not out.is_terminal and "COLUMNS" not in os.environ:
+        out = Console(width=pipe_width)
     out.print(fit(table, out, spare))

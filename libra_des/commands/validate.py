@@ -9,12 +9,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rich.console import Console
 from rich.table import Table
 
 from libra_des.api.numbers import pct, signed_pct, with_unit
 from libra_des.api.profiles import validate_profile
 from libra_des.commands.common import dumps
+from libra_des.commands.tables import print_table
 
 
 def register(subs: argparse._SubParsersAction) -> None:
@@ -29,9 +29,8 @@ def handle_validate(args: argparse.Namespace) -> int:
     if args.json:
         print(dumps({"ops": checked.rows}))
         return 0
-    out = Console()
-    out = out if out.is_terminal else Console(width=180)
-    out.print(table(checked.rows, f"{checked.device}: {checked.samples} samples replayed"))
+    print_table(table(checked.rows, f"{checked.device}: {checked.samples} samples replayed"),
+                ("per node", "kind", "dtype", "bias %"), pipe_width=180)
     return 0
 
 
