@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from libra_des.api.numbers import show
 from libra_des.errors import InputError
 
 if TYPE_CHECKING:
@@ -105,11 +106,12 @@ def with_speedup(run: SeededRun, baseline: SeededRun, baseline_name: str,
 
 def seeds_text(result: dict[str, Any]) -> list[tuple[str, str, str]]:
     """(metric, "mean ± std", "min – max") per headline metric of a result with a ``seeds``
-    section (4 significant digits); none without one."""
+    section (three significant digits with the unit); none without one."""
     section = result.get("seeds")
     if not isinstance(section, dict):
         return []
-    return [(name, f"{s['mean']:.4g} ± {s['std']:.2g}", f"{s['min']:.4g} – {s['max']:.4g}")
+    return [(name, f"{show(s['mean'], name)} ± {show(s['std'], name)}",
+             f"{show(s['min'], name)} – {show(s['max'], name)}")
             for name, s in section["metrics"].items()]
 
 

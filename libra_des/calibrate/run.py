@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 from rich.console import Console
 
+from libra_des.base.numbers import with_unit
 from libra_des.calibrate.sizes import ALL_OPS, COLLECTIVES, KERNEL_OPS, SIZE_SETS, SOURCE, Sizes
 from libra_des.errors import InputError
 from libra_des.hardware.profiles.fitting import FitResult, fit_profile
@@ -128,7 +129,7 @@ def collect(opt: Options, tmp: str) -> tuple[list[Sample], list[Interference]]:
         t0 = time.perf_counter()
         samples, overlaps = run_collectives(plan, opt.cuda)
         LOG.log(f"collectives on groups {plan.groups}: {len(samples)} samples, "
-                f"{len(overlaps)} interference cases in {time.perf_counter() - t0:.1f} s")
+                f"{len(overlaps)} interference cases in {with_unit(time.perf_counter() - t0, 's')}")
     elif coll:
         LOG.log(f"[yellow]skipping {','.join(coll)}: one GPU visible, a collective needs two")
     device = torch.device("cuda", 0) if opt.cuda else torch.device("cpu")
@@ -147,7 +148,7 @@ def collect(opt: Options, tmp: str) -> tuple[list[Sample], list[Interference]]:
         t0 = time.perf_counter()
         got = runs[op]()
         samples += got
-        LOG.log(f"{op}: {len(got)} samples in {time.perf_counter() - t0:.1f} s")
+        LOG.log(f"{op}: {len(got)} samples in {with_unit(time.perf_counter() - t0, 's')}")
     return samples, overlaps
 
 
@@ -170,7 +171,7 @@ def measure_and_fit(opt: Options, cv: bool) -> tuple[Profile, list[FitResult]]:
     t0 = time.perf_counter()
     host = measure_host(device_name(False), opt.seed, opt.cuda)
     LOG.log(f"host stages: per-call costs and {len(host.checks)} stage checks in "
-            f"{time.perf_counter() - t0:.1f} s")
+            f"{with_unit(time.perf_counter() - t0, 's')}")
     prof = base.model_copy(update={
         "host": host,
         "name": opt.name, "device": name, "software": software(opt.cuda, flash),
@@ -192,7 +193,8 @@ def calibrate(opt: Options, profile_path: Path, page_path: Path | None, cv: bool
         write_page(prof, results, page_path)
     took = time.perf_counter() - started
     wrote = f"{profile_path}" + (f" and {page_path}" if page_path is not None else "")
-    LOG.log(f"wrote {wrote}: {len(prof.samples)} samples, {len(results)} fits in {took:.1f} s")
+    LOG.log(f"wrote {wrote}: {len(prof.samples)} samples, {len(results)} fits in "
+            f"{with_unit(took, 's')}")
     return 0
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from libra_des.api.numbers import show
 from libra_des.commands.common import dumps
 
 FLAG_NAMES = {"topology": "--topology", "profile": "--profile"}
@@ -34,10 +35,10 @@ def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def handle_chakra(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.table import Table
 
     from libra_des.api.chakra import replay_chakra
+    from libra_des.commands.tables import print_table
 
     replayed = replay_chakra([Path(t) for t in args.traces], args.topology, args.profile,
                              args.profile_scope)
@@ -48,11 +49,11 @@ def handle_chakra(args: argparse.Namespace) -> int:
     table = Table(title=f"{replayed.ranks} ranks on {replayed.topology}")
     table.add_column("metric")
     table.add_column("value", justify="right")
-    table.add_row("simulated step (s)", f"{result['step_s']:.6g}")
-    table.add_row("compute, all ranks (s)", f"{result['compute_s']:.6g}")
-    table.add_row("collectives, all ranks (s)", f"{result['comm_s']:.6g}")
+    table.add_row("simulated step", show(result["step_s"], "step_s"))
+    table.add_row("compute, all ranks", show(result["compute_s"], "compute_s"))
+    table.add_row("collectives, all ranks", show(result["comm_s"], "comm_s"))
     for op, nbytes in result["collective_bytes"].items():
-        table.add_row(f"{op} bytes", f"{nbytes:,.0f}")
-    table.add_row("point-to-point bytes", f"{result['p2p_bytes']:,.0f}")
-    Console().print(table)
+        table.add_row(f"{op} bytes", show(float(nbytes), "bytes"))
+    table.add_row("point-to-point bytes", show(float(result["p2p_bytes"]), "bytes"))
+    print_table(table)
     return 0

@@ -10,6 +10,7 @@ import argparse
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from libra_des.api.numbers import with_unit
 from libra_des.api.planning import (
     default_plan_model,
     max_seed,
@@ -125,6 +126,10 @@ def settings_from_args(args: argparse.Namespace) -> PlanSettings:
 # ----------------------------------------------------------------------------- output
 
 
+#: Columns an 80-column terminal drops first: the planner's time, then the worst window.
+SPARE = ("plan", "max")
+
+
 def table(s: PlanSettings, rows: Sequence[dict[str, Any]]) -> Table:
     from rich.table import Table  # lazy: --json prints no table
 
@@ -132,18 +137,18 @@ def table(s: PlanSettings, rows: Sequence[dict[str, Any]]) -> Table:
         title=f"{s.workload.name}: GBS {s.gbs}, cp {s.cp}, {s.model.name}, "
         f"{s.windows} windows, seed {s.seed}",
         caption="inter: R-1 across pools (mean, max over windows); LLN: analytic E[R]-1; "
-        "intra: R-1 across the heaviest pool's workers after TAP; GB: forward exchange "
-        "bytes per layer",
+        "intra: R-1 across the heaviest pool's workers after TAP; bytes: forward exchange "
+        "bytes per layer; plan: the planner's wall time",
     )
-    heads = ("policy", "P", "H", "B", "inter", "max", "LLN", "intra", "GB", "plan ms")
+    heads = ("policy", "P", "H", "B", "inter", "max", "LLN", "intra", "bytes", "plan")
     for i, name in enumerate(heads):
         t.add_column(name, justify="left" if i == 0 else "right", no_wrap=i == 0)
     for r in rows:
         t.add_row(
             r["policy"], str(r["pool_size"]), str(r["heads_split"]), str(r["block_size"]),
-            f"{r['inter_pool_imbalance']:.4f}", f"{r['inter_pool_imbalance_max']:.4f}",
-            f"{r['lln_estimate']:.4f}", f"{r['intra_pool_imbalance']:.4f}",
-            f"{r['exchange_bytes_per_layer'] / 1e9:.2f}", f"{r['plan_seconds'] * 1e3:.1f}",
+            *(with_unit(r[k]) for k in ("inter_pool_imbalance", "inter_pool_imbalance_max",
+                                        "lln_estimate", "intra_pool_imbalance")),
+            with_unit(r["exchange_bytes_per_layer"], "B"), with_unit(r["plan_seconds"], "s"),
         )
     return t
 
@@ -159,10 +164,10 @@ def handle(args: argparse.Namespace) -> int:
         return 0
     from rich.console import Console
 
+    from libra_des.commands.tables import print_table
+
     rows = rows_with_progress(s, Console(stderr=True))
-    out = Console()
-    # Redirected output has no terminal width; 120 columns keep every figure whole.
-    (out if out.is_terminal else Console(width=120)).print(table(s, rows))
+    print_table(table(s, rows), SPARE, pipe_width=120)
     return 0
 
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from rich.console import Console
 from rich.table import Table
 
+from libra_des.api.numbers import with_unit
 from libra_des.api.planning import rank_tap
 from libra_des.commands.common import dumps
+from libra_des.commands.tables import print_table
 from libra_des.errors import InputError
 
 if TYPE_CHECKING:
@@ -30,13 +31,13 @@ def table(name: str, ranking: Ranking) -> Table:
     t = Table(title=f"{name}: TAP (H, B) by predicted attention time per layer (fwd + bwd)",
               caption="predicted: slowest worker's Pipeliner makespan, mean over the heaviest, "
               "median and lightest pool of the first window; exposed = predicted - compute")
-    for i, col in enumerate(("H", "B", "predicted ms", "compute ms", "exposed ms", "intra",
-                             "GB/layer", "remote GB", "fits")):
+    for i, col in enumerate(("H", "B", "predicted", "compute", "exposed", "intra",
+                             "bytes/layer", "remote", "fits")):
         t.add_column(col, justify="right" if i else "left")
     for c in ranking.candidates:
-        t.add_row(str(c.heads_split), str(c.block_size), f"{c.predicted_s * 1e3:.2f}",
-                  f"{c.compute_s * 1e3:.2f}", f"{c.exposed_s * 1e3:.2f}", f"{c.imbalance:.4f}",
-                  f"{c.exchange_bytes / 1e9:.2f}", f"{c.remote_bytes / 1e9:.2f}",
+        t.add_row(str(c.heads_split), str(c.block_size), *(with_unit(x, "s") for x in (
+                  c.predicted_s, c.compute_s, c.exposed_s)), with_unit(c.imbalance),
+                  with_unit(c.exchange_bytes, "B"), with_unit(c.remote_bytes, "B"),
                   "yes" if c.fits else "no")
     return t
 
@@ -53,7 +54,5 @@ def handle_tap(args: argparse.Namespace) -> int:
     if args.json:
         print(dumps(ranked.ranking.as_dict()))
     else:
-        out = Console()
-        (out if out.is_terminal else Console(width=120)).print(table(ranked.scenario,
-                                                                     ranked.ranking))
+        print_table(table(ranked.scenario, ranked.ranking), ("remote", "compute"), pipe_width=120)
     return 0

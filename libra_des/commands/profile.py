@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
+from libra_des.api.numbers import pct
 from libra_des.api.outputs import check_output_file
 from libra_des.api.profiles import (
     import_formats,
@@ -30,6 +31,7 @@ from libra_des.api.profiles import (
 )
 from libra_des.commands.common import dumps
 from libra_des.commands.profile_view import compare_tables, show_tables
+from libra_des.commands.tables import print_table
 
 if TYPE_CHECKING:
     from libra_des.api.profiles import FitResult
@@ -67,9 +69,8 @@ def register(subs: argparse._SubParsersAction) -> None:
     cmp_.set_defaults(handler=handle_compare)
 
 
-def console() -> Console:
-    out = Console()
-    return out if out.is_terminal else Console(width=140)
+#: Columns an 80-column terminal drops first: the per-node width (the group says most).
+SPARE = ("per node", "b / a", "kind")
 
 
 def handle_import(args: argparse.Namespace) -> int:
@@ -115,22 +116,22 @@ def report(results: list[FitResult], as_json: bool, title: str) -> None:
             str(r["gpus_per_node"]),
             str(r["algorithm"] or "-"),
             str(r["kind"]),
-            f"{r['median_abs_pct_error']:.2f}",
-            f"{r['p90_abs_pct_error']:.2f}",
+            pct(r["median_abs_pct_error"]),
+            pct(r["p90_abs_pct_error"]),
             str(r["n"]),
         )
-    console().print(table)
+    print_table(table, SPARE, pipe_width=140)
 
 
 def handle_show(args: argparse.Namespace) -> int:
-    out = console()
+    out = Console()
     for table in show_tables(load_profile(args.profile)):
-        out.print(table)
+        print_table(table, SPARE, out, 140)
     return 0
 
 
 def handle_compare(args: argparse.Namespace) -> int:
-    out = console()
+    out = Console()
     for table in compare_tables(load_profile(args.a), load_profile(args.b)):
-        out.print(table)
+        print_table(table, SPARE, out, 140)
     return 0

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from rich.table import Table
 
+from libra_des.api.numbers import sig3, with_unit
 from libra_des.api.profiles import profile_predictions, sample_groups
 
 if TYPE_CHECKING:
@@ -19,14 +20,28 @@ def table(title: str, *columns: str) -> Table:
     return out
 
 
-def num(x: float | None) -> str:
-    return "-" if x is None else f"{x:.4g}"
+def num(x: float | None, name: str = "") -> str:
+    """A profile number in its unit (from its name: rates, bandwidths, latencies)."""
+    return "-" if x is None else with_unit(x, unit_for(name))
+
+
+def unit_for(name: str) -> str:
+    """A profile quantity's unit from its name: ``peak *_flops`` rates, ``*_half_flops``
+    sizes, ``*_bw`` and ``*_bytes_per_s`` bandwidths, ``*_latency`` and ``*_s`` times."""
+    if name.endswith(("_bw", "bytes_per_s")):
+        return "B/s"
+    if name.endswith(("latency", "_s")):
+        return "s"
+    if name.endswith("flops") and name.startswith("peak "):
+        return "FLOP/s"
+    # gemm_half_flops is a GEMM's size; attention_bwd_flops a ratio of FLOPs (no unit).
+    return "FLOPs" if name.endswith("half_flops") else ""
 
 
 def sourced_rows(tab: Table, items: dict[str, Sourced | None]) -> None:
     for name, item in items.items():
         if item is not None:
-            tab.add_row(name, num(item.value), item.source)
+            tab.add_row(name, num(item.value, name), item.source)
 
 
 def show_tables(p: Profile) -> list[Table]:
@@ -52,10 +67,11 @@ def show_tables(p: Profile) -> list[Table]:
 def fit_summary(f: Fit) -> str:
     if f.model == "alpha_beta":
         return "; ".join(
-            f"from {pc.start:.3g} B: alpha {pc.alpha_step * 1e6:.3g} us/step, eta {pc.eta:.3f}"
+            f"from {with_unit(pc.start, 'B')}: alpha {with_unit(pc.alpha_step, 's')}/step, "
+            f"eta {sig3(pc.eta)}"
             for pc in f.pieces
         )
-    return ", ".join(f"{k} {v:.4g}" for k, v in sorted(f.params.items()))
+    return ", ".join(f"{k} {with_unit(v)}" for k, v in sorted(f.params.items()))
 
 
 def fit_table(fits: tuple[Fit, ...]) -> Table:
@@ -73,7 +89,7 @@ def fit_table(fits: tuple[Fit, ...]) -> Table:
     )
     for f in fits:
         cv = (
-            f"{f.cv_median_abs_pct_error:.2f} / {f.cv_p90_abs_pct_error:.2f}"
+            f"{sig3(f.cv_median_abs_pct_error)} / {sig3(f.cv_p90_abs_pct_error)}"
             if f.cv_median_abs_pct_error is not None and f.cv_p90_abs_pct_error is not None
             else "-"
         )
@@ -95,7 +111,7 @@ def sample_table(p: Profile) -> Table:
     tab = table(f"samples ({len(p.samples)})", "op", "group", "per node", "count", "sizes", "files")
     for g in sample_groups(p):
         tab.add_row(g.op, str(g.group), str(g.gpus_per_node), str(g.count),
-                    f"{g.smallest:.4g} .. {g.largest:.4g}", ", ".join(g.files))
+                    f"{with_unit(g.smallest)} .. {with_unit(g.largest)}", ", ".join(g.files))
     return tab
 
 
@@ -109,17 +125,17 @@ def compare_tables(a: Profile, b: Profile) -> list[Table]:
     for name, va, vb in rows:
         if va is not None and vb is not None:
             ratio = vb.value / va.value if va.value else float("nan")
-            nums.add_row(name, num(va.value), num(vb.value), f"{ratio:.3f}")
+            nums.add_row(name, num(va.value, name), num(vb.value, name), sig3(ratio))
     preds = table(
         "predictions, each profile on its own machine",
         "query",
-        f"{a.name} s",
-        f"{b.name} s",
+        a.name,
+        b.name,
         "b / a",
         f"{a.name} how",
         f"{b.name} how",
     )
     for qa, qb in zip(profile_predictions(a), profile_predictions(b), strict=True):
-        preds.add_row(qa.label, f"{qa.seconds:.4g}", f"{qb.seconds:.4g}",
-                      f"{qb.seconds / qa.seconds:.3f}", qa.how, qb.how)
+        preds.add_row(qa.label, with_unit(qa.seconds, "s"), with_unit(qb.seconds, "s"),
+                      sig3(qb.seconds / qa.seconds), qa.how, qb.how)
     return [nums, preds]

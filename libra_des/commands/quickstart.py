@@ -16,6 +16,7 @@ from rich.status import Status
 from rich.table import Table
 
 from libra_des.api import load_training, shipped_path
+from libra_des.api.numbers import sig3, with_unit
 from libra_des.api.outputs import (
     RUN_RECORD,
     check_ours,
@@ -34,6 +35,7 @@ from libra_des.api.seeds import (
     with_speedup,
 )
 from libra_des.commands.run import spread_table
+from libra_des.commands.tables import print_table
 
 DEFAULT = shipped_path("scenarios/quickstart.yaml")
 
@@ -85,9 +87,9 @@ def handle(args: argparse.Namespace) -> int:
     rows = {p: dict(summary_rows(r | timings[p])) for p, r in results.items()}
     for key in rows["libra"]:
         table.add_row(key, *(rows[p].get(key, "") for p in results))
-    console.print(table)
+    print_table(table, console=console)
     speedup = results["ulysses"]["step_time_s"]["mean"] / results["libra"]["step_time_s"]["mean"]
-    console.print(f"Libra Full step-time speed-up over Ulysses: {speedup:.3f}x")
+    console.print(f"Libra Full step-time speed-up over Ulysses: {with_unit(speedup, 'x')}")
     if count > 1:
         print_spread(console, results)
     if args.out:
@@ -106,12 +108,14 @@ def progress(status: Status, what: str, count: int) -> Callable[[int], None]:
 def print_spread(console: Console, results: dict[str, dict[str, Any]]) -> None:
     """Each policy's headline metrics over the seeds, and the paired speed-up's interval."""
     for policy, result in results.items():
-        console.print(spread_table(seeds_text(result), f"{policy}: {seeds_title(result)}"))
+        print_table(spread_table(seeds_text(result), f"{policy}: {seeds_title(result)}"),
+                    console=console)
     up = results["libra"]["seeds"]["speedup"]
     low, high = up["interval"]
     console.print(f"Libra Full speed-up over Ulysses over {len(up['per_seed'])} paired seeds: "
-                  f"{up['mean']:.3f}x ± {up['std']:.3f} (min {up['min']:.3f}, max "
-                  f"{up['max']:.3f}); 95% t interval {low:.3f}-{high:.3f}x", highlight=False)
+                  f"{with_unit(up['mean'], 'x')} ± {sig3(up['std'])} (min {sig3(up['min'])}, "
+                  f"max {sig3(up['max'])}); 95% t interval {sig3(low)}-{with_unit(high, 'x')}",
+                  highlight=False)
 
 
 def write_outputs(out: Path, results: dict[str, dict[str, Any]],

@@ -30,6 +30,7 @@ from libra_des.api.runs import (
 )
 from libra_des.api.seeds import check_seeds, run_seeds, seeds_text, seeds_title
 from libra_des.commands.common import dumps, int_list, write_atomic
+from libra_des.commands.tables import print_table
 
 #: Scripts and benchmarks run a scenario from here: (scenario) -> (result, trace).
 simulate = simulate_scenario
@@ -140,9 +141,9 @@ def handle(args: argparse.Namespace) -> int:
     else:
         title = f"{Path(args.scenario).name} -> {out}/result.json"
         console = Console()
-        console.print(summary_table(result | timing, title))
+        print_table(summary_table(result | timing, title), console=console)
         spread = seeds_table(result)
         if spread is not None:
-            console.print(spread)
+            print_table(spread, console=console)
     return 0
 

@@ -31,16 +31,16 @@ def handle_show(args: argparse.Namespace) -> int:
     if args.json:
         print(dumps({"fields": table_rows}))
         return 0
-    from rich.console import Console
     from rich.table import Table
+
+    from libra_des.commands.tables import print_table
 
     table = Table(title=f"{args.scenario}: {len(table_rows)} fields")
     for col in ("field", "value", "default", "source"):
         table.add_column(col, overflow="fold")
     for r in table_rows:
         table.add_row(r["field"], short(r["value"]), short(r["default"]), r["source"])
-    out = Console()
-    (out if out.is_terminal else Console(width=160)).print(table)
+    print_table(table, ("default",), pipe_width=160)
     return 0
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from libra_des.api.numbers import show, with_unit
 from libra_des.api.outputs import check_output_dir, claim, default_folder
 from libra_des.api.runs import check_feasible
 from libra_des.api.sweeps import (
@@ -29,6 +30,7 @@ from libra_des.api.sweeps import (
     sweep_spec,
 )
 from libra_des.commands.common import dumps, int_list
+from libra_des.commands.tables import print_table
 from libra_des.errors import InputError
 
 if TYPE_CHECKING:
@@ -88,22 +90,35 @@ def pick_executor(args: argparse.Namespace) -> Executor:
     return sweep_executor(ray=False, workers=workers[0])
 
 
-#: Short column titles for the headline metrics (the index keeps the full dotted names).
+#: Short column titles for the headline metrics (the index keeps the full dotted names); the
+#: cells carry their units (a rate's unit is its title: the cell is the number alone).
 TITLES = {
     "tokens_per_s": "tokens/s",
-    "step_time_s.mean": "step s",
+    "step_time_s.mean": "step",
     "mfu": "MFU",
     "bubble_fraction": "bubble",
     "dp_straggler_fraction": "DP strag",
     "comm_exposed_fraction": "comm exp",
-    "attention_straggler_s.mean": "attn strag s",
+    "attention_straggler_s.mean": "attn strag",
     "attention_straggler_s.max": "attn strag max",
-    "moe_layer_s": "MoE layer s",
+    "moe_layer_s": "MoE layer",
     "prefill_tokens_per_s": "prefill tok/s",
-    "ttft_s.mean": "TTFT s",
+    "ttft_s.mean": "TTFT",
     "imbalance_ratio.mean": "imbalance",
     "replica_waste_fraction": "replica waste",
 }
+#: Rates whose title names the unit.
+RATES = ("tokens_per_s", "prefill_tokens_per_s")
+#: Columns an 80-column terminal drops first (sweep.json keeps them all): the point's id
+#: hash, then the metrics the others imply or refine.
+SPARE = ("id", "attn strag max", "bubble", "DP strag", "MFU")
+
+
+def cell(metrics: Mapping[str, float], name: str) -> str:
+    """One metric of a point as its column shows it."""
+    if name not in metrics:
+        return "-"
+    return with_unit(metrics[name]) if name in RATES else show(metrics[name], name)
 
 
 def table(result: SweepResult) -> Table:
@@ -121,7 +136,7 @@ def table(result: SweepResult) -> Table:
     for n, r in enumerate(result.records):
         values = r.point.override_values()
         cells = [str(values[k]) for k in keys]
-        shown = [f"{r.metrics[m]:.4g}" if m in r.metrics else "-" for m in metrics]
+        shown = [cell(r.metrics, m) for m in metrics]
         t.add_row(str(n), r.point.id[:8], *cells, *(shown if not r.error else ["failed"]))
     return t
 
@@ -163,8 +178,7 @@ def handle(args: argparse.Namespace) -> int:
     if args.json:
         print(dumps(result.index()))
     else:
-        console = Console()
-        (console if console.is_terminal else Console(width=160)).print(table(result))
+        print_table(table(result), SPARE, pipe_width=160)
     if result.input_error is not None:
         raise result.input_error
     report_failures(result.failed)

@@ -9,11 +9,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rich.console import Console
 from rich.table import Table
 
+from libra_des.api.numbers import pct, signed_pct, with_unit
 from libra_des.api.profiles import validate_profile
 from libra_des.commands.common import dumps
+from libra_des.commands.tables import print_table
 
 
 def register(subs: argparse._SubParsersAction) -> None:
@@ -28,9 +29,8 @@ def handle_validate(args: argparse.Namespace) -> int:
     if args.json:
         print(dumps({"ops": checked.rows}))
         return 0
-    out = Console()
-    out = out if out.is_terminal else Console(width=180)
-    out.print(table(checked.rows, f"{checked.device}: {checked.samples} samples replayed"))
+    print_table(table(checked.rows, f"{checked.device}: {checked.samples} samples replayed"),
+                ("per node", "kind", "dtype", "bias %"), pipe_width=180)
     return 0
 
 
@@ -50,10 +50,11 @@ def table(rows: list[dict[str, object]], title: str) -> Table:
             str(r["dtype"] or "-"),
             str(r["kind"]),
             str(r["n"]),
-            f"{r['median_abs_pct_error']:.2f}",
-            f"{r['p90_abs_pct_error']:.2f}",
-            f"{r['worst_abs_pct_error']:.2f}",
-            f"{r['median_signed_pct_error']:+.2f}",
-            f"{worst['case']}: {worst['measured_s']:.3g} s, model {worst['predicted_s']:.3g} s",
+            pct(r["median_abs_pct_error"]),
+            pct(r["p90_abs_pct_error"]),
+            pct(r["worst_abs_pct_error"]),
+            signed_pct(r["median_signed_pct_error"]),
+            f"{worst['case']}: {with_unit(worst['measured_s'], 's')}, model "
+            f"{with_unit(worst['predicted_s'], 's')}",
         )
     return t

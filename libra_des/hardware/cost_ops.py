@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from libra_des.base.numbers import with_unit
 from libra_des.config.validation import MAX_TOKENS
 from libra_des.errors import InputError
 from libra_des.hardware.compute.kernels import cp_shard, shard_pairs
@@ -95,9 +96,9 @@ def collective(model: CostModel, q: CostQuery, op: str) -> CostReport:
     proto = f"/{res.protocol} on {res.channels} channels" if res.channels else (
         f"/{res.protocol}" if res.protocol else "")
     text = (
-        f"{op} of {nbytes:.0f} B on {q.group} GPUs ({gpn} per node): "
-        f"{res.seconds * 1e6:.2f} us via {res.algorithm}{proto}, "
-        f"bus bandwidth {res.busbw_gbs:.1f} GB/s ({res.tier} curves)"
+        f"{op} of {with_unit(nbytes, 'B')} on {q.group} GPUs ({gpn} per node): "
+        f"{with_unit(res.seconds, 's')} via {res.algorithm}{proto}, "
+        f"bus bandwidth {with_unit(res.busbw_gbs * 1e9, 'B/s')} ({res.tier} curves)"
     )
     return CostReport(res.seconds, out, text)
 
@@ -123,7 +124,7 @@ def attention(model: CostModel, q: CostQuery, _op: str) -> CostReport:
     tflops = flops / secs / 1e12 if secs > 0 else 0.0
     direction = "backward" if q.backward else "forward"
     text = (f"attention {direction} over {len(lengths)} documents, {heads} heads: "
-            f"{secs * 1e3:.4f} ms ({tflops:.0f} TFLOP/s)")
+            f"{with_unit(secs, 's')} ({with_unit(tflops * 1e12, 'FLOP/s')})")
     tier = model.attention_tier()
     return CostReport(secs, {"seconds": secs, "tflops": tflops, "tier": tier},
                       f"{text} ({tier})")
@@ -141,7 +142,8 @@ def gemm(model: CostModel, q: CostQuery, _op: str) -> CostReport:
     secs = float(model.gemm(m, n, k, dtype=q.dtype))
     tflops = 2.0 * m * n * k / secs / 1e12 if secs > 0 else 0.0
     tier = model.gemm_tier(q.dtype)
-    text = (f"gemm {m}x{k} @ {k}x{n} {q.dtype}: {secs * 1e6:.2f} us ({tflops:.0f} TFLOP/s, "
+    text = (f"gemm {m}x{k} @ {k}x{n} {q.dtype}: {with_unit(secs, 's')} "
+            f"({with_unit(tflops * 1e12, 'FLOP/s')}, "
             f"{tier})")
     return CostReport(secs, {"seconds": secs, "tflops": tflops, "tier": tier}, text)
 

@@ -11,6 +11,7 @@ import numpy as np
 from libra_des.config import MoeScenario, scenario_dict
 from libra_des.kinds.kind import ScenarioKind
 from libra_des.kinds.preflight import moe_estimate, moe_trace_ranks
+from libra_des.results.numbers import show, with_unit
 from libra_des.results.plausibility import check_moe, check_numbers
 
 if TYPE_CHECKING:
@@ -60,9 +61,9 @@ def trace_of(scenario: MoeScenario, timeline: list[Any] | None) -> dict[str, Any
 def summary(r: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The ``libra-des run`` table of an MoE prefill result."""
     keys = ("moe_layer_s", "prefill_tokens_per_s", "replica_waste_fraction", "events")
-    rows = [(k, f"{r[k]:.6g}") for k in keys if isinstance(r.get(k), int | float)]
+    rows = [(k, show(r[k], k)) for k in keys if isinstance(r.get(k), int | float)]
     if isinstance(r.get("imbalance_ratio"), dict):
-        rows.append(("imbalance_ratio.mean", f"{r['imbalance_ratio']['mean']:.4f}"))
+        rows.append(("imbalance_ratio.mean", with_unit(r["imbalance_ratio"]["mean"])))
     return rows
 
 

@@ -13,6 +13,7 @@ from libra_des.errors import InputError
 from libra_des.kinds.kind import ScenarioKind
 from libra_des.kinds.preflight import training_estimate, training_trace_ranks
 from libra_des.plan.balancers import registry as training_balancers
+from libra_des.results.numbers import show, sig3, with_unit
 from libra_des.results.plausibility import check_numbers, check_training
 
 if TYPE_CHECKING:
@@ -106,23 +107,25 @@ def summary(r: Mapping[str, Any]) -> list[tuple[str, str]]:
     return [
         ("policy", str(r["policy"])),
         ("GPUs", str(r["gpus"])),
-        ("step time (s, mean)", f"{r['step_time_s']['mean']:.4f}"),
-        ("tokens/s", f"{r['tokens_per_s']:.4g}"),
-        ("MFU", f"{r['mfu']:.3f}"),
-        ("bubble fraction", f"{r['bubble_fraction']:.4f}"),
-        ("DP straggler fraction", f"{r['dp_straggler_fraction']:.4f}"),
-        ("pool wait fraction", f"{r['pool_wait_fraction']:.4f}"),
-        ("comm exposed / hidden", f"{r['comm_exposed_fraction']:.4f} / "
-                                  f"{r['comm_hidden_fraction']:.4f}"),
-        ("attention imbalance inter / intra", f"{r['attention_imbalance']['inter_pool']:.4f} / "
-                                              f"{r['attention_imbalance']['intra_pool']:.4f}"),
-        ("attention straggler (s, mean / max)", f"{r['attention_straggler_s']['mean']:.4g} / "
-                                                f"{r['attention_straggler_s']['max']:.4g}"),
+        ("step time (mean)", show(r["step_time_s"]["mean"], "step_time_s.mean")),
+        ("tokens/s", show(r["tokens_per_s"], "tokens_per_s")),
+        ("MFU", show(r["mfu"], "mfu")),
+        ("bubble fraction", show(r["bubble_fraction"], "bubble_fraction")),
+        ("DP straggler fraction", show(r["dp_straggler_fraction"], "dp_straggler_fraction")),
+        ("pool wait fraction", show(r["pool_wait_fraction"], "pool_wait_fraction")),
+        ("comm exposed / hidden", f"{show(r['comm_exposed_fraction'], 'comm_exposed_fraction')}"
+                                  f" / {show(r['comm_hidden_fraction'], 'comm_hidden_fraction')}"),
+        ("attention imbalance inter / intra",
+         f"{with_unit(r['attention_imbalance']['inter_pool'])} / "
+         f"{with_unit(r['attention_imbalance']['intra_pool'])}"),
+        ("attention straggler (mean / max)",
+         f"{show(r['attention_straggler_s']['mean'], 'attention_straggler_s')} / "
+         f"{show(r['attention_straggler_s']['max'], 'attention_straggler_s')}"),
         ("peak memory (GiB per stage)", memory_text(r)),
         ("TAP (H, B)", tap_text(r)),
         *ecmp_rows(r),
         ("events", str(r["events"])),
-        ("wall (s)", f"{r['wall_s']:.2f}"),
+        ("wall", with_unit(r["wall_s"], "s")),
         *(("warning", str(w)) for w in r.get("warnings", [])),
     ]
 
@@ -134,17 +137,18 @@ def ecmp_rows(r: Mapping[str, Any]) -> list[tuple[str, str]]:
         return []
     head = f"ECMP {ens['samples']} samples ({ens['method']})"
     rows = []
-    for key, label in (("step_time_s", "step time (s)"), ("comm_exposed_fraction",
+    for key, label in (("step_time_s", "step time"), ("comm_exposed_fraction",
                                                           "comm exposed")):
         s = ens[key]
         rows.append((f"{head}: {label} mean (min..max) std",
-                     f"{s['mean']:.4g} ({s['min']:.4g}..{s['max']:.4g}) {s['std']:.2g}"))
+                     f"{show(s['mean'], key)} ({show(s['min'], key)}..{show(s['max'], key)}) "
+                     f"{show(s['std'], key)}"))
     return rows
 
 
 def memory_text(r: Mapping[str, Any]) -> str:
     peaks = r.get("peak_memory_gib") or []
-    text = " / ".join(f"{x:.1f}" for x in peaks)
+    text = " / ".join(sig3(x) for x in peaks)
     return f"{text} (OOM)" if r.get("oom") else text
 
 

@@ -8,9 +8,9 @@ Input folders:
 
 The page holds the resolved scenario (every field, defaults included), the headline metrics
 with their definitions and each run's speed-up over its baseline (:mod:`.headline`), every
-number rounded with its unit (:mod:`.numbers`), for a paper scenario the "simulated against
-published" table from ``docs/references/`` (:mod:`.published`), figures (PNG, base64-inlined;
-drawn only when matplotlib is present),
+number rounded with its unit (:mod:`.numbers`; the HTML from Jinja2 templates, :mod:`.pages`),
+for a paper scenario the "simulated against published" table from ``docs/references/``
+(:mod:`.published`), figures (PNG, base64-inlined; drawn only when matplotlib is present),
 where each cost came from (``comm_tiers`` per collective or ``cost_sources`` per MoE stage in
 ``result.json``: measured, borrowed, datasheet or assumed; "not recorded" when a result has
 neither; plus the profile's constants with their sources), a sortable table for a
@@ -41,7 +41,7 @@ import yaml
 from libra_des.base.identity import code_fingerprint
 from libra_des.base.version import __version__
 from libra_des.errors import InputError
-from libra_des.report import disclosure, headline, published
+from libra_des.report import disclosure, headline, pages, published
 from libra_des.report.headline import lookup
 from libra_des.report.numbers import show, with_unit
 from libra_des.results.tables import cell, read_result, sweep_points, sweep_rows
@@ -73,30 +73,6 @@ DEFINITIONS: dict[str, tuple[str, str]] = {
     "replica_waste_fraction": ("replica waste", "share of expert replicas that computed "
                                "nothing"),
 }
-STYLE = """
-body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
-h1{font-size:1.5em}h2{font-size:1.2em;border-bottom:1px solid #ccc;margin-top:2em}
-table{border-collapse:collapse;font-size:.9em;margin:.5em 0}
-td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}
-th{background:#f4f4f4;cursor:pointer}td.l,th.l{text-align:left}
-pre{background:#f8f8f8;padding:1em;overflow:auto;font-size:.8em;max-height:30em}
-figure{margin:1em 0}figure img{max-width:100%}figcaption{font-size:.85em;color:#555}
-.muted{color:#777}
-"""
-#: Sorts a table by the clicked column; marks the body once every image has decoded.
-SCRIPT = """
-function sortBy(th){const t=th.closest('table'),i=[...th.parentNode.children].indexOf(th),
-b=t.tBodies[0],d=th.dataset.dir==='asc'?-1:1;th.dataset.dir=d===1?'asc':'desc';
-const v=r=>{const c=r.children[i],x=c.dataset.v??c.textContent,n=parseFloat(x);
-return isNaN(n)?x:n};
-[...b.rows].sort((p,q)=>{const a=v(p),c=v(q);return (a>c?1:a<c?-1:0)*d})
-.forEach(r=>b.appendChild(r))}
-window.addEventListener('load',()=>{const im=[...document.images];
-document.body.dataset.imagesTotal=im.length;
-document.body.dataset.imagesDecoded=im.filter(x=>x.complete&&x.naturalWidth>0).length});
-"""
-
-
 @dataclass(frozen=True)
 class Source:
     """What a report shows: named results (runs or sweep points) and, for a sweep, its rows."""
@@ -169,33 +145,34 @@ def load_source(folder: Path) -> Source:
                      "a folder with result.json, */result.json or sweep.json")
 
 
-def fmt(value: Any) -> str:
+def text(value: Any) -> str:
     """A cell's text: numbers to three significant digits (:func:`numbers.show`)."""
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return html.escape(show(value))
-    return html.escape(str(cell(value)))
+        return show(value)
+    return str(cell(value))
+
+
+def fmt(value: Any) -> str:
+    """A cell's text, escaped for HTML written outside the templates."""
+    return html.escape(text(value))
 
 
 class Sorted(tuple[str, float]):
     """A shown cell with the raw number a sortable column sorts by."""
 
 
-def td(value: Any, left: bool) -> str:
-    cls = " class=l" if left else ""
+def td(value: Any, left: bool) -> pages.Cell:
+    """One cell as the table template writes it (a :class:`Sorted` one with its raw number)."""
     if isinstance(value, Sorted):
-        return f'<td{cls} data-v="{value[1]!r}">{html.escape(value[0])}</td>'
-    return f"<td{cls}>{fmt(value)}</td>"
+        return pages.Cell(value[0], left, repr(value[1]))
+    return pages.Cell(text(value), left)
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[Any]], sortable: bool = False,
           left: int = 1) -> str:
     """An HTML table; the first ``left`` columns are left-aligned (names)."""
-    click = ' onclick="sortBy(this)"' if sortable else ""
-    head = "".join(f'<th{" class=l" if i < left else ""}{click}>{html.escape(h)}</th>'
-                   for i, h in enumerate(header))
-    body = "".join("<tr>" + "".join(td(v, i < left) for i, v in enumerate(r)) + "</tr>"
-                   for r in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    cells = [[td(v, i < left) for i, v in enumerate(r)] for r in rows]
+    return pages.table(header, cells, sortable, left)
 
 
 def shown(value: Any, dotted: str) -> Any:
@@ -436,10 +413,5 @@ def render(folder: Path, reference: Path | None = None, draw: Drawer | None = No
     sections += [("Where each cost came from", costs_section(src)),
                  ("Scenario (resolved)", scenario_section(src))]
     title = f"libra-des report: {folder.name} ({src.kind}, {len(src.results)} result(s))"
-    body = "".join(f"<h2>{html.escape(h)}</h2>{s}" for h, s in sections)
-    meta = (f"<p class=muted>libra-des {__version__}, code {code_fingerprint()}; "
-            f"source folder {html.escape(folder.name)}</p>")
-    return (f"<!DOCTYPE html><html lang=en><head><meta charset=utf-8><title>"
-            f"{html.escape(title)}</title><style>{STYLE}{disclosure.STYLE}</style><script>{SCRIPT}</script>"
-            f"</head><body><h1>{html.escape(title)}</h1>{meta}{body}</body></html>\n")
-
+    return pages.page(title, sections, disclosure.STYLE, version=__version__,
+                      code=code_fingerprint(), folder=folder.name)

@@ -20,7 +20,7 @@ from typing import Any
 
 from libra_des.errors import InputError
 from libra_des.report.headline import lookup
-from libra_des.report.numbers import show
+from libra_des.report.numbers import show, sig3, with_unit
 from libra_des.results.spread import show_spread
 
 STYLE = """
@@ -80,7 +80,7 @@ def notices(result: Mapping[str, Any]) -> list[str]:
     out = [f"warning: {esc(w)}" for w in result.get("warnings") or []]
     if result.get("oom"):
         peaks = result.get("peak_memory_gib") or []
-        peak = " / ".join(f"{x:.1f}" for x in peaks if isinstance(x, int | float)) or "?"
+        peak = " / ".join(sig3(x) for x in peaks if isinstance(x, int | float)) or "?"
         cap = lookup(result, "memory.capacity_gib")
         out.append(f"<span class=oom>OOM</span> the run does not fit in GPU memory (peak "
                    f"{esc(peak)} GiB per stage, capacity {esc(show(cap) if cap else '?')} "
@@ -93,7 +93,8 @@ def notices(result: Mapping[str, Any]) -> list[str]:
         out.append("priced on datasheet numbers (no measurement): " + esc(", ".join(datasheet)))
     band = result.get("model_uncertainty") or {}
     if band.get("datasheet_share"):
-        out.append(f"{band['datasheet_share']:.0%} of the time is priced at the datasheet "
+        out.append(f"{with_unit(band['datasheet_share'], 'share')} of the time is priced at the "
+                   "datasheet "
                    "(or assumed) tier: the uncertainty band does not cover it")
     out += [f"outside the profiled range: {esc(x)}" for x in band.get("outside_profiled_range")
             or []]
@@ -148,16 +149,21 @@ def seeds_section(results: Mapping[str, Mapping[str, Any]]) -> str:
         if isinstance(up, Mapping) and up.get("interval"):
             low, high = up["interval"]
             parts.append(f"<p>Speed-up over {esc(up['over'])} ({esc(up['metric'])}, paired "
-                         f"per seed): <b>{up['mean']:.3f}x ± {up['std']:.3f}</b>, interval "
-                         f"{low:.3f}-{high:.3f}x ({esc(up['method'])}).</p>")
+                         f"per seed): <b>{with_unit(up['mean'], 'x')} ± {sig3(up['std'])}</b>, "
+                         f"interval {sig3(low)}-{with_unit(high, 'x')} ({esc(up['method'])}).</p>")
     return "".join(parts) or ("<p class=muted>One seed per run: no spread. "
                               "<code>libra-des run --seeds N</code> gives one.</p>")
 
 
+def pct(percent: float) -> str:
+    """A number of per cent as the page writes shares (``4.20 %``)."""
+    return with_unit(percent / 100, "share")
+
+
 def band_rows(band: Mapping[str, Any]) -> list[Sequence[str]]:
     return [(str(b["bucket"]), ", ".join(b.get("ops") or []), str(b["tier"]),
-             f"{b['share']:.1%}", "-" if b.get("error_pct") is None else
-             f"{b['error_pct']:.1f}%") for b in band.get("buckets") or []]
+             with_unit(b["share"], "share"), "-" if b.get("error_pct") is None else
+             pct(b["error_pct"])) for b in band.get("buckets") or []]
 
 
 def band_section(results: Mapping[str, Mapping[str, Any]], sweep: bool) -> str:
@@ -171,11 +177,11 @@ def band_section(results: Mapping[str, Mapping[str, Any]], sweep: bool) -> str:
         rows = "".join("<tr>" + "".join(f"<td class=l>{esc(c)}</td>" for c in r) + "</tr>"
                        for r in band_rows(band))
         parts.append(
-            f"<p><b>{esc(name)}</b>: model band ±{band['band_pct_correlated']:.2f}% (errors "
-            f"fully correlated, a bound) / ±{band['band_pct_independent']:.2f}% (independent) "
-            f"over the measured {band['covered_share']:.0%} of the time; "
-            f"{band['datasheet_share']:.0%} at the datasheet tier, "
-            f"{band['borrowed_share']:.0%} borrowed (not covered)"
+            f"<p><b>{esc(name)}</b>: model band ±{pct(band['band_pct_correlated'])} (errors "
+            f"fully correlated, a bound) / ±{pct(band['band_pct_independent'])} (independent) "
+            f"over the measured {pct(100 * band['covered_share'])} of the time; "
+            f"{pct(100 * band['datasheet_share'])} at the datasheet tier, "
+            f"{pct(100 * band['borrowed_share'])} borrowed (not covered)"
             f"{'; a borrowed profile: a lower bound' if band.get('borrowed_profile') else ''}"
             f".</p><table><thead><tr><th class=l>bucket</th><th class=l>ops</th>"
             f"<th class=l>tier</th><th class=l>share</th><th class=l>p90 CV error</th></tr>"

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from libra_des.base.numbers import sig3
+
 #: The most seeds one command runs (our choice: a thousand runs of even a tiny scenario are
 #: minutes; a larger count is a typo such as 1e9).
 MAX_SEEDS = 1000
@@ -93,5 +95,5 @@ def seeds_section(seeds: Sequence[int], steps: int, results: Sequence[Mapping[st
 
 def show_spread(s: Mapping[str, Any], count: int, steps: int) -> str:
     """``mean ± std (min … max; N seeds, S steps)`` as the page prints it."""
-    return (f"{s['mean']:.4g} ± {s['std']:.2g} (min {s['min']:.4g}, max {s['max']:.4g}; "
+    return (f"{sig3(s['mean'])} ± {sig3(s['std'])} (min {sig3(s['min'])}, max {sig3(s['max'])}; "
             f"{count} seeds, {steps} step(s))")

@@ -1,4 +1,5 @@
-"""Link descriptions shared by every topology form: units, one kind of edge, a PCIe tree.
+"""Link descriptions shared by every topology form: units (pint), one kind of edge, a PCIe
+tree.
 
 Moved out of :mod:`libra_des.hardware.fabric.topology` so that the level registry
 (:mod:`libra_des.hardware.fabric.levels`) and the two-level legacy form can use them too.
@@ -6,7 +7,7 @@ Moved out of :mod:`libra_des.hardware.fabric.topology` so that the level registr
 
 from __future__ import annotations
 
-import re
+from functools import cache
 from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field
@@ -15,31 +16,68 @@ from libra_des.config import Frozen
 
 LinkType = Literal["nvlink", "pcie", "ethernet", "roce", "infiniband"]
 
-_BW_UNITS = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
-_LAT_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
-_QUANTITY = re.compile(r"^\s*([-+0-9.eE]+)\s*([a-zA-Zµ/]*)\s*$")
+#: The units a topology may write (pint's definition syntax): bytes and bits per second with
+#: decimal prefixes (k, M, G, T: the datasheets' rates), seconds with SI prefixes. A registry
+#: of these alone, not pint's default one, whose ``Gb`` is the gilbert and ``mB`` a millibyte.
+UNIT_DEFINITIONS = (
+    "second = [time] = s", "byte = [information] = B", "bit = byte / 8 = b",
+    "kilo- = 1e3 = k-", "mega- = 1e6 = M-", "giga- = 1e9 = G-", "tera- = 1e12 = T-",
+    "milli- = 1e-3 = m-", "micro- = 1e-6 = µ- = u-", "nano- = 1e-9 = n-",
+)
+#: The smallest unit of a bandwidth, in bytes/s: a bit per second (a milli-anything rate is
+#: a typo of a mega one).
+SMALLEST_RATE = 1 / 8
+
+
+@cache
+def units() -> Any:
+    """The unit registry of :data:`UNIT_DEFINITIONS` (pint imported here, on the first unit
+    string: a topology of plain numbers never loads it)."""
+    import pint
+
+    registry: Any = pint.UnitRegistry(None, cache_folder=None)
+    for definition in UNIT_DEFINITIONS:
+        registry.define(definition)
+    return registry
+
+
+def quantity(text: str, dimension: str, base: str, smallest: float = 0.0) -> float | None:
+    """``text`` as a number of ``base`` units when it is a number with a unit of
+    ``dimension`` (of at least ``smallest`` base units), else None. The value is the number
+    times the unit's factor, one rounding as a hand multiplication would make."""
+    import pint
+
+    registry = units()
+    try:
+        parsed = registry.Quantity(text)
+        factor = registry.Quantity(1.0, parsed.units).to(base).magnitude
+    except (pint.PintError, ValueError, TypeError, SyntaxError, AttributeError):
+        return None
+    magnitude = parsed.magnitude
+    if (str(parsed.dimensionality) != dimension or isinstance(magnitude, bool)
+            or not isinstance(magnitude, int | float) or factor < smallest):
+        return None
+    return float(magnitude) * float(factor)
 
 
 def parse_bandwidth(value: Any) -> Any:
     """``400Gb/s`` -> 5e10, ``450 GB/s`` -> 4.5e11 (bytes/s); numbers pass through."""
     if not isinstance(value, str):
         return value
-    match = _QUANTITY.match(value)
-    unit = match.group(2).removesuffix("/s") if match else "?"
-    if not match or unit[-1:] not in ("B", "b") or unit[:-1].lower() not in _BW_UNITS:
+    rate = quantity(value, "[information] / [time]", "B/s", SMALLEST_RATE)
+    if rate is None:
         raise ValueError("bytes/s as a number or a string like '400Gb/s' or '450GB/s'")
-    per_bit = 1 / 8 if unit.endswith("b") else 1.0
-    return float(match.group(1)) * _BW_UNITS[unit[:-1].lower()] * per_bit
+    return rate
 
 
 def parse_latency(value: Any) -> Any:
     """``1.5us`` -> 1.5e-6 (seconds); numbers pass through."""
     if not isinstance(value, str):
         return value
-    match = _QUANTITY.match(value)
-    if not match or match.group(2) not in _LAT_UNITS:
+    seconds = quantity(value, "[time]", "s")
+    if seconds is None:
         raise ValueError("seconds as a number or a string like '2us', '500ns'")
-    return float(match.group(1)) * _LAT_UNITS[match.group(2)]
+    return seconds
 
 
 Bandwidth = Annotated[float, BeforeValidator(parse_bandwidth), Field(gt=0)]
