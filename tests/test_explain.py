@@ -123,8 +123,9 @@ def write(folder: Path, res: dict[str, Any]) -> Path:
     return folder
 
 
-def test_the_command_prints_a_table_and_json(tmp_path: Path,
-                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_command_prints_a_table_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "160")  # wide enough that no component's name folds
     a, b = dp_pair()
     ra, rb = write(tmp_path / "libra", a), write(tmp_path / "ulysses", b)
     assert main(["explain", str(ra), str(rb)]) == 0

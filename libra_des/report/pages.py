@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 from typing import Any
 
-from jinja2 import Environment, PackageLoader, StrictUndefined
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
 __all__ = ["Cell", "Markup", "page", "table"]
@@ -33,7 +34,9 @@ class Cell:
 def environment() -> Environment:
     """The templates' environment (built once; trailing newlines kept: the page ends with
     one, a table with none)."""
-    return Environment(loader=PackageLoader("libra_des.report", "templates"), autoescape=True,
+    # The templates folder beside this module (package data), found by path.
+    folder = Path(__file__).with_name("templates")
+    return Environment(loader=FileSystemLoader(folder), autoescape=True,
                        keep_trailing_newline=True, undefined=StrictUndefined)
 
 
