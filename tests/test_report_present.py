@@ -24,7 +24,7 @@ TINY = ["--set", "parallelism.dp=2", "--set", "parallelism.pp=2", "--set",
         "parallelism.gbs=8", "--set", "balancer.pool_size=2", "--set", "model.layers=2"]
 TINY_MOE = ["--set", "model.layers=2", "--set", "workload.batches=1", "--set",
             "workload.seq_len=128"]
-PAPERS = ROOT.parent / "shared" / "PAPERS.md"
+MODEL_DOC = ROOT / "docs" / "model.md"  # the in-repo account of the papers the values cite
 
 
 @pytest.mark.parametrize(("value", "dotted", "text"), [
@@ -180,20 +180,19 @@ def test_sweep_report_draws_lines_and_a_heatmap_not_bars(
 def test_paper_scenarios_ship_published_values() -> None:
     papers = sorted((ROOT / "scenarios").glob("paper-*.yaml"))
     assert papers
-    text = PAPERS.read_text() if PAPERS.is_file() else None
+    text = MODEL_DOC.read_text()
     for scenario in papers:
         path = published.reference_file(scenario.stem)
         assert path is not None, scenario.stem
         data = published.load_paper(path)
         assert data["scenario"] == scenario.stem
         for entry in data["values"]:
-            assert entry["source"]["paper"] and "PAPERS.md" in entry["source"]["via"]
+            assert entry["source"]["paper"] and "docs/model.md" in entry["source"]["via"]
             numbers = [entry["value"]] if "value" in entry else entry["range"]
             assert published.UNITS[entry["unit"]] == unit_of(entry["metric"])
-            if text is not None:  # each value as PAPERS.md writes it (a share as per cent)
-                for v in numbers:
-                    written = {f"{v}", f"{v:.4f}", f"{v * 100:.1f}%", f"{v * 100:.1f}"}
-                    assert any(w in text for w in written), (scenario.stem, v)
+            for v in numbers:  # each value as docs/model.md writes it (a share as per cent)
+                written = {f"{v}", f"{v:.4f}", f"{v * 100:.1f}%", f"{v * 100:.1f}"}
+                assert any(w in text for w in written), (scenario.stem, v)
 
 
 def test_paper_run_shows_simulated_published_and_ratio(moe_sweep: Path, tmp_path: Path) -> None:
@@ -203,7 +202,7 @@ def test_paper_run_shows_simulated_published_and_ratio(moe_sweep: Path, tmp_path
     assert "Simulated against published: paper-moe-breakdown" in text
     assert "86.5 % – 91.7 %" in text and "× (" in text  # published range and the ratio
     assert "missing: no run with balancer.policy=lina" in text  # says when one is missing
-    assert "PAPERS.md" in text
+    assert "docs/model.md" in text and "PAPERS.md" not in text
 
 
 def test_impossible_published_value_is_bad_input(tmp_path: Path,
@@ -220,3 +219,16 @@ def test_impossible_published_value_is_bad_input(tmp_path: Path,
     with pytest.raises(InputError, match="note"):
         published.load_paper(bad)
     assert published.reference_file("../etc/paper-x") is None
+
+
+def test_published_values_cite_docs_the_repository_ships() -> None:
+    """A published value's trail ends in a file a user has: every path a built-in reference
+    file names (``docs/model.md``, ``scenarios/...``) exists in the repository."""
+    files = sorted((ROOT / "docs" / "references").glob("*.yaml"))
+    assert files
+    for path in files:
+        cited = re.findall(r"(?:\.\./)*[\w.-]+(?:/[\w.-]+)+\.(?:md|yaml)", path.read_text())
+        assert cited, path.name
+        for name in cited:
+            inside = not name.startswith("../") and (ROOT / name).is_file()
+            assert inside, f"{path.name} cites {name}, not in the repository"
