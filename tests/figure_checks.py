@@ -1,0 +1,105 @@
+"""Checks every drawn figure must pass (the report's and ``libra-des figs``'), run on the
+matplotlib figures themselves, captured before they are encoded.
+
+* every axes with data has a title (its own or the figure's);
+* no two series of one axes share a colour (series: what its legend lists, else every line,
+  bar group and filled step);
+* no legend box overlaps any axes' area (data area or colour bar): legends sit outside.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+
+class Figures:
+    """Every figure the report (``figures.encode``) and ``libra-des figs`` (``common.save``)
+    draw, captured before it becomes a PNG."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from libra_des.report import figures
+        from paper_figs import common
+
+        self.drawn: list[tuple[Any, str]] = []
+        encode, save = figures.encode, common.save
+
+        def capture(fig: Any, caption: str) -> Any:
+            self.drawn.append((fig, caption))
+            return encode(fig, caption)
+
+        def capture_save(fig: Any, opts: Any, name: str, title: str, text: str,
+                         rows: Any) -> Any:
+            self.drawn.append((fig, f"{name}: {text}"))
+            return save(fig, opts, name, title, text, rows)
+
+        monkeypatch.setattr(figures, "encode", capture)
+        monkeypatch.setattr(common, "save", capture_save)
+
+
+def colour_of(handle: Any) -> str:
+    """A legend handle's colour, as hex."""
+    from matplotlib.colors import to_hex
+    from matplotlib.container import BarContainer, ErrorbarContainer
+    from matplotlib.lines import Line2D
+
+    if isinstance(handle, BarContainer):
+        return to_hex(handle[0].get_facecolor())
+    if isinstance(handle, ErrorbarContainer):
+        return colour_of(handle.lines[0])
+    if isinstance(handle, Line2D):
+        return to_hex(handle.get_color())
+    face = handle.get_facecolor()
+    return to_hex(face[0] if getattr(face, "ndim", 1) == 2 else face)
+
+
+def series_colours(ax: Any) -> Iterator[str]:
+    """One colour per drawn series: the legend's entries, else lines, bar groups, steps."""
+    from matplotlib.container import BarContainer
+    from matplotlib.patches import StepPatch
+
+    handles, _ = ax.get_legend_handles_labels()
+    if handles:
+        yield from (colour_of(h) for h in handles)
+        return
+    yield from (colour_of(line) for line in ax.get_lines())
+    for container in ax.containers:
+        if isinstance(container, BarContainer) and len(container):
+            yield colour_of(container)
+    yield from (colour_of(p) for p in ax.patches if isinstance(p, StepPatch))
+
+
+def legend_overlaps(fig: Any) -> list[str]:
+    """Each legend box that overlaps an axes' area, named by its axes' title."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig).draw()
+    renderer = fig.canvas.get_renderer()
+    legends = [(ax, ax.get_legend()) for ax in fig.axes if ax.get_legend()]
+    legends += [(None, leg) for leg in fig.legends]
+    found = []
+    for owner, leg in legends:
+        box = leg.get_window_extent(renderer).shrunk(0.98, 0.98)  # touching is not over
+        for ax in fig.axes:
+            if box.overlaps(ax.get_window_extent(renderer)):
+                found.append(f"legend of {owner.get_title() if owner else 'figure'!r} over "
+                             f"axes {ax.get_title() or ax.get_label()!r}")
+    return found
+
+
+def check_figure(fig: Any, caption: str) -> None:
+    from libra_des.report.figures import HEATMAP
+
+    data_axes = [ax for ax in fig.axes if ax.get_label() != "<colorbar>" and (
+        ax.get_lines() or ax.containers or ax.images or ax.patches or ax.collections)]
+    assert data_axes, caption
+    titled = bool(fig.get_suptitle().strip()) if hasattr(fig, "get_suptitle") else False
+    for ax in data_axes:
+        assert ax.get_title().strip() or titled, f"no title: {caption}"
+        colours = list(series_colours(ax))
+        assert len(colours) == len(set(colours)), f"shared colour in {caption}: {colours}"
+        for image in ax.images:
+            assert image.get_cmap().name == HEATMAP, caption
+    assert not legend_overlaps(fig), (legend_overlaps(fig), caption)
