@@ -2,9 +2,11 @@
 matplotlib figures themselves, captured before they are encoded.
 
 * every axes with data has a title (its own or the figure's);
-* no two series of one axes share a colour (series: what its legend lists, else every line,
-  bar group and filled step);
-* no legend box overlaps any axes' area (data area or colour bar): legends sit outside.
+* no two series of one axes look alike (series: what its legend lists, else every line, bar
+  group and filled step; a look: lines by colour, line style and marker, bars and areas by
+  colour and hatch, so hatching or dashes may tell series of one colour apart);
+* no legend box overlaps any axes' area (data area or colour bar): legends sit outside;
+* heat maps use a colour map readable with colour-vision deficiency (:data:`UNIFORM_MAPS`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
+#: matplotlib's perceptually uniform sequential colour maps (the report uses cividis), and
+#: ColorBrewer's colour-blind-safe diverging ones (for a signed ratio around 1).
+UNIFORM_MAPS = ("cividis", "viridis", "magma", "inferno", "plasma", "RdBu", "PuOr")
 
 
 class Figures:
@@ -39,36 +45,39 @@ class Figures:
         monkeypatch.setattr(common, "save", capture_save)
 
 
-def colour_of(handle: Any) -> str:
-    """A legend handle's colour, as hex."""
+def look_of(handle: Any) -> tuple[str, ...]:
+    """How a legend handle is told apart: a line by colour, style and marker; a bar group or
+    an area by face colour and hatch."""
     from matplotlib.colors import to_hex
     from matplotlib.container import BarContainer, ErrorbarContainer
     from matplotlib.lines import Line2D
 
     if isinstance(handle, BarContainer):
-        return to_hex(handle[0].get_facecolor())
+        return look_of(handle[0])
     if isinstance(handle, ErrorbarContainer):
-        return colour_of(handle.lines[0])
+        return look_of(handle.lines[0])
     if isinstance(handle, Line2D):
-        return to_hex(handle.get_color())
+        return ("line", to_hex(handle.get_color()), str(handle.get_linestyle()),
+                str(handle.get_marker()))
     face = handle.get_facecolor()
-    return to_hex(face[0] if getattr(face, "ndim", 1) == 2 else face)
+    colour = to_hex(face[0] if getattr(face, "ndim", 1) == 2 else face)
+    return ("area", colour, str(handle.get_hatch() or ""))
 
 
-def series_colours(ax: Any) -> Iterator[str]:
-    """One colour per drawn series: the legend's entries, else lines, bar groups, steps."""
+def series_looks(ax: Any) -> Iterator[tuple[str, ...]]:
+    """One look per drawn series: the legend's entries, else lines, bar groups, steps."""
     from matplotlib.container import BarContainer
     from matplotlib.patches import StepPatch
 
     handles, _ = ax.get_legend_handles_labels()
     if handles:
-        yield from (colour_of(h) for h in handles)
+        yield from (look_of(h) for h in handles)
         return
-    yield from (colour_of(line) for line in ax.get_lines())
+    yield from (look_of(line) for line in ax.get_lines())
     for container in ax.containers:
         if isinstance(container, BarContainer) and len(container):
-            yield colour_of(container)
-    yield from (colour_of(p) for p in ax.patches if isinstance(p, StepPatch))
+            yield look_of(container)
+    yield from (look_of(p) for p in ax.patches if isinstance(p, StepPatch))
 
 
 def legend_overlaps(fig: Any) -> list[str]:
@@ -90,16 +99,14 @@ def legend_overlaps(fig: Any) -> list[str]:
 
 
 def check_figure(fig: Any, caption: str) -> None:
-    from libra_des.report.figures import HEATMAP
-
     data_axes = [ax for ax in fig.axes if ax.get_label() != "<colorbar>" and (
         ax.get_lines() or ax.containers or ax.images or ax.patches or ax.collections)]
     assert data_axes, caption
     titled = bool(fig.get_suptitle().strip()) if hasattr(fig, "get_suptitle") else False
     for ax in data_axes:
         assert ax.get_title().strip() or titled, f"no title: {caption}"
-        colours = list(series_colours(ax))
-        assert len(colours) == len(set(colours)), f"shared colour in {caption}: {colours}"
-        for image in ax.images:
-            assert image.get_cmap().name == HEATMAP, caption
+        looks = list(series_looks(ax))
+        assert len(looks) == len(set(looks)), f"series alike in {caption}: {looks}"
+        for image in ax.images:  # perceptually uniform, readable with colour-vision deficiency
+            assert image.get_cmap().name in UNIFORM_MAPS, caption
     assert not legend_overlaps(fig), (legend_overlaps(fig), caption)

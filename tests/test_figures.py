@@ -7,8 +7,10 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from figure_checks import Figures, check_figure
 
 from libra_des.cli import main
 
@@ -17,11 +19,26 @@ pytest.importorskip("matplotlib")
 MIN_FIGURES = 16
 
 
+CAPTURED: list[tuple[Any, str]] = []  # every figure the drawing below made, before encoding
+
+
 @pytest.fixture(scope="module")
 def drawn(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("figs")
-    assert main(["figs", "--tiny", "--out", str(out), "--workers", "1"]) == 0
+    with pytest.MonkeyPatch.context() as patch:
+        figs = Figures(patch)
+        assert main(["figs", "--tiny", "--out", str(out), "--workers", "1"]) == 0
+    CAPTURED[:] = figs.drawn
     return out
+
+
+def test_every_figure_reads(drawn: Path) -> None:
+    """Titles, no two series in one colour, no legend over any axes (figure_checks.py)."""
+    from paper_figs.catalog import NAMES
+
+    assert len(CAPTURED) == len(NAMES)
+    for fig, caption in CAPTURED:
+        check_figure(fig, caption)
 
 
 def test_every_figure_has_png_pdf_and_csv(drawn: Path) -> None:

@@ -74,14 +74,15 @@ HEATMAP = "cividis"
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h", "*", "p")
 #: A stacked bar's parts beyond the palette's colours, summed into one part of this name.
 OTHER = "other"
-#: Relative luminance (WCAG 2.x) below which a cell's label is white rather than black.
-DARK_LUMINANCE = 0.4
+#: Relative luminance (WCAG 2.x) below which a cell's label is white rather than black: where
+#: white and black text have equal contrast ratios, (L + 0.05) * (L + 0.05) = 1.05 * 0.05.
+DARK_LUMINANCE = 0.179
 
 
 def outside_legend(ax: Any, **style: Any) -> None:
     """The axes' legend to the right of its data area, never over it."""
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0,
-              fontsize="small", **style)
+    ax.legend(**{"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "borderaxespad": 0.0,
+                 "fontsize": "small", **style})
 
 
 def top_parts(series: Mapping[str, Sequence[float]], limit: int = len(PALETTE)
@@ -102,6 +103,11 @@ def luminance(rgba: Sequence[float]) -> float:
     """Relative luminance of an sRGB colour (WCAG 2.x definition)."""
     lin = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgba[:3]]
     return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+
+def text_colour(rgba: Sequence[float]) -> str:
+    """Black or white, whichever reads on a cell of colour ``rgba`` (by its luminance)."""
+    return "white" if luminance(rgba) < DARK_LUMINANCE else "black"
 
 
 @dataclass(frozen=True)
@@ -329,9 +335,8 @@ def heatmap(rows: Sequence[Mapping[str, Any]], axes: Sequence[Sequence[str]], me
     cmap = colormaps[HEATMAP]
     for (i, j), v in np.ndenumerate(grid):
         if np.isfinite(v):
-            dark = luminance(cmap(image.norm(shown_grid[i, j]))) < DARK_LUMINANCE
             ax.text(j, i, show(v, metric), ha="center", va="center", fontsize="small",
-                    color="white" if dark else "black")
+                    color=text_colour(cmap(image.norm(shown_grid[i, j]))))
     ax.set_xticks(range(len(cols)), cols, rotation=30 if len(cols) > 3 else 0,
                   ha="right" if len(cols) > 3 else "center")
     ax.set_yticks(range(len(lines)), lines)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from libra_des.report.figures import outside_legend
 from paper_figs import common
 from paper_figs.libra_moe.systems import SCENARIO
 
@@ -63,7 +64,7 @@ def make(opts: common.FigOptions) -> common.Drawn:
                      label="replicas that computed nothing")
     for ax in (ax_g, ax_w):
         ax.invert_xaxis()
-        ax.legend(fontsize="small")
+        outside_legend(ax)
     common.label_axes(
         ax_g,
         "predictor accuracy (top-k agreement, forced)",
