@@ -178,7 +178,9 @@ def make(opts: common.FigOptions) -> common.Drawn:
     common.label_axes(ax_e, "tokens per request", "throughput gain (%)", "Libra over EPLB")
     common.label_axes(ax_x, "tokens per request", "ms per MoE layer",
                       "Libra's exposed host time")
-    fig.suptitle(f"Where hiding stops, Qwen3-235B-A22B, 8x H200 ({opts.mode}: "
+    layers = int(next(t for t in g.base if t.startswith("model.layers=")).partition("=")[2])
+    model = common.model_title("Qwen3-235B-A22B", SCENARIO, layers)
+    fig.suptitle(f"Where hiding stops, {model}, 8x H200 ({opts.mode}: "
                  f"{', '.join(g.base)}; host x f: CPU per-call costs times f)")
     return common.save(
         fig, opts, NAME, TITLE, common.caption(SCENARIO, opts, "moe prefill"), data

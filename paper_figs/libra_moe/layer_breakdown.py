@@ -51,11 +51,9 @@ def make(opts: common.FigOptions) -> common.Drawn:
     ax_h.set_xlabel("overlapped time per layer (ms)")
     ax_h.set_title("Hidden work (off the critical path)")
     outside_legend(ax_h, title="stage")
-    layers = study.first()["scenario"]["model"]["layers"]
-    fig.suptitle(
-        f"MoE prefill layer breakdown, Qwen3-235B-A22B, 8x H200, seq 1024 x batch 32 "
-        f"({layers} layers; mean over seeds)"
-    )
+    model = common.model_title("Qwen3-235B-A22B", study.scenario, study.layers)
+    fig.suptitle(f"MoE prefill layer breakdown (per layer), {model}, 8x H200, "
+                 "seq 1024 x batch 32 (mean over seeds)")
     return common.save(
-        fig, opts, NAME, TITLE, common.caption(study.scenario, opts, study.fidelity), rows
+        fig, opts, NAME, TITLE, common.caption(study, opts, study.fidelity), rows
     )

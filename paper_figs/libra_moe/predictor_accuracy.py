@@ -77,7 +77,8 @@ def make(opts: common.FigOptions) -> common.Drawn:
         "replica waste (% of replicas)",
         "Wasted replicas",
     )
-    fig.suptitle("Libra with a forced predictor accuracy, Qwen3-235B-A22B, 8x H200, 32 x 1024")
+    model = common.model_title("Qwen3-235B-A22B", libra.scenario, libra.layers)
+    fig.suptitle(f"Libra with a forced predictor accuracy, {model}, 8x H200, 32 x 1024")
     rows = [
         {
             "accuracy": a,
@@ -90,5 +91,5 @@ def make(opts: common.FigOptions) -> common.Drawn:
                                   common.seed_sd(waste), strict=True)
     ]
     return common.save(
-        fig, opts, NAME, TITLE, common.caption(libra.scenario, opts, libra.fidelity), rows
+        fig, opts, NAME, TITLE, common.caption(libra, opts, libra.fidelity), rows
     )

@@ -61,5 +61,5 @@ def make(opts: common.FigOptions) -> common.Drawn:
     )
     outside_legend(ax)
     return common.save(
-        fig, opts, NAME, TITLE, common.caption(study.scenario, opts, study.fidelity), rows
+        fig, opts, NAME, TITLE, common.caption(study, opts, study.fidelity), rows
     )

@@ -74,5 +74,5 @@ def make(opts: common.FigOptions) -> common.Drawn:
     )
     outside_legend(ax_total)
     fig.suptitle("DP scaling at fixed GBS 32 x 1M tokens, Qwen3-30B-A3B, H200 RoCE")
-    text = common.caption(study.scenario, opts, study.fidelity)
+    text = common.caption(study, opts, study.fidelity)
     return common.save(fig, opts, NAME, TITLE, text, rows)

@@ -72,5 +72,5 @@ def make(opts: common.FigOptions) -> common.Drawn:
     outside_legend(ax)
     fig.suptitle("Quickstart: 1,024 H200 GPUs, DP 32 x CP 8 x PP 4, 1M corpus")
     return common.save(
-        fig, opts, NAME, TITLE, common.caption(study.scenario, opts, study.fidelity), rows
+        fig, opts, NAME, TITLE, common.caption(study, opts, study.fidelity), rows
     )
