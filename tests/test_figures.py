@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -98,15 +99,15 @@ def test_core_never_imports_matplotlib() -> None:
 
 
 def test_a_cut_model_is_never_titled_as_the_whole(drawn: Path) -> None:
-    """Tiny mode simulates 2 of the MoE model's layers: every MoE figure whose title names the
-    model says it was cut, and every caption says how much of it ran."""
+    """Tiny mode simulates 2 of a model's layers: every figure whose title names the model
+    says it was cut, and every MoE caption says how much of it ran."""
     from paper_figs.common import full_layers
 
     full = full_layers("paper-moe-breakdown")
     named = [(fig, caption) for fig, caption in CAPTURED if "Qwen3" in fig.get_suptitle()]
     assert len(named) >= 5
     for fig, caption in named:
-        assert f"Qwen3-235B-A22B cut to 2 of {full} layers" in fig.get_suptitle(), caption
+        assert re.search(r"Qwen3-[\w-]+ cut to 2 of \d+ layers", fig.get_suptitle()), caption
     index = json.loads((drawn / "figures.json").read_text())
     assert all(f"of {full} layers" in f["caption"] for f in index["figures"]
                if f["name"].startswith("moe_") and f["name"] != "moe_hiding")

@@ -73,6 +73,7 @@ def make(opts: common.FigOptions) -> common.Drawn:
         "Throughput / (DP x own DP = 1 throughput)",
     )
     outside_legend(ax_total)
-    fig.suptitle("DP scaling at fixed GBS 32 x 1M tokens, Qwen3-30B-A3B, H200 RoCE")
+    model = common.model_title("Qwen3-30B-A3B", study.scenario, study.layers)
+    fig.suptitle(f"DP scaling at fixed GBS 32 x 1M tokens, {model}, H200 RoCE")
     text = common.caption(study, opts, study.fidelity)
     return common.save(fig, opts, NAME, TITLE, text, rows)
