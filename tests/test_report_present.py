@@ -212,3 +212,15 @@ def test_heatmap_labels_follow_cell_luminance() -> None:
 
     assert luminance((0, 0, 0, 1)) == 0 and luminance((1, 1, 1, 1)) == pytest.approx(1)
     assert luminance((0.0, 0.13, 0.3)) < DARK_LUMINANCE < luminance((1.0, 0.92, 0.27))
+
+
+def test_sweep_table_shows_the_speedup_right_after_the_axes(moe_sweep: Path,
+                                                             tmp_path: Path) -> None:
+    """The column a reader looks for first stays on screen however many metrics follow."""
+    page = tmp_path / "s.html"
+    assert main(["report", str(moe_sweep), "--out", str(page)]) == 0
+    heads = [re.findall(r"<th[^>]*>([^<]*)</th>", t) for t in
+             re.findall(r"<thead>(.*?)</thead>", page.read_text())]
+    sweep = next(h for h in heads if "prefill-time speed-up over sglang" in h)
+    assert sweep[:3] == ["balancer.policy", "workload.batch", "prefill-time speed-up over sglang"]
+    assert len(sweep) > 4  # the metrics follow it
