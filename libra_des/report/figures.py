@@ -2,7 +2,8 @@
 
 The ``report`` command picks which of these to draw (by the results' scenario kind) and hands
 the drawn images to :func:`libra_des.report.render`; this module only draws what it is given
-(it knows no kinds). :data:`STAGES` is also the style helper ``paper_figs`` shares.
+(it knows no kinds). Its style (:data:`STAGES`, :data:`PALETTE`, :func:`outside_legend`,
+:func:`top_parts`, :func:`text_colour`) is what ``paper_figs`` shares.
 
 Each figure is drawn from result files alone and returned as base64 PNG with a caption:
 
