@@ -13,8 +13,9 @@ Each figure is drawn from result files alone and returned as base64 PNG with a c
   difference, Libra (or the first run) against each other run, by component
   (``libra-des explain``'s split);
 * MoE runs: the layer breakdown (exposed stages) and the imbalance ratio per layer;
-* sweeps: each headline metric as lines along each swept axis (one line per value of the
-  other axes, e.g. per system), and a heatmap of the two axes when exactly two are swept.
+* sweeps: one figure per headline metric, a panel along each swept axis (one series per
+  value of the other axes, e.g. per system), and a heatmap of the two axes when exactly two
+  are swept.
 
 Every figure has a title, and no two series of one figure share a colour: series take the
 colours of :data:`PALETTE` in turn (colour-blind safe), and a figure draws at most
