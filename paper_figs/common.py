@@ -20,6 +20,7 @@ import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -156,6 +157,11 @@ class Study:
         return self.runs[key][0]
 
     @property
+    def layers(self) -> int:
+        """Layers the runs simulated (quick and tiny modes cut the model short)."""
+        return int(self.first()["scenario"]["model"]["layers"])
+
+    @property
     def fidelity(self) -> str:
         # An MoE prefill scenario has no ``fidelity`` knob (one network model only).
         return str(self.first()["scenario"].get("fidelity", "moe prefill"))
@@ -208,10 +214,34 @@ def seed_line(ax: Any, x: Any, values: np.ndarray, **style: Any) -> None:
     ax.errorbar(x, values.mean(axis=1), yerr=spread(seed_sd(values)), capsize=3, **style)
 
 
-def caption(scenario: str, opts: FigOptions, fidelity: str, extra: str = "") -> str:
-    """The line under every figure: scenario, seeds, fidelity, mode."""
+@cache
+def full_layers(scenario: str) -> int:
+    """The layer count of the model a shipped scenario names (what the model's name promises)."""
+    name = scenario if scenario.endswith(".yaml") else f"{scenario}.yaml"
+    return int(api.load_scenario(SCENARIOS / name).model.layers)
+
+
+def truncation(scenario: str, layers: int) -> str:
+    """'' when the runs simulated the whole model, else what they cut: '8 of 94 layers'."""
+    full = full_layers(scenario)
+    return "" if layers >= full else f"{layers} of {full} layers"
+
+
+def model_title(name: str, scenario: str, layers: int) -> str:
+    """The model's name as a title may give it: never a truncated run under the bare name."""
+    cut = truncation(scenario, layers)
+    return f"{name} cut to {cut}" if cut else name
+
+
+def caption(scenario: str | Study, opts: FigOptions, fidelity: str, extra: str = "") -> str:
+    """The line under every figure: scenario, seeds, fidelity, mode; given the study, what
+    the runs cut from the model (quick and tiny modes)."""
     seeds = ",".join(map(str, opts.seeds))
-    text = f"scenario {scenario}; seeds {seeds}; fidelity {fidelity}; {opts.mode} mode"
+    cut = truncation(scenario.scenario, scenario.layers) if isinstance(scenario, Study) else ""
+    name = scenario.scenario if isinstance(scenario, Study) else scenario
+    text = f"scenario {name}; seeds {seeds}; fidelity {fidelity}; {opts.mode} mode"
+    if cut:
+        text += f"; simulated {cut} (whole-model values are for that slice)"
     if len(opts.seeds) > 1:
         text += "; error bars: 1 s.d. over seeds"
     return f"{text}; {extra}" if extra else text

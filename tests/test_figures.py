@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from figure_checks import Figures, check_figure
 
 from libra_des.cli import main
 
@@ -17,11 +20,26 @@ pytest.importorskip("matplotlib")
 MIN_FIGURES = 16
 
 
+CAPTURED: list[tuple[Any, str]] = []  # every figure the drawing below made, before encoding
+
+
 @pytest.fixture(scope="module")
 def drawn(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("figs")
-    assert main(["figs", "--tiny", "--out", str(out), "--workers", "1"]) == 0
+    with pytest.MonkeyPatch.context() as patch:
+        figs = Figures(patch)
+        assert main(["figs", "--tiny", "--out", str(out), "--workers", "1"]) == 0
+    CAPTURED[:] = figs.drawn
     return out
+
+
+def test_every_figure_reads(drawn: Path) -> None:
+    """Titles, no two series in one colour, no legend over any axes (figure_checks.py)."""
+    from paper_figs.catalog import NAMES
+
+    assert len(CAPTURED) == len(NAMES)
+    for fig, caption in CAPTURED:
+        check_figure(fig, caption)
 
 
 def test_every_figure_has_png_pdf_and_csv(drawn: Path) -> None:
@@ -78,3 +96,18 @@ def test_core_never_imports_matplotlib() -> None:
             "libra_des.commands.figs; from libra_des.cli import build_parser; build_parser(); "
             "sys.exit('matplotlib' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_a_cut_model_is_never_titled_as_the_whole(drawn: Path) -> None:
+    """Tiny mode simulates 2 of a model's layers: every figure whose title names the model
+    says it was cut, and every MoE caption says how much of it ran."""
+    from paper_figs.common import full_layers
+
+    full = full_layers("paper-moe-breakdown")
+    named = [(fig, caption) for fig, caption in CAPTURED if "Qwen3" in fig.get_suptitle()]
+    assert len(named) >= 5
+    for fig, caption in named:
+        assert re.search(r"Qwen3-[\w-]+ cut to 2 of \d+ layers", fig.get_suptitle()), caption
+    index = json.loads((drawn / "figures.json").read_text())
+    assert all(f"of {full} layers" in f["caption"] for f in index["figures"]
+               if f["name"].startswith("moe_") and f["name"] != "moe_hiding")

@@ -3,6 +3,7 @@ ever into it says so in one line on stderr, once."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,10 +22,14 @@ LOAD = (
 )
 
 
-def load(folder: Path) -> subprocess.CompletedProcess[str]:
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(folder.parent), "LIBRA_DES_CACHE": str(folder)}
+def load(folder: Path, clone: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """LOAD in a fresh process caching in ``folder``, importing the package under test (not
+    whichever one the interpreter has installed), or the copy under ``clone``."""
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(folder.parent), "LIBRA_DES_CACHE": str(folder),
+           "PYTHONPATH": str(clone or kernel_sources.PACKAGE.parent)}
+    # cwd: ``python -c`` imports from the current folder first (the checkout, under pytest)
     return subprocess.run([sys.executable, "-c", LOAD], capture_output=True, text=True,
-                          check=True, timeout=120, env=env)
+                          check=True, timeout=120, env=env, cwd=folder.parent)
 
 
 def test_first_compile_says_so_once_and_caches_in_the_folder(tmp_path: Path) -> None:
@@ -33,7 +38,7 @@ def test_first_compile_says_so_once_and_caches_in_the_folder(tmp_path: Path) -> 
     lines = first.stderr.splitlines()
     assert len(lines) == 1 and "compiling kernels once" in lines[0] and str(folder) in lines[0]
     sources = folder / kernel_sources.digest()
-    assert (sources / COMPILED_MARKER).exists() and str(sources) in lines[0]
+    assert len(list(sources.glob(f"{COMPILED_MARKER}-*"))) == 1 and str(sources) in lines[0]
     assert any(sources.rglob("*.nbi"))  # numba's index files: the kernel was cached here
     second = load(folder)
     (value, hits, numba_folder), (again, hits_again, _) = (
@@ -41,6 +46,23 @@ def test_first_compile_says_so_once_and_caches_in_the_folder(tmp_path: Path) -> 
     assert second.stderr == "" and again == value
     assert (hits, hits_again) == ("0", "1")  # compiled, then loaded from the cache
     assert numba_folder == "''"  # numba's own setting stays as it was (unset)
+
+
+def test_a_second_clone_says_so_on_its_first_compile(tmp_path: Path) -> None:
+    """A second copy of the same sources shares the cache folder (same digest), but numba keys
+    its cache on the source file's path and time too, so the copy compiles again: it says so
+    once, like the first."""
+    folder = tmp_path / "cache"
+    load(folder)
+    clone = tmp_path / "clone"
+    shutil.copytree(kernel_sources.PACKAGE, clone / "libra_des",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    first = load(folder, clone)
+    assert "compiling kernels once" in first.stderr
+    assert first.stdout.split()[1] == "0"  # numba compiled it again: the notice was due
+    assert len(list((folder / kernel_sources.digest()).glob(f"{COMPILED_MARKER}-*"))) == 2
+    again = load(folder, clone)
+    assert again.stderr == "" and again.stdout.split()[1] == "1"
 
 
 def test_cache_folder_order() -> None:

@@ -6,11 +6,10 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
+from figure_checks import Figures, check_figure
 
 from libra_des.cli import main
 from libra_des.config import ROOT
@@ -24,7 +23,7 @@ TINY = ["--set", "parallelism.dp=2", "--set", "parallelism.pp=2", "--set",
         "parallelism.gbs=8", "--set", "balancer.pool_size=2", "--set", "model.layers=2"]
 TINY_MOE = ["--set", "model.layers=2", "--set", "workload.batches=1", "--set",
             "workload.seq_len=128"]
-PAPERS = ROOT.parent / "shared" / "PAPERS.md"
+MODEL_DOC = ROOT / "docs" / "model.md"  # the in-repo account of the papers the values cite
 
 
 @pytest.mark.parametrize(("value", "dotted", "text"), [
@@ -82,52 +81,6 @@ def test_quickstart_report_has_the_terminal_speedup_and_figures(quickstart_dir: 
     assert not long_numbers, long_numbers[:3]  # nothing like 0.00159636 in any cell
 
 
-class Figures:
-    """Every matplotlib figure the report encodes, captured before it becomes a PNG."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        from libra_des.report import figures
-
-        self.drawn: list[tuple[Any, str]] = []
-        encode = figures.encode
-
-        def capture(fig: Any, caption: str) -> Any:
-            self.drawn.append((fig, caption))
-            return encode(fig, caption)
-
-        monkeypatch.setattr(figures, "encode", capture)
-
-
-def series_colours(ax: Any) -> Iterator[str]:
-    """One colour per drawn series: lines, bar groups, filled steps."""
-    from matplotlib.colors import to_hex
-    from matplotlib.container import BarContainer
-    from matplotlib.patches import StepPatch
-
-    for line in ax.get_lines():
-        yield to_hex(line.get_color())
-    for container in ax.containers:
-        if isinstance(container, BarContainer) and len(container):
-            yield to_hex(container[0].get_facecolor())
-    for patch in ax.patches:
-        if isinstance(patch, StepPatch):
-            yield to_hex(patch.get_facecolor())
-
-
-def check_figure(fig: Any, caption: str) -> None:
-    from libra_des.report.figures import HEATMAP
-
-    data_axes = [ax for ax in fig.axes if ax.get_lines() or ax.containers or ax.images
-                 or ax.patches]
-    assert data_axes, caption
-    for ax in data_axes:
-        assert ax.get_title().strip(), f"no title: {caption}"
-        colours = list(series_colours(ax))
-        assert len(colours) == len(set(colours)), f"shared colour in {caption}: {colours}"
-        for image in ax.images:
-            assert image.get_cmap().name == HEATMAP, caption
-
-
 @pytest.fixture(scope="module")
 def moe_sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two axes (system x batch) of the paper MoE scenario: lines, a heatmap, the paper's
@@ -165,14 +118,19 @@ def test_sweep_report_draws_lines_and_a_heatmap_not_bars(
     assert main(["report", str(moe_sweep), "--out", str(page)]) == 0
     captions = [c for _, c in figs.drawn]
     heatmaps = [c for c in captions if "over the two swept axes" in c]
-    lines = [c for c in captions if "against balancer.policy" in c]
-    along_batch = [c for c in captions if "against workload.batch" in c]
-    assert heatmaps and len(heatmaps) == len(lines) == len(along_batch), captions
-    assert all("one line per balancer.policy" in c for c in along_batch)
+    faceted = [(f, c) for f, c in figs.drawn if "against each swept axis" in c]
+    assert heatmaps and len(heatmaps) == len(faceted), captions  # one of each per metric
     for fig, _ in figs.drawn:
         assert not any(isinstance(c, BarContainer) for ax in fig.axes for c in ax.containers)
-        line_figs = [ax for ax in fig.axes if ax.get_lines()]
-        assert all(len(ax.get_lines()) == 2 for ax in line_figs)  # one per other-axis value
+    for fig, caption in faceted:
+        panels = [ax for ax in fig.axes if ax.get_lines()]
+        assert [ax.get_xlabel() for ax in panels] == ["policy", "batch"], caption
+        assert all(len(ax.get_lines()) == 2 for ax in panels)  # one per other-axis value
+        policy = panels[0].get_lines()
+        assert all(line.get_linestyle() == "None" for line in policy)  # categorical: dots
+        assert all(line.get_linestyle() == "-" for line in panels[1].get_lines())
+        sizes = [line.get_markersize() for ax in panels for line in ax.get_lines()[:2]]
+        assert sizes[0] > sizes[1]  # a later series drawn smaller: coinciding ones both show
     text = page.read_text()
     assert "prefill-time speed-up over sglang" in text and "1.00×" in text
 
@@ -180,20 +138,19 @@ def test_sweep_report_draws_lines_and_a_heatmap_not_bars(
 def test_paper_scenarios_ship_published_values() -> None:
     papers = sorted((ROOT / "scenarios").glob("paper-*.yaml"))
     assert papers
-    text = PAPERS.read_text() if PAPERS.is_file() else None
+    text = MODEL_DOC.read_text()
     for scenario in papers:
         path = published.reference_file(scenario.stem)
         assert path is not None, scenario.stem
         data = published.load_paper(path)
         assert data["scenario"] == scenario.stem
         for entry in data["values"]:
-            assert entry["source"]["paper"] and "PAPERS.md" in entry["source"]["via"]
+            assert entry["source"]["paper"] and "docs/model.md" in entry["source"]["via"]
             numbers = [entry["value"]] if "value" in entry else entry["range"]
             assert published.UNITS[entry["unit"]] == unit_of(entry["metric"])
-            if text is not None:  # each value as PAPERS.md writes it (a share as per cent)
-                for v in numbers:
-                    written = {f"{v}", f"{v:.4f}", f"{v * 100:.1f}%", f"{v * 100:.1f}"}
-                    assert any(w in text for w in written), (scenario.stem, v)
+            for v in numbers:  # each value as docs/model.md writes it (a share as per cent)
+                written = {f"{v}", f"{v:.4f}", f"{v * 100:.1f}%", f"{v * 100:.1f}"}
+                assert any(w in text for w in written), (scenario.stem, v)
 
 
 def test_paper_run_shows_simulated_published_and_ratio(moe_sweep: Path, tmp_path: Path) -> None:
@@ -203,7 +160,7 @@ def test_paper_run_shows_simulated_published_and_ratio(moe_sweep: Path, tmp_path
     assert "Simulated against published: paper-moe-breakdown" in text
     assert "86.5 % – 91.7 %" in text and "× (" in text  # published range and the ratio
     assert "missing: no run with balancer.policy=lina" in text  # says when one is missing
-    assert "PAPERS.md" in text
+    assert "docs/model.md" in text and "PAPERS.md" not in text
 
 
 def test_impossible_published_value_is_bad_input(tmp_path: Path,
@@ -220,3 +177,50 @@ def test_impossible_published_value_is_bad_input(tmp_path: Path,
     with pytest.raises(InputError, match="note"):
         published.load_paper(bad)
     assert published.reference_file("../etc/paper-x") is None
+
+
+def test_published_values_cite_docs_the_repository_ships() -> None:
+    """A published value's trail ends in a file a user has: every path a built-in reference
+    file names (``docs/model.md``, ``scenarios/...``) exists in the repository."""
+    files = sorted((ROOT / "docs" / "references").glob("*.yaml"))
+    assert files
+    for path in files:
+        cited = re.findall(r"(?:\.\./)*[\w.-]+(?:/[\w.-]+)+\.(?:md|yaml)", path.read_text())
+        assert cited, path.name
+        for name in cited:
+            inside = not name.startswith("../") and (ROOT / name).is_file()
+            assert inside, f"{path.name} cites {name}, not in the repository"
+
+
+def test_a_stacked_bar_keeps_every_stage_in_an_other_part() -> None:
+    """More parts than colours: the largest keep their own colour, the rest are summed into
+    'other', and every bar still adds up to its whole."""
+    from libra_des.report.figures import OTHER, PALETTE, top_parts
+
+    series = {f"stage {i}": [float(i), 2.0 * i] for i in range(20)}
+    parts = top_parts(series)
+    assert len(parts) == len(PALETTE) and OTHER in parts
+    for col in range(2):
+        assert math.fsum(v[col] for v in parts.values()) == math.fsum(
+            v[col] for v in series.values())
+    assert "stage 19" in parts and "stage 0" not in parts  # the smallest went to 'other'
+    assert top_parts({"a": [1.0]}) == {"a": [1.0]}
+
+
+def test_heatmap_labels_follow_cell_luminance() -> None:
+    from libra_des.report.figures import DARK_LUMINANCE, luminance
+
+    assert luminance((0, 0, 0, 1)) == 0 and luminance((1, 1, 1, 1)) == pytest.approx(1)
+    assert luminance((0.0, 0.13, 0.3)) < DARK_LUMINANCE < luminance((1.0, 0.92, 0.27))
+
+
+def test_sweep_table_shows_the_speedup_right_after_the_axes(moe_sweep: Path,
+                                                             tmp_path: Path) -> None:
+    """The column a reader looks for first stays on screen however many metrics follow."""
+    page = tmp_path / "s.html"
+    assert main(["report", str(moe_sweep), "--out", str(page)]) == 0
+    heads = [re.findall(r"<th[^>]*>([^<]*)</th>", t) for t in
+             re.findall(r"<thead>(.*?)</thead>", page.read_text())]
+    sweep = next(h for h in heads if "prefill-time speed-up over sglang" in h)
+    assert sweep[:3] == ["balancer.policy", "workload.batch", "prefill-time speed-up over sglang"]
+    assert len(sweep) > 4  # the metrics follow it

@@ -211,3 +211,44 @@ def test_bad_files_are_one_line_input_errors(tmp_path: Path) -> None:
         assert info.value.field == "topology" and "\n" not in info.value.line()
     with pytest.raises(InputError):
         load_topology("h200-8x-nvswitch").route(0, 8)  # GPU 8 does not exist
+
+
+@pytest.mark.parametrize("nodes", [33, 64])
+def test_a_fabric_too_small_for_the_job_names_the_missing_level(tmp_path: Path,
+                                                                  nodes: int) -> None:
+    """A leaf-only file (32 nodes per leaf group) grown past one group has nothing joining
+    the groups: the line names the level above the leaf, not a graph's component count."""
+    import yaml
+
+    from libra_des.api import shipped_path
+
+    data = yaml.safe_load(shipped_path("topologies/h200-roce-railopt.yaml").read_text())
+    fan_out = data["levels"][1]["fan_out"]
+    data["levels"] = data["levels"][:2]
+    path = tmp_path / "leaf-only.yaml"
+    path.write_text(yaml.safe_dump(data))
+    load_topology(str(path), {"nodes": fan_out})  # one leaf group: connected
+    with pytest.raises(InputError) as err:
+        load_topology(str(path), {"nodes": nodes})
+    line = err.value.line()
+    assert "a level above 'rail_leaf'" in line and f"{nodes} nodes" in line
+    assert "component" not in line
+
+
+def test_a_resized_topology_file_is_noted_in_the_result() -> None:
+    """The run grows or shrinks the file's ``nodes:`` to the layout and says so; pinning
+    ``topology_params.nodes`` leaves no note."""
+    import libra_des.api as api
+
+    tiny = {"parallelism.dp": 2, "parallelism.pp": 2, "parallelism.gbs": 8,
+            "balancer.pool_size": 2, "model.layers": 2, "memory.check": "warn"}
+    path = api.shipped_path("scenarios/quickstart.yaml")
+    scenario = api.load_scenario(path, tiny)
+    topo = load_topology(str(scenario.topology))
+    file_nodes, need = topo.nodes, -(-scenario.parallelism.gpus // topo.gpus_per_node)
+    grown = api.simulate(path, tiny)
+    notes = [w for w in grown.data.get("warnings", []) if "resized" in w]
+    assert file_nodes != need and len(notes) == 1
+    assert f"nodes {file_nodes} in the file resized to {need}" in notes[0]
+    pinned = api.simulate(path, {**tiny, "topology_params.nodes": need})
+    assert not [w for w in pinned.data.get("warnings", []) if "resized" in w]

@@ -1,4 +1,6 @@
-"""Every example of ``docs/user-guide.md`` runs as written, one fresh folder per section.
+"""Every example of ``docs/user-guide.md`` runs verbatim, one fresh empty folder per section.
+
+No path is rewritten: a command that only works inside the repository fails here.
 
 Blocks: ```` ```LANG file=NAME ```` writes NAME; ```` ```python run ```` runs the block with
 this Python; in ```` ```sh ```` blocks every ``libra-des ...`` line runs through the CLI and
@@ -34,6 +36,7 @@ SECTIONS = sections()
 def test_section_runs(title: str, text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                       capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.chdir(tmp_path)
+    assert not any(tmp_path.iterdir()), "each section starts in an empty folder"
     ran = 0
     for lang, info, body in BLOCK.findall(text):
         name = re.search(r"file=(\S+)", info)
@@ -50,8 +53,6 @@ def test_section_runs(title: str, text: str, tmp_path: Path, monkeypatch: pytest
                     continue
                 want = 2 if line.rstrip().endswith("# exit 2") else 0
                 argv = shlex.split(line.split("#")[0])[1:]
-                argv = [str(Path(__file__).resolve().parents[1] / a) if a.startswith(
-                    "scenarios/") else a for a in argv]
                 code = main(argv)
                 err = capsys.readouterr().err
                 assert code == want, f"{line}\n{err}"

@@ -59,6 +59,7 @@ from libra_des.api.scenarios import (
     Overrides,
     Result,
     ScenarioLike,
+    copy_scenario,
     load_scenario,
     load_training,
     shipped_path,
@@ -81,8 +82,8 @@ from libra_des.base.version import __version__
 __all__ = [
     "AxisLike", "Overrides", "PlanReplay", "Result", "ScenarioLike", "SweepPoint", "SweepRun",
     "__version__",
-    "checked_cost_model", "cost", "cost_choices", "cost_device_warnings", "cost_model",
-    "cost_ops", "cost_report", "explain", "explain_results", "fabric_for",
+    "checked_cost_model", "copy_scenario", "cost", "cost_choices", "cost_device_warnings",
+    "cost_model", "cost_ops", "cost_report", "explain", "explain_results", "fabric_for",
     "load_scenario", "load_training", "moe_systems", "noise_factors", "replay_plans",
     "run_sweep", "shipped_path", "simulate", "step_plan", "tune_process", "write_output",
 ]

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from libra_des.plan.step import StepPlan
 
 __all__ = [
-    "MAX_PLAN_STEP", "Overrides", "Result", "ScenarioLike", "is_int", "load_scenario",
+    "MAX_PLAN_STEP", "Overrides", "Result", "ScenarioLike", "copy_scenario", "is_int",
+    "load_scenario",
     "load_training", "override_texts", "plain", "shipped_path", "simulate", "step_plan",
 ]
 
@@ -225,3 +226,34 @@ def shipped_path(relative: str) -> Path:
     if not isinstance(relative, str | os.PathLike):
         raise InputError("relative", relative, "a path relative to the repository root (text)")
     return config.ROOT / relative
+
+
+def copy_scenario(name: str, folder: str | os.PathLike[str]) -> Path:
+    """Copy the shipped scenario ``name`` (``quickstart``) into ``folder`` as ``NAME.yaml``,
+    the file's text unchanged (its comments say where each value comes from), and return the
+    new file's path.
+
+    The copy loads from ``folder`` as the shipped file does: a model, workload or topology it
+    names by shipped name resolves next to the copy first, then in the current folder, then
+    among the shipped files, so it keeps working unless the user puts a file of that name
+    beside it (which is the point of a copy). This is checked: the copy must load to the same
+    scenario as the shipped file. ``folder`` follows the output-folder policy (new, empty, or
+    the tool's with ``NAME.yaml`` its own unchanged); anything else is refused, never
+    overwritten.
+    """
+    from libra_des.base.ownership import record_write
+    from libra_des.config.loading import shipped_names
+    from libra_des.config.validation import check_output_dir
+
+    names = shipped_names("scenarios")
+    if not isinstance(name, str) or name not in names:
+        raise InputError("NAME", name, f"a shipped scenario name ({', '.join(names)})")
+    if not isinstance(folder, str | os.PathLike):
+        raise InputError("DIR", folder, "a folder path")
+    source = config.ROOT / "scenarios" / f"{name}.yaml"
+    target = Path(folder) / source.name
+    check_output_dir(Path(folder), "DIR", (source.name,))
+    record_write(target, source.read_bytes())
+    if load_scenario(target).model_dump() != load_scenario(source).model_dump():
+        raise RuntimeError(f"{target} does not load as the shipped {name} does")  # a bug
+    return target

@@ -78,9 +78,10 @@ def compiled(fn: Callable[P, R], options: dict[str, Any]) -> Callable[P, R]:
 def kernel_folder() -> Path:
     """This process's cache folder for the kernels: :func:`startup.cache_folder`'s subfolder
     for these kernel sources (:func:`kernel_sources.digest`; folders of other sources stay).
-    Says once, on the first compile ever into it, that the kernels are being compiled."""
+    Says once per source location, on its first compile into it, that the kernels are being
+    compiled."""
     folder = cache_folder() / kernel_sources.digest()
-    announce_first_compile(folder)
+    announce_first_compile(folder, kernel_sources.stamp())
     return folder
 
 

@@ -101,3 +101,19 @@ def digest(root: Path = PACKAGE) -> str:
         hashed.update(path.relative_to(root).as_posix().encode() + b"\0")
         hashed.update(path.read_bytes() + b"\0")
     return hashed.hexdigest()[:DIGEST_CHARS]
+
+
+@cache
+def stamp(root: Path = PACKAGE) -> str:
+    """What numba's cache index keys a kernel on besides its source text: the kernel module's
+    path (numba's cache subfolder is named after its source folder) and its modification time
+    and size (numba's index is stale when either changes). A second clone of the same sources
+    shares :func:`digest` but not this, and compiles its kernels again."""
+    hashed = hashlib.sha256(str(root).encode() + b"\0")
+    for path in kernel_modules(root):
+        try:
+            info = path.stat()
+        except OSError:
+            continue
+        hashed.update(f"{path}\0{info.st_mtime}\0{info.st_size}\0".encode())
+    return hashed.hexdigest()[:DIGEST_CHARS]

@@ -15,8 +15,9 @@ collector, glibc's mmap threshold, the environment and numba's settings around a
   only). Each kernel gets its own cache object pointing there; numba's process-wide settings
   (``numba.config.CACHE_DIR``, ``NUMBA_CACHE_DIR``, its list of cache locators) are never
   touched, so a host's own jitted functions cache where the host said. The first compile
-  ever into a folder prints one line to stderr (a marker file remembers it), since it takes
-  a while once.
+  into a folder from given source files prints one line to stderr (a marker file per
+  source location and stamp remembers it: numba keys its cache on both, so a second clone
+  compiles again), since it takes a while once.
 * **numba's set-up.** Its typing and target registries are built once, at its import, with
   the collector paused meanwhile (:func:`numba_target`; its state is restored after).
 
@@ -81,7 +82,9 @@ HEAP_KEEP = 256 << 20
 #: mode and MoE runs spend 0.1 s either way; benchmarks/README.md). Cyclic garbage waits
 #: longer to be freed; the run's own data is mostly acyclic, freed by reference counts.
 YOUNG_COLLECTION = 100_000
-#: The file whose presence in the cache folder says its kernels were compiled once already.
+#: The file whose presence in the cache folder says its kernels were compiled once already
+#: from these source files (its name ends in :func:`kernel_sources.stamp`: a second clone of
+#: the same sources shares the folder but numba compiles its kernels again).
 COMPILED_MARKER = "compiled-once"
 #: What the first compile into an empty cache folder costs, for its one line (measured on
 #: the 2-core development machine: every kernel module, fresh folder; benchmarks/README.md).
@@ -229,9 +232,10 @@ def reuse_heap() -> bool:
                 and mallopt(M_TRIM_THRESHOLD, HEAP_KEEP))
 
 
-def announce_first_compile(folder: Path) -> None:
-    """One line to stderr when ``folder`` has no marker yet (then writes the marker)."""
-    marker = folder / COMPILED_MARKER
+def announce_first_compile(folder: Path, stamp: str) -> None:
+    """One line to stderr when ``folder`` has no marker yet for the source files ``stamp``
+    names (then writes the marker)."""
+    marker = folder / f"{COMPILED_MARKER}-{stamp}"
     if marker.exists():
         return
     print(f"libra-des: compiling kernels once (about {FIRST_COMPILE_S} s); cached in {folder}",

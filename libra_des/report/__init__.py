@@ -241,17 +241,19 @@ def metrics_section(src: Source) -> str:
 
 def sweep_headline(src: Source, keys: Sequence[str], ups: headline.Speedups | None) -> str:
     """One row per point: its axis values, the headline metrics rounded, its speed-up."""
+    # The speed-up right after the axes: the column a reader looks for stays on screen.
     cols = [k for k in keys if any(k in r for r in src.rows)]
-    header = [*src.axes, *(DEFINITIONS[k][0] for k in cols)]
+    header = [*src.axes]
     if ups is not None and ups.values:
         header.append(ups.label)
+    header += [DEFINITIONS[k][0] for k in cols]
     body = []
     for r in src.rows:
-        line = [*(r.get(a, "") for a in src.axes), *(shown(r.get(k), k) for k in cols)]
+        line: list[Any] = [*(r.get(a, "") for a in src.axes)]
         if ups is not None and ups.values:
             v = ups.values.get(str(r["id"]))
             line.append(Sorted((show(v, unit="x"), v)) if v is not None else "n/a")
-        body.append(line)
+        body.append([*line, *(shown(r.get(k), k) for k in cols)])
     return table(header, body, sortable=True, left=len(src.axes))
 
 

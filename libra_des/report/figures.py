@@ -2,7 +2,8 @@
 
 The ``report`` command picks which of these to draw (by the results' scenario kind) and hands
 the drawn images to :func:`libra_des.report.render`; this module only draws what it is given
-(it knows no kinds). :data:`STAGES` is also the style helper ``paper_figs`` shares.
+(it knows no kinds). Its style (:data:`STAGES`, :data:`PALETTE`, :func:`outside_legend`,
+:func:`top_parts`, :func:`text_colour`) is what ``paper_figs`` shares.
 
 Each figure is drawn from result files alone and returned as base64 PNG with a caption:
 
@@ -12,13 +13,19 @@ Each figure is drawn from result files alone and returned as base64 PNG with a c
   difference, Libra (or the first run) against each other run, by component
   (``libra-des explain``'s split);
 * MoE runs: the layer breakdown (exposed stages) and the imbalance ratio per layer;
-* sweeps: each headline metric as lines along each swept axis (one line per value of the
-  other axes, e.g. per system), and a heatmap of the two axes when exactly two are swept.
+* sweeps: one figure per headline metric, a panel along each swept axis (one series per
+  value of the other axes, e.g. per system), and a heatmap of the two axes when exactly two
+  are swept.
 
 Every figure has a title, and no two series of one figure share a colour: series take the
 colours of :data:`PALETTE` in turn (colour-blind safe), and a figure draws at most
-``len(PALETTE)`` series (the caption says how many were left out). Heatmaps use ``cividis``,
-a colour map made to read the same with colour-vision deficiency.
+``len(PALETTE)`` series (the caption says how many were left out; a stacked bar instead puts
+its smallest parts into one "other" part, so the bar still adds up to the whole). Legends sit
+outside the data area (:func:`outside_legend`); a categorical axis is drawn as dots, never
+joined by lines, and series that coincide stay visible (each its own marker, drawn smaller
+on top of the one before). A sweep draws one figure per metric, one panel per swept axis.
+Heatmaps use ``cividis``, a colour map made to read the same with colour-vision deficiency,
+with each cell's label in black or white by the cell colour's luminance.
 """
 
 from __future__ import annotations
@@ -65,6 +72,44 @@ PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F
            "#000000", "#882255", "#999933", "#332288", "#DDDDDD")
 #: The heatmaps' colour map (perceptually uniform, colour-vision-deficiency friendly).
 HEATMAP = "cividis"
+#: Series markers, one per series (with :data:`PALETTE`): coinciding series stay apart.
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h", "*", "p")
+#: A stacked bar's parts beyond the palette's colours, summed into one part of this name.
+OTHER = "other"
+#: Relative luminance (WCAG 2.x) below which a cell's label is white rather than black: where
+#: white and black text have equal contrast ratios, (L + 0.05) * (L + 0.05) = 1.05 * 0.05.
+DARK_LUMINANCE = 0.179
+
+
+def outside_legend(ax: Any, **style: Any) -> None:
+    """The axes' legend to the right of its data area, never over it."""
+    ax.legend(**{"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "borderaxespad": 0.0,
+                 "fontsize": "small", **style})
+
+
+def top_parts(series: Mapping[str, Sequence[float]], limit: int = len(PALETTE)
+              ) -> dict[str, list[float]]:
+    """At most ``limit`` parts of a stacked bar: the largest ``limit - 1`` (by total) in
+    their given order, the rest summed into :data:`OTHER`, so every bar keeps its total."""
+    parts = {k: [float(x) for x in v] for k, v in series.items()}
+    if len(parts) <= limit:
+        return parts
+    keep = set(sorted(parts, key=lambda k: -sum(abs(x) for x in parts[k]))[:limit - 1])
+    rest = [parts[k] for k in parts if k not in keep]
+    out = {k: v for k, v in parts.items() if k in keep}
+    out[OTHER] = [float(sum(col)) for col in zip(*rest, strict=True)]
+    return out
+
+
+def luminance(rgba: Sequence[float]) -> float:
+    """Relative luminance of an sRGB colour (WCAG 2.x definition)."""
+    lin = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgba[:3]]
+    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+
+def text_colour(rgba: Sequence[float]) -> str:
+    """Black or white, whichever reads on a cell of colour ``rgba`` (by its luminance)."""
+    return "white" if luminance(rgba) < DARK_LUMINANCE else "black"
 
 
 @dataclass(frozen=True)
@@ -94,6 +139,8 @@ def bars(names: Sequence[str], series: Mapping[str, Sequence[float]], ylabel: st
     fig, ax = panel()
     x = np.arange(len(names))
     bottom = np.zeros(len(names))
+    if stacked:
+        series = top_parts(series)
     width = 0.6 if stacked else 0.8 / max(len(series), 1)
     for k, (label, values) in enumerate(list(series.items())[:len(PALETTE)]):
         v = np.asarray(values, dtype=float)
@@ -107,7 +154,7 @@ def bars(names: Sequence[str], series: Mapping[str, Sequence[float]], ylabel: st
     ax.set_title(title)
     ax.grid(axis="y", alpha=0.3)
     if len(series) > 1:
-        ax.legend(fontsize="small")
+        outside_legend(ax)
     return fig
 
 
@@ -128,29 +175,35 @@ def training(results: Results) -> list[Png]:
     fig, ax = panel()
     samples = [np.asarray(r["microbatch_forward_s"], dtype=float) for r in results.values()]
     edges = np.histogram_bin_edges(np.concatenate(samples), bins="auto")
-    for name, t in zip(names, samples, strict=True):
+    for k, (name, t) in enumerate(zip(names[:len(PALETTE)], samples, strict=False)):
         counts, _ = np.histogram(t, bins=edges)
-        ax.stairs(counts / t.size, edges, fill=True, alpha=0.5, label=f"{name} ({t.size} ops)")
+        ax.stairs(counts / t.size, edges, fill=True, alpha=0.5, color=PALETTE[k],
+                  label=f"{name} ({t.size} ops)")
     ax.set(xlabel="forward time of one microbatch on stage 0 (s)", ylabel="fraction of forward ops",
            title="Per-microbatch forward times, first pipeline stage")
-    ax.legend(fontsize="small")
+    outside_legend(ax)
     out.append(encode(fig, "Per-microbatch forward times on the first pipeline stage."))
     return out
 
 
 def moe(results: Results) -> list[Png]:
     names = list(results)
-    stages = [s for s in STAGES if any(s in r["layer_breakdown_s"] for r in results.values())]
-    series = {STAGES[s]: [r["layer_breakdown_s"].get(s, {}).get("exposed", 0.0) * 1e3
-                          for r in results.values()] for s in stages}
+    found = {s for r in results.values() for s in r["layer_breakdown_s"]}
+    stages = [s for s in STAGES if s in found] + sorted(found.difference(STAGES))
+    series = {STAGES.get(s, s.replace("_", " ")): [
+        r["layer_breakdown_s"].get(s, {}).get("exposed", 0.0) * 1e3 for r in results.values()]
+        for s in stages}
     out = [encode(bars(names, series, "ms per layer", "MoE layer: exposed stages",
-                       stacked=True), "Critical-path time per MoE layer, by stage.")]
+                       stacked=True), "Critical-path time per MoE layer, by stage (every "
+                  f"stage; beyond {len(PALETTE) - 1} stages the smallest are summed as "
+                  f"'{OTHER}').")]
     fig, ax = panel()
-    for name, r in results.items():
-        ax.plot(r["imbalance_ratio"]["per_layer"], label=name)
+    for k, (name, r) in enumerate(list(results.items())[:len(PALETTE)]):
+        ax.plot(r["imbalance_ratio"]["per_layer"], label=name, color=PALETTE[k],
+                marker=MARKERS[k], markersize=7 - 0.4 * k)
     ax.set(xlabel="MoE layer", ylabel="imbalance ratio (max / mean GPU load)",
            title="Expert-parallel load imbalance per layer")
-    ax.legend(fontsize="small")
+    outside_legend(ax)
     out.append(encode(fig, "Expert-parallel load imbalance per layer (1 = balanced)."))
     return out
 
@@ -185,6 +238,12 @@ def waterfall(split: Mapping[str, Any], names: tuple[str, str], unit: str) -> Pn
                   f"the measured difference ({with_unit(float(split['difference']), 's')}).")
 
 
+def short(keys: Sequence[str]) -> str:
+    """An axis's keys as an axis label: each key's last part (``balancer.policy`` ->
+    ``policy``); the caption names the full keys."""
+    return " + ".join(k.split(".")[-1] for k in keys)
+
+
 def label(row: Mapping[str, Any], keys: Sequence[str]) -> str:
     """A point's value on one axis, in words (a --zip axis names every key's value)."""
     return ", ".join(f"{k.split('.')[-1]}={row.get(k)}" if len(keys) > 1 else str(row.get(k))
@@ -203,9 +262,12 @@ def numeric(values: Sequence[Any]) -> bool:
     return all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
 
 
-def axis_lines(rows: Sequence[Mapping[str, Any]], axes: Sequence[Sequence[str]], along: int,
-               metric: str) -> Png:
-    """``metric`` against axis ``along``: one line per combination of the other axes' values."""
+def axis_panel(ax: Any, rows: Sequence[Mapping[str, Any]], axes: Sequence[Sequence[str]],
+               along: int, metric: str) -> int:
+    """``metric`` against axis ``along`` on ``ax``: one series per combination of the other
+    axes' values; lines along a numeric axis, dots (no joining line) along a categorical one.
+    Each series has its own marker, drawn smaller than the one before, so series that
+    coincide stay visible. Returns how many series were left out (beyond the palette)."""
     keys = axes[along]
     others = [a for i, a in enumerate(axes) if i != along]
     xs = list(dict.fromkeys(label(r, keys) for r in rows))
@@ -216,33 +278,52 @@ def axis_lines(rows: Sequence[Mapping[str, Any]], axes: Sequence[Sequence[str]],
         name = " / ".join(label(r, k) for k in others) or DEFINITIONS.get(metric, (metric,))[0]
         x = float(r[keys[0]]) if is_num else float(xs.index(label(r, keys)))
         series.setdefault(name, []).append((x, float(r[metric])))
-    fig, ax = panel()
     drawn = list(series.items())[:len(PALETTE)]
+    ylabel = scaled(metric, [0.0])[1]
     for k, (name, points) in enumerate(drawn):
         points.sort()
         ys, ylabel = scaled(metric, [p[1] for p in points])
-        ax.plot([p[0] for p in points], ys, marker="o", label=name, color=PALETTE[k])
+        ax.plot([p[0] for p in points], ys, marker=MARKERS[k], markersize=8 - 0.4 * k,
+                linestyle="-" if is_num else "none", label=name, color=PALETTE[k])
     if is_num and min(first) > 0 and max(first) / min(first) >= 8:
         ax.set_xscale("log", base=2)
     if is_num:
         ax.set_xticks(sorted(float(v) for v in first), [str(v) for v in sorted(first)])
     else:
-        ax.set_xticks(range(len(xs)), xs, rotation=20 if len(xs) > 4 else 0)
-    words = DEFINITIONS.get(metric, (metric, ""))[0]
-    ax.set(xlabel=" + ".join(keys), ylabel=ylabel,
-           title=f"{words} against {' + '.join(keys)}")
+        ax.set_xticks(range(len(xs)), xs, rotation=30 if len(xs) > 3 else 0,
+                      ha="right" if len(xs) > 3 else "center")
+        ax.set_xlim(-0.5, len(xs) - 0.5)
+    ax.set(xlabel=short(keys), ylabel=ylabel, title=f"against {short(keys)}")
     ax.grid(alpha=0.3)
     if others:
-        ax.legend(fontsize="small", title=" / ".join(" + ".join(k) for k in others))
-    left = len(series) - len(drawn)
-    more = f" ({left} more lines not drawn: at most {len(PALETTE)} colours)" if left else ""
-    per = f", one line per {' / '.join(' + '.join(k) for k in others)}" if others else ""
-    return encode(fig, f"{words} [{metric}] against {' + '.join(keys)}{per}{more}.")
+        outside_legend(ax, title=" / ".join(short(k) for k in others))
+    return len(series) - len(drawn)
+
+
+def metric_facets(rows: Sequence[Mapping[str, Any]], axes: Sequence[Sequence[str]],
+                  metric: str) -> Png:
+    """One figure for ``metric``: a panel per swept axis (rather than a near-identical
+    figure per axis)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7, 3.2 * len(axes)), layout="constrained")
+    panels = fig.subplots(len(axes), 1, squeeze=False)[:, 0]
+    left = [axis_panel(ax, rows, axes, i, metric) for i, ax in enumerate(panels)]
+    words = DEFINITIONS.get(metric, (metric, ""))[0]
+    fig.suptitle(f"{words} along each swept axis")
+    more = "".join(f" ({n} more series against {short(axes[i])} not drawn: at most "
+                   f"{len(PALETTE)} colours)" for i, n in enumerate(left) if n)
+    named = "; ".join(" + ".join(a) for a in axes)
+    return encode(fig, f"{words} [{metric}] against each swept axis ({named}), one panel "
+                  f"per axis, one series per value of the other axes{more}.")
 
 
 def heatmap(rows: Sequence[Mapping[str, Any]], axes: Sequence[Sequence[str]], metric: str
             ) -> Png:
-    """``metric`` over the two swept axes, each cell annotated with its rounded value."""
+    """``metric`` over the two swept axes, each cell annotated with its rounded value in
+    black or white by the cell colour's luminance."""
+    from matplotlib import colormaps
+
     cols = list(dict.fromkeys(label(r, axes[0]) for r in rows))
     lines = list(dict.fromkeys(label(r, axes[1]) for r in rows))
     grid = np.full((len(lines), len(cols)), np.nan)
@@ -253,29 +334,30 @@ def heatmap(rows: Sequence[Mapping[str, Any]], axes: Sequence[Sequence[str]], me
     shown_grid = grid * 100 if unit_of(metric) == "share" else grid
     image = ax.imshow(shown_grid, cmap=HEATMAP, aspect="auto")
     fig.colorbar(image, ax=ax, label=scaled(metric, [0.0])[1])
-    lo, hi = np.nanmin(shown_grid), np.nanmax(shown_grid)
+    cmap = colormaps[HEATMAP]
     for (i, j), v in np.ndenumerate(grid):
         if np.isfinite(v):
-            dark = hi > lo and (shown_grid[i, j] - lo) / (hi - lo) < 0.5
             ax.text(j, i, show(v, metric), ha="center", va="center", fontsize="small",
-                    color="white" if dark else "black")
-    ax.set_xticks(range(len(cols)), cols)
+                    color=text_colour(cmap(image.norm(shown_grid[i, j]))))
+    ax.set_xticks(range(len(cols)), cols, rotation=30 if len(cols) > 3 else 0,
+                  ha="right" if len(cols) > 3 else "center")
     ax.set_yticks(range(len(lines)), lines)
-    ax.set(xlabel=" + ".join(axes[0]), ylabel=" + ".join(axes[1]),
-           title=f"{words} over {' + '.join(axes[0])} and {' + '.join(axes[1])}")
-    return encode(fig, f"{words} [{metric}] over the two swept axes (cells rounded).")
+    ax.set(xlabel=short(axes[0]), ylabel=short(axes[1]),
+           title=f"{words} over {short(axes[0])} and {short(axes[1])}")
+    return encode(fig, f"{words} [{metric}] over the two swept axes ({' + '.join(axes[0])}; "
+                  f"{' + '.join(axes[1])}; cells rounded).")
 
 
 def sweep(rows: Sequence[Mapping[str, Any]], axes: Sequence[Sequence[str]],
           metrics: Sequence[str]) -> list[Png]:
-    """Per metric: a line figure along each axis, and a heatmap when exactly two are swept
-    (points that failed or lack the metric are left out)."""
+    """Per metric: one figure with a panel along each axis, and a heatmap when exactly two
+    are swept (points that failed or lack the metric are left out)."""
     out = []
     for metric in metrics:
         have = [r for r in rows if numeric([r.get(metric)]) and not r.get("error")]
         if not have or not axes:
             continue
-        out += [axis_lines(have, axes, i, metric) for i in range(len(axes))]
+        out.append(metric_facets(have, axes, metric))
         if len(axes) == 2:
             out.append(heatmap(have, axes, metric))
     return out

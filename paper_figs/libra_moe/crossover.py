@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from libra_des import api
+from libra_des.report.figures import text_colour
 from paper_figs import common
 from paper_figs.libra_moe.systems import SCENARIO
 
@@ -53,13 +54,15 @@ def make(opts: common.FigOptions) -> common.Drawn:
         im = ax.imshow(mean, cmap="RdBu", vmin=-lim, vmax=lim, origin="lower", aspect="auto")
         for b in range(len(batches)):
             for s in range(len(seqs)):
-                ax.text(s, b, f"{mean[b, s]:+.0f}", ha="center", va="center", fontsize="small")
+                ax.text(s, b, f"{mean[b, s]:+.0f}", ha="center", va="center", fontsize="small",
+                        color=text_colour(im.cmap(im.norm(mean[b, s]))))
         ax.set_xticks(range(len(seqs)), [str(s) for s in seqs])
         ax.set_yticks(range(len(batches)), [str(b) for b in batches])
         fig.colorbar(im, ax=ax, label="throughput gain (%)")
         common.label_axes(ax, "tokens per request", "requests per batch",
                           f"Libra over {api.moe_systems()[other]}")
-    fig.suptitle("Libra's prefill gain, Qwen3-235B-A22B, 8x H200 (0: the gain has vanished)")
+    model = common.model_title("Qwen3-235B-A22B", study.scenario, study.layers)
+    fig.suptitle(f"Libra's prefill gain, {model}, 8x H200 (0: the gain has vanished)")
     rows = [
         {"batch": b, "seq_len": s,
          "gain_over_sglang_percent": gain["sglang"][i, j].mean(),
@@ -67,5 +70,5 @@ def make(opts: common.FigOptions) -> common.Drawn:
         for i, b in enumerate(batches) for j, s in enumerate(seqs)
     ]
     return common.save(
-        fig, opts, NAME, TITLE, common.caption(study.scenario, opts, study.fidelity), rows
+        fig, opts, NAME, TITLE, common.caption(study, opts, study.fidelity), rows
     )

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from libra_des.report.figures import outside_legend
 from paper_figs import common
 from paper_figs.libra_moe.systems import SCENARIO
 
@@ -86,7 +87,7 @@ def make(opts: common.FigOptions) -> common.Drawn:
         "MoE layer time (ms)",
         "Dispatch collective per fabric, seq 1024 x batch 32",
     )
-    ax.legend(fontsize="small")
+    outside_legend(ax)
     return common.save(
-        fig, opts, NAME, TITLE, common.caption(study.scenario, opts, study.fidelity), rows
+        fig, opts, NAME, TITLE, common.caption(study, opts, study.fidelity), rows
     )

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from libra_des import api
+from libra_des.report.figures import outside_legend
 from paper_figs import common
 from paper_figs.libra_moe.systems import SCENARIO
 
@@ -172,12 +173,14 @@ def make(opts: common.FigOptions) -> common.Drawn:
         ax.set_xticks(list(g.seqs), [str(s) for s in g.seqs])
     for ax in (ax_s, ax_e):
         ax.axhline(0, color="k", lw=0.8)
-    ax_x.legend(fontsize="x-small")
+    outside_legend(ax_x, fontsize="x-small")
     common.label_axes(ax_s, "tokens per request", "throughput gain (%)", "Libra over SGLang")
     common.label_axes(ax_e, "tokens per request", "throughput gain (%)", "Libra over EPLB")
     common.label_axes(ax_x, "tokens per request", "ms per MoE layer",
                       "Libra's exposed host time")
-    fig.suptitle(f"Where hiding stops, Qwen3-235B-A22B, 8x H200 ({opts.mode}: "
+    layers = int(next(t for t in g.base if t.startswith("model.layers=")).partition("=")[2])
+    model = common.model_title("Qwen3-235B-A22B", SCENARIO, layers)
+    fig.suptitle(f"Where hiding stops, {model}, 8x H200 ({opts.mode}: "
                  f"{', '.join(g.base)}; host x f: CPU per-call costs times f)")
     return common.save(
         fig, opts, NAME, TITLE, common.caption(SCENARIO, opts, "moe prefill"), data

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from libra_des.report.figures import outside_legend
 from paper_figs import common
 from paper_figs.libra_moe.systems import SCENARIO
 
@@ -63,7 +64,7 @@ def make(opts: common.FigOptions) -> common.Drawn:
                      label="replicas that computed nothing")
     for ax in (ax_g, ax_w):
         ax.invert_xaxis()
-        ax.legend(fontsize="small")
+        outside_legend(ax)
     common.label_axes(
         ax_g,
         "predictor accuracy (top-k agreement, forced)",
@@ -76,7 +77,8 @@ def make(opts: common.FigOptions) -> common.Drawn:
         "replica waste (% of replicas)",
         "Wasted replicas",
     )
-    fig.suptitle("Libra with a forced predictor accuracy, Qwen3-235B-A22B, 8x H200, 32 x 1024")
+    model = common.model_title("Qwen3-235B-A22B", libra.scenario, libra.layers)
+    fig.suptitle(f"Libra with a forced predictor accuracy, {model}, 8x H200, 32 x 1024")
     rows = [
         {
             "accuracy": a,
@@ -89,5 +91,5 @@ def make(opts: common.FigOptions) -> common.Drawn:
                                   common.seed_sd(waste), strict=True)
     ]
     return common.save(
-        fig, opts, NAME, TITLE, common.caption(libra.scenario, opts, libra.fidelity), rows
+        fig, opts, NAME, TITLE, common.caption(libra, opts, libra.fidelity), rows
     )

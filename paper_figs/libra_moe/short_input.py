@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from libra_des.report.figures import outside_legend
 from paper_figs import common
 from paper_figs.libra_moe.systems import SCENARIO
 
@@ -54,8 +55,9 @@ def make(opts: common.FigOptions) -> common.Drawn:
         ax.set_xscale("log", base=2)
         ax.set_xticks(seqs, [str(s) for s in seqs])
         ax.axhline(0, color="k", lw=0.8)
-        ax.legend(fontsize="small")
-    fig.suptitle("Libra against SGLang over input length, Qwen3-235B-A22B, 8x H200, batch 32")
+        outside_legend(ax)
+    model = common.model_title("Qwen3-235B-A22B", study.scenario, study.layers)
+    fig.suptitle(f"Libra against SGLang over input length, {model}, 8x H200, batch 32")
     common.label_axes(ax_g, "tokens per request", "prefill throughput gain (%)", "Throughput gain")
     common.label_axes(ax_t, "tokens per request", "TTFT reduction (%)", "Time to first token")
     rows = [
@@ -70,5 +72,5 @@ def make(opts: common.FigOptions) -> common.Drawn:
                                    strict=True)
     ]
     return common.save(
-        fig, opts, NAME, TITLE, common.caption(study.scenario, opts, study.fidelity), rows
+        fig, opts, NAME, TITLE, common.caption(study, opts, study.fidelity), rows
     )

@@ -49,12 +49,14 @@ def bar_figure(
     for xi, v in zip(x, stats[:, 0], strict=True):
         ax.annotate(f"{v:.3g}", (xi, v), ha="center", va="bottom", fontsize=8)
     ax.set_xticks(x, names)
-    common.label_axes(ax, "system", ylabel, title)
-    layers = study.first()["scenario"]["model"]["layers"]
-    fig.suptitle(f"Qwen3-235B-A22B prefill, 8x H200, seq 1024 x batch 32 ({layers} layers)")
+    cut = common.truncation(study.scenario, study.layers)
+    # A whole-model value of a cut model is the slice's, not the named model's: say so.
+    common.label_axes(ax, "system", f"{ylabel}\n({cut} simulated)" if cut else ylabel, title)
+    model = common.model_title("Qwen3-235B-A22B", study.scenario, study.layers)
+    fig.suptitle(f"{model} prefill, 8x H200, seq 1024 x batch 32")
     rows = [{"system": n, key: m, f"{key}_sd": s} for n, (m, s) in zip(names, stats, strict=True)]
     return common.save(
-        fig, opts, name, title, common.caption(study.scenario, opts, study.fidelity), rows
+        fig, opts, name, title, common.caption(study, opts, study.fidelity), rows
     )
 
 

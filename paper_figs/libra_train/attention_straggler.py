@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from libra_des.report.figures import outside_legend
 from paper_figs import common
 
 NAME = "attention_straggler"
@@ -82,7 +83,7 @@ def make(opts: common.FigOptions) -> common.Drawn:
             f"{data.upper()}-token sequences",
         )
         ax.set_ylim(top=peak[:, 0].max() * 1.35)
-        ax.legend(loc="upper left", fontsize="small")
+        outside_legend(ax)
         rows += [
             {
                 "dataset": data,

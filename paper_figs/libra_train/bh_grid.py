@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from libra_des.report.figures import text_colour
 from paper_figs import common
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ def heatmap(
     norm: Normalize,
     marks: np.ndarray,
 ) -> Any:
-    """Annotated heat map; both colour maps are dark at the low end, so text turns white."""
+    """Annotated heat map; each label black or white by its cell colour's luminance."""
     image = ax.imshow(values, cmap="viridis", norm=norm, aspect="auto", origin="lower")
     for (i, j), v in np.ndenumerate(values):
         dot = " •" if marks[i, j] else ""
@@ -45,7 +46,7 @@ def heatmap(
             ha="center",
             va="center",
             fontsize=8,
-            color="white" if norm(v) < 0.5 else "black",
+            color=text_colour(image.cmap(norm(v))),
         )
     ax.set_xticks(range(len(blocks)), [f"{b // 1024}K" for b in blocks])
     ax.set_yticks(range(len(heads)), [str(h) for h in heads])

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from libra_des.report.figures import outside_legend
 from paper_figs import common
 from paper_figs.libra_train.step_breakdown import policy_study
 
@@ -58,7 +59,7 @@ def make(opts: common.FigOptions) -> common.Drawn:
         "communication per GPU per step (s)",
         "Communication on and off the critical path",
     )
-    ax.legend(fontsize="small")
+    outside_legend(ax)
     return common.save(
-        fig, opts, NAME, TITLE, common.caption(study.scenario, opts, study.fidelity), rows
+        fig, opts, NAME, TITLE, common.caption(study, opts, study.fidelity), rows
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from libra_des.report.figures import outside_legend
 from paper_figs import common
 
 NAME = "dp_scaling"
@@ -71,7 +72,8 @@ def make(opts: common.FigOptions) -> common.Drawn:
         "scaling efficiency (1 = ideal)",
         "Throughput / (DP x own DP = 1 throughput)",
     )
-    ax_total.legend(fontsize="small")
-    fig.suptitle("DP scaling at fixed GBS 32 x 1M tokens, Qwen3-30B-A3B, H200 RoCE")
-    text = common.caption(study.scenario, opts, study.fidelity)
+    outside_legend(ax_total)
+    model = common.model_title("Qwen3-30B-A3B", study.scenario, study.layers)
+    fig.suptitle(f"DP scaling at fixed GBS 32 x 1M tokens, {model}, H200 RoCE")
+    text = common.caption(study, opts, study.fidelity)
     return common.save(fig, opts, NAME, TITLE, text, rows)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from libra_des import api
+from libra_des.report.figures import outside_legend
 from paper_figs import common
 
 NAME = "noise_spread"
@@ -56,7 +57,7 @@ def make(opts: common.FigOptions) -> common.Drawn:
         "fraction of steps",
         f"Noise spread, {gpus} GPUs, identical 32K attention call",
     )
-    ax.legend(fontsize="small")
+    outside_legend(ax)
     rows: list[dict[str, object]] = [
         {"series": "histogram", "bin_lo_percent": lo, "bin_hi_percent": hi, "fraction": f}
         for lo, hi, f in zip(edges[:-1], edges[1:], frac, strict=True)

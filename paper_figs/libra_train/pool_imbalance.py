@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from libra_des.report.figures import outside_legend
 from paper_figs import common
 
 NAME = "pool_imbalance"
@@ -70,7 +71,7 @@ def make(opts: common.FigOptions) -> common.Drawn:
             "inter-pool imbalance R - 1 (dimensionless, log)",
             f"{data.upper()} corpus",
         )
-        ax.legend(fontsize="small")
+        outside_legend(ax)
     fig.suptitle(f"Pool groupings, GBS {gbs}, {windows} windows")
     return common.save(
         fig,

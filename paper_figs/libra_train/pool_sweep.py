@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from libra_des.report.figures import outside_legend
 from paper_figs import common
 
 NAME = "pool_sweep"
@@ -75,7 +76,7 @@ def make(opts: common.FigOptions) -> common.Drawn:
         )
         top = max((compute[:, 0] + exposed[:, 0]).max(), hidden[:, 0].max())
         ax.set_ylim(top=top * 1.35 if top > 0 else 1.0)
-        ax.legend(loc="upper left", fontsize="small")
+        outside_legend(ax)
         rows += [
             {
                 "dataset": data,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from libra_des.report.figures import outside_legend
 from paper_figs import common
 
 NAME = "pp_microbatch"
@@ -63,6 +64,6 @@ def make(opts: common.FigOptions) -> common.Drawn:
             "fraction of forward ops",
             f"{data.upper()}-token packed sequences",
         )
-        ax.legend(fontsize="small")
+        outside_legend(ax)
     fig.suptitle(f"Microbatch forward-time distribution, PP 4 x DP 8, {steps} iterations")
     return common.save(fig, opts, NAME, TITLE, common.caption(scenario, opts, fidelity), rows)

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from libra_des.report.figures import outside_legend
 from paper_figs import common
 
 NAME = "step_breakdown"
@@ -68,8 +69,8 @@ def make(opts: common.FigOptions) -> common.Drawn:
     common.label_axes(
         ax, "policy", "share of the step time (%)", "Step time not spent computing, per policy"
     )
-    ax.legend(fontsize="small")
+    outside_legend(ax)
     fig.suptitle("Quickstart: 1,024 H200 GPUs, DP 32 x CP 8 x PP 4, 1M corpus")
     return common.save(
-        fig, opts, NAME, TITLE, common.caption(study.scenario, opts, study.fidelity), rows
+        fig, opts, NAME, TITLE, common.caption(study, opts, study.fidelity), rows
     )

@@ -37,5 +37,5 @@ def make(opts: common.FigOptions) -> common.Drawn:
         for lb, t, m in zip(labels, tput, mfu, strict=True)
     ]
     return common.save(
-        fig, opts, NAME, TITLE, common.caption(study.scenario, opts, study.fidelity), rows
+        fig, opts, NAME, TITLE, common.caption(study, opts, study.fidelity), rows
     )

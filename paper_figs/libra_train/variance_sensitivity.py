@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from libra_des.report.figures import outside_legend
 from paper_figs import common
 
 NAME = "variance_sensitivity"
@@ -47,7 +48,7 @@ def make(data: dict[str, Any], out: Path) -> common.Drawn:
             rows += [{"knob": knob, "value": v, "policy": label, "step_over_noiseless": r}
                      for v, r in zip(series["values"], ratios, strict=True)]
         common.label_axes(ax, TITLES.get(knob, knob), "step time / noiseless step time")
-    axes[0].legend()
+    outside_legend(axes[0])
     fig.suptitle(f"Variance exposure ({data['scenario']}, {data['seeds']} seeds per point)")
     text = (f"scenario {data['scenario']}; seeds {data['seeds']} per point; fidelity fast; "
             "data from benchmarks/variance_sensitivity.py")

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from libra_des import api
+from libra_des.report.figures import text_colour
 from paper_figs import common
 
 if TYPE_CHECKING:
@@ -48,8 +49,6 @@ LIBRA = "Libra Full"
 METRIC = "attention_straggler_s.mean"
 #: The split between the law's lognormal body and its borrowed tail (docs/workloads.md).
 SPLIT = 0.99
-#: Text on a cell turns white below this relative luminance (WCAG's contrast midpoint).
-DARK = 0.179
 
 
 @dataclass(frozen=True)
@@ -212,13 +211,6 @@ def collect(opts: common.FigOptions, dataset: str, chosen: Sequence[Pair]) -> li
     return rows
 
 
-def text_color(cmap: Colormap, norm: Normalize, value: float) -> str:
-    """Black or white, whichever reads on the cell: by the cell colour's relative luminance."""
-    rgb = np.array(cmap(norm(value))[:3])
-    linear = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
-    return "white" if float(linear @ [0.2126, 0.7152, 0.0722]) < DARK else "black"
-
-
 def draw_cell(ax: Any, pair: Pair, ratios: np.ndarray, cmap: Colormap, norm: Normalize) -> Any:
     """One annotated heat map of log2(ratio); the scenario-as-shipped cell outlined."""
     from matplotlib.patches import Rectangle
@@ -226,7 +218,7 @@ def draw_cell(ax: Any, pair: Pair, ratios: np.ndarray, cmap: Colormap, norm: Nor
     image = ax.imshow(np.log2(ratios), cmap=cmap, norm=norm, aspect="auto", origin="lower")
     for (i, j), r in np.ndenumerate(ratios):
         ax.text(j, i, f"{r:.2f}", ha="center", va="center", fontsize=8,
-                color=text_color(cmap, norm, float(np.log2(r))))
+                color=text_colour(cmap(norm(float(np.log2(r))))))
     ax.set_xticks(range(len(pair.x.ticks)), pair.x.ticks, fontsize=8)
     ax.set_yticks(range(len(pair.y.ticks)), pair.y.ticks, fontsize=8)
     if pair.y.shipped in pair.y.values and pair.x.shipped in pair.x.values:

@@ -296,14 +296,25 @@ class Topology:
         spans = [t.span for t in self.tiers if t.spec.fan_out] or [self.nodes]
         small = min(self.nodes, max(spans) + 1)
         if small == self.nodes:
-            graph = self.graph
+            connected = nx.is_connected(self.graph)
         else:
-            graph = Topology(self.spec.model_copy(update={"nodes": small})).graph
-        parts = nx.number_connected_components(graph)
-        if parts != 1:
-            raise InputError(
-                "topology", self.name, f"a connected graph (this one has {parts} components)"
-            )
+            try:  # the copy checks itself (and its line would name its own node count)
+                Topology(self.spec.model_copy(update={"nodes": small}))
+                connected = True
+            except InputError:
+                connected = False
+        if not connected:
+            raise InputError("topology", self.name, self.missing_level())
+
+    def missing_level(self) -> str:
+        """What a disconnected fabric lacks, in the file's terms: the level that would join
+        the top level's units (or any network level, where the file has none)."""
+        if not self.tiers:
+            return f"a network level joining its {self.nodes} nodes (the file has none)"
+        top = self.tiers[-1]
+        return (f"a level above '{top.spec.type}' (level {top.index}): {self.nodes} nodes "
+                f"fill {top.units} of its units of {top.span} nodes and nothing joins them; "
+                "add a spine/core level or raise its fan_out")
 
     # ------------------------------------------------------------------ queries
     def check_gpu(self, gpu: int) -> int:

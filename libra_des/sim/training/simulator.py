@@ -95,6 +95,7 @@ class Cluster:
     cost: CostModel
     variance: VarianceModel
     overlap: OverlapModel | None = None  # None: ``overlap.interference: off`` (free overlap)
+    file_nodes: int | None = None  # the file's ``nodes:`` where the run resized it (else None)
 
 
 @dataclass(frozen=True)
@@ -130,8 +131,10 @@ def elaborate_cluster(
     need = scenario.parallelism.gpus
     params = dict(scenario.topology_params)
     topo = load_topology(scenario.topology, params)
+    file_nodes = None
     if "nodes" not in params and topo.num_gpus != need and topo.gpus_per_node > 0:
         # Size a parametric fabric to the layout unless the scenario pins the node count.
+        file_nodes = topo.nodes
         params["nodes"] = -(-need // topo.gpus_per_node)
         topo = load_topology(scenario.topology, params)
     if topo.num_gpus < need:
@@ -150,7 +153,7 @@ def elaborate_cluster(
     overlap = None
     if scenario.overlap.interference == "on":
         overlap = overlap_model(cost, scenario.comm.sm_per_channel, scenario.comm.channels)
-    return Cluster(topo, cost, variance, overlap)
+    return Cluster(topo, cost, variance, overlap, file_nodes)
 
 
 def ecmp_routings(net: NetworkSpec) -> tuple[Routing, ...]:
@@ -393,10 +396,21 @@ def token_share(scenario: Scenario, plan: StepPlan) -> np.ndarray | None:
 
 
 def fidelity_warnings(scenario: Scenario, cluster: Cluster) -> tuple[str, ...]:
-    """Known disagreements of the chosen fidelity for this layout (hardware/collectives/ecmp.py)."""
+    """Known disagreements of the chosen fidelity for this layout (hardware/collectives/ecmp.py)
+    and a resized topology file."""
     replays = network_models.get(scenario.fidelity).replays_training
-    note = stage_overlap_warning(cluster.cost.fabric, replays)
-    return (note,) if note else ()
+    notes = [stage_overlap_warning(cluster.cost.fabric, replays), resized_note(cluster)]
+    return tuple(note for note in notes if note)
+
+
+def resized_note(cluster: Cluster) -> str:
+    """Say so where the run grew or shrank the topology file's ``nodes:`` to the layout."""
+    if cluster.file_nodes is None:
+        return ""
+    topo = cluster.topology
+    return (f"topology {topo.name}: nodes {cluster.file_nodes} in the file resized to "
+            f"{topo.nodes} ({topo.num_gpus} GPUs) for the layout; set topology_params.nodes "
+            "to pin it")
 
 
 def network_factory(
