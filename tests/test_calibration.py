@@ -126,8 +126,10 @@ def test_validate_replays_every_sample(
 
 
 def test_validate_table_prints(
-    cpu_run: tuple[Path, float], capsys: pytest.CaptureFixture[str]
+    cpu_run: tuple[Path, float], capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setenv("COLUMNS", "400")  # wide enough that no column is dropped or folded
     assert main(["validate", str(cpu_run[0])]) == 0
     out = capsys.readouterr().out
     assert "grouped_gemm" in out and "in_sample" in out and "samples replayed" in out

@@ -247,8 +247,8 @@ def test_a_resized_topology_file_is_noted_in_the_result() -> None:
     topo = load_topology(str(scenario.topology))
     file_nodes, need = topo.nodes, -(-scenario.parallelism.gpus // topo.gpus_per_node)
     grown = api.simulate(path, tiny)
-    notes = [w for w in grown.data.get("warnings", []) if "resized" in w]
+    notes = [w for w in grown.data.get("notes", []) if "resized" in w]
     assert file_nodes != need and len(notes) == 1
     assert f"nodes {file_nodes} in the file resized to {need}" in notes[0]
     pinned = api.simulate(path, {**tiny, "topology_params.nodes": need})
-    assert not [w for w in pinned.data.get("warnings", []) if "resized" in w]
+    assert not [w for w in pinned.data.get("notes", []) if "resized" in w]

@@ -78,6 +78,7 @@ def notices(result: Mapping[str, Any]) -> list[str]:
     """Everything about one result a reader must know, as sentences (HTML-escaped)."""
     sc = result.get("scenario") or {}
     out = [f"warning: {esc(w)}" for w in result.get("warnings") or []]
+    out += [f"note: {esc(n)}" for n in result.get("notes") or []]
     if result.get("oom"):
         peaks = result.get("peak_memory_gib") or []
         peak = " / ".join(sig3(x) for x in peaks if isinstance(x, int | float)) or "?"

@@ -197,6 +197,7 @@ def training_result(
         **tier_keys(dict(records[-1].comm_tiers), dict(records[-1].comm_choices),
                     records[-1].fabric_layout),
         **({"warnings": list(records[-1].warnings)} if records[-1].warnings else {}),
+        **({"notes": list(records[-1].notes)} if records[-1].notes else {}),
         "checks": {
             "flops_executed_equal_planned": True,
             "bytes_sent_equal_received": True,

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from libra_des.base.numbers import with_unit
 from libra_des.errors import InputError
 from libra_des.hardware.costs import CostModel
 from libra_des.hardware.profiles.fitting import group_key, pct_errors
@@ -66,7 +67,7 @@ def replay_sample(model: CostModel, s: Sample, where: str) -> Replay:
         if s.nbytes is None:
             raise InputError(f"{where}.nbytes", None, "a byte size for a collective sample")
         cost = model.collective(s.op, s.nbytes, s.group, s.gpus_per_node)
-        return Replay(s, cost.seconds, cost.algorithm, f"{s.nbytes:.6g} B")
+        return Replay(s, cost.seconds, cost.algorithm, with_unit(float(s.nbytes), "B"))
     if s.op == "attention" and s.attention is not None:
         a = s.attention
         lengths = np.repeat([d[0] for d in a.docs], [d[1] for d in a.docs])

@@ -120,6 +120,7 @@ class StepRecord:
     ecmp: tuple[StepRecord, ...] = ()
     ecmp_exact: bool = True  # whether every sample's record is exact (not a light replay)
     warnings: tuple[str, ...] = ()  # known fast/detailed disagreements for this shape
+    notes: tuple[str, ...] = ()  # what the run did that the reader should know (no fault)
     parts: StepParts | None = None  # the step split into parts (sim/training/attribution.py)
 
 
@@ -396,11 +397,11 @@ def token_share(scenario: Scenario, plan: StepPlan) -> np.ndarray | None:
 
 
 def fidelity_warnings(scenario: Scenario, cluster: Cluster) -> tuple[str, ...]:
-    """Known disagreements of the chosen fidelity for this layout (hardware/collectives/ecmp.py)
-    and a resized topology file."""
+    """Known disagreements of the chosen fidelity for this layout
+    (hardware/collectives/ecmp.py)."""
     replays = network_models.get(scenario.fidelity).replays_training
-    notes = [stage_overlap_warning(cluster.cost.fabric, replays), resized_note(cluster)]
-    return tuple(note for note in notes if note)
+    warning = stage_overlap_warning(cluster.cost.fabric, replays)
+    return (warning,) if warning else ()
 
 
 def resized_note(cluster: Cluster) -> str:
@@ -509,6 +510,7 @@ def run_steps(
     records = []
     # The laid-out fabric and the fidelity's known disagreements are the run's, not a step's.
     layout, warnings = cluster.topology.layout(), fidelity_warnings(scenario, cluster)
+    notes = tuple(n for n in (resized_note(cluster),) if n)
     # The elaborated objects live for the whole run (base/startup.long_lived_run).
     with long_lived_run():
         for step, plan in enumerate(plans):
@@ -520,7 +522,7 @@ def run_steps(
                                    tap_autotune=prepared.tuned,
                                    comm_tiers=tuple(cluster.cost.tiers().items()),
                                    comm_choices=tuple(cluster.cost.choices().items()),
-                                   fabric_layout=layout, warnings=warnings))
+                                   fabric_layout=layout, warnings=warnings, notes=notes))
             if progress is not None:
                 progress(step)
     return records
