@@ -57,3 +57,28 @@ def test_bad_bandwidths_are_refused(text: str) -> None:
 def test_bad_latencies_are_refused(text: str) -> None:
     with pytest.raises(ValueError, match="seconds as a number"):
         parse_latency(text)
+
+
+def test_the_common_units_are_pints_factors() -> None:
+    """The table of common units (parsed without importing pint) holds exactly the factors
+    pint's registry gives, so the fast path and pint agree to the bit."""
+    from libra_des.hardware.fabric.links import COMMON_UNITS, units
+
+    registry = units()
+    base = {"[information] / [time]": "B/s", "[time]": "s"}
+    for dimension, table in COMMON_UNITS.items():
+        for unit, factor in table.items():
+            q = registry.Quantity(1.0, registry.Unit(unit))
+            assert str(q.dimensionality) == dimension
+            assert q.to(base[dimension]).magnitude == factor, unit
+
+
+def test_a_shipped_topology_loads_without_importing_pint() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom libra_des.hardware.fabric.topology import load_topology\n"
+            "load_topology('h200-roce-railopt')\nprint('pint' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "False"
