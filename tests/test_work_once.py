@@ -15,6 +15,7 @@ import libra_des.kinds.training as training_kind
 import libra_des.sim.training.memory as memory_module
 import libra_des.sim.training.schedules as schedules_module
 import libra_des.sim.training.simulator as simulator_module
+import libra_des.workload.packing as packing_module
 from libra_des.api import load_scenario
 from libra_des.api.runs import simulate_timed
 
@@ -49,6 +50,7 @@ def count_run(monkeypatch: pytest.MonkeyPatch, scenario: str, overrides: list[st
                                              (schedules_module, "build_schedule")])
     counted(monkeypatch, calls, "memory", [(simulator_module, "stage_memory"),
                                            (memory_module, "stage_memory")])
+    counted(monkeypatch, calls, "window", [(packing_module.CorpusStream, "next_window")])
     loaded = load_scenario(scenario, overrides)
     result, _trace, _timing = simulate_timed(loaded)
     return calls, result
@@ -64,6 +66,10 @@ def test_a_training_run_does_its_set_up_once(monkeypatch: pytest.MonkeyPatch) ->
     assert calls["schedule"] == 2
     # The floor on the first window (at elaboration) and the plans' report: no third ask.
     assert calls["memory"] == 2
+    # Windows asked for: the elaboration's first look (drawn), the first step's (the kept
+    # first look handed back, not drawn again) and the second step's. Drawing the first
+    # window again for the run, as before, made it 4.
+    assert calls["window"] == 3
 
 
 def test_a_scenario_elaborated_is_not_elaborated_again(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -204,7 +204,7 @@ def elaborate(scenario: TrainingScenario) -> TrainingScenario:
     on the first window (what the run would refuse first, before its progress bar)."""
     from libra_des.kinds.machine import check_machine
     from libra_des.sim.network import models as network_models
-    from libra_des.sim.training import schedules
+    from libra_des.sim.training import first_look, schedules
     from libra_des.sim.training.memory import check_memory_floor
     from libra_des.workload import lengths
     from libra_des.workload.packing import make_stream
@@ -222,8 +222,10 @@ def elaborate(scenario: TrainingScenario) -> TrainingScenario:
     if scenario.memory.check != "warn":
         # The run's data stream (the middle of the seed's three children), its first window.
         _hardware, data_rng, _noise = np.random.default_rng(scenario.seed).spawn(3)
-        window = make_stream(scenario.workload, data_rng).peek_window(scenario.parallelism.gbs)
-        check_memory_floor(scenario, window, topo.spec.gpu)
+        stream = make_stream(scenario.workload, data_rng)
+        check_memory_floor(scenario, stream.peek_window(scenario.parallelism.gbs),
+                           topo.spec.gpu)
+        first_look.keep(scenario, stream)  # the run plans from this window, not a redraw
     return scenario
 
 

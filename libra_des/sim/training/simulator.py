@@ -47,6 +47,7 @@ from libra_des.plan.step import (
 from libra_des.sim.network import models as network_models
 from libra_des.sim.network.model import NetworkModel
 from libra_des.sim.network.models import Fidelity, NetworkSetup, flow_topology
+from libra_des.sim.training import first_look
 from libra_des.sim.training.attribution import StepInputs, StepParts, forward_masks, step_parts
 from libra_des.sim.training.detailed import DetailedPipelineSim, flow_times
 from libra_des.sim.training.ecmp import Recorder, recording, replaying
@@ -475,7 +476,9 @@ def prepare_training(
     # One look at the first window serves both early decisions: memory without any attention
     # buffers first, so a run that cannot fit fails before planning, then the ``auto`` TAP
     # knobs. The stream keeps that window for the first step (drawn once, not from a copy).
-    stream = make_stream(scenario.workload, data_rng)
+    # The elaboration's stream, first window peeked, when it checked the floor on it.
+    kept = first_look.take(scenario) if floor_checked else None
+    stream = kept if kept is not None else make_stream(scenario.workload, data_rng)
     window = stream.peek_window(scenario.parallelism.gbs)
     if not floor_checked:
         check_memory_floor(scenario, window, cluster.topology.spec.gpu, schedule)
