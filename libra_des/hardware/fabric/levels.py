@@ -268,3 +268,14 @@ def level_order_error(levels: list[Any]) -> tuple[int, str] | None:
         if name in seen[: i - 2]:
             return i, f"a type not used twice (two {name} levels)"
     return None
+
+
+def missing_level(tiers: tuple[Tier, ...], nodes: int) -> str:
+    """What a disconnected fabric of ``nodes`` nodes lacks, in the file's terms: the level
+    that would join the top level's units (or any network level, where the file has none)."""
+    if not tiers:
+        return f"a network level joining its {nodes} nodes (the file has none)"
+    top = tiers[-1]
+    return (f"a level above '{top.spec.type}' (level {top.index}): {nodes} nodes "
+            f"fill {top.units} of its units of {top.span} nodes and nothing joins them; "
+            "add a spine/core level or raise its fan_out")

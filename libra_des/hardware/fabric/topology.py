@@ -71,6 +71,7 @@ from libra_des.hardware.fabric.levels import (
     Tier,
     grow_tiers,
     leaf_name,
+    missing_level,
     network_spans,
 )
 from libra_des.hardware.fabric.links import (
@@ -304,17 +305,7 @@ class Topology:
             except InputError:
                 connected = False
         if not connected:
-            raise InputError("topology", self.name, self.missing_level())
-
-    def missing_level(self) -> str:
-        """What a disconnected fabric lacks, in the file's terms: the level that would join
-        the top level's units (or any network level, where the file has none)."""
-        if not self.tiers:
-            return f"a network level joining its {self.nodes} nodes (the file has none)"
-        top = self.tiers[-1]
-        return (f"a level above '{top.spec.type}' (level {top.index}): {self.nodes} nodes "
-                f"fill {top.units} of its units of {top.span} nodes and nothing joins them; "
-                "add a spine/core level or raise its fan_out")
+            raise InputError("topology", self.name, missing_level(self.tiers, self.nodes))
 
     # ------------------------------------------------------------------ queries
     def check_gpu(self, gpu: int) -> int:
