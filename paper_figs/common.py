@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -30,6 +30,8 @@ from libra_des import api
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+
+T = TypeVar("T")
 
 #: The shipped scenarios (paper_figs/ sits beside libra_des/ at the project root).
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
@@ -100,7 +102,7 @@ class FigOptions:
         """Sweep folder of one figure (modes never share an index)."""
         return self.out / "data" / f"{name}-{self.mode}"
 
-    def pick(self, full: Any, quick: Any, tiny: Any) -> Any:
+    def pick(self, full: T, quick: T, tiny: T) -> T:
         """The value for this mode."""
         return {"full": full, "quick": quick, "tiny": tiny}[self.mode]
 

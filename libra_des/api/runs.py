@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from libra_des.config import Scenario
-    from libra_des.kinds.preflight import Estimate as Estimate
+    from libra_des.kinds.estimate import Estimate as Estimate
 
 __all__ = [
     "check_feasible", "run_record", "simulate_scenario", "simulate_timed", "summary_rows",

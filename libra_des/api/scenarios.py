@@ -99,7 +99,7 @@ def checked_seed(seed: Any) -> int | None:
     seed = plain(seed)
     if seed is not None and (not is_int(seed) or seed < 0):
         raise InputError("seed", seed, "an integer >= 0 (numpy's random seed)")
-    return seed
+    return None if seed is None else int(seed)
 
 
 def override_texts(overrides: Overrides) -> list[str]:

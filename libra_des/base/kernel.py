@@ -99,13 +99,15 @@ def kernel_cache() -> type:
         def __init__(self, py_func: Callable[..., Any], py_file: str) -> None:
             self._py_file = py_file
             self._lineno = py_func.__code__.co_firstlineno
-            subfolder = self.get_suitable_cache_subpath(py_file)
+            # numba's own (unannotated) method, reached through our subclass.
+            subfolder = self.get_suitable_cache_subpath(py_file)  # type: ignore[no-untyped-call]
             self._cache_path = os.path.join(kernel_folder(), subfolder)
 
         @classmethod
         def from_function(cls, py_func: Callable[..., Any], py_file: str) -> Any:
             # numba's own source-file and writable-folder checks, without its CACHE_DIR check.
-            return super(caching.UserProvidedCacheLocator, cls).from_function(py_func, py_file)
+            return super(  # type: ignore[no-untyped-call]
+                caching.UserProvidedCacheLocator, cls).from_function(py_func, py_file)
 
     class KernelCacheImpl(caching.CompileResultCacheImpl):
         # numba's own attribute, a class-level list (hence no ClassVar).

@@ -234,9 +234,10 @@ def run_collectives(plan: CollectivePlan, cuda: bool
     """Spawn the ranks (fork on a CPU: no torch re-import; spawn with CUDA, which cannot be
     forked once initialised) and turn rank 0's rows into samples and interference cases."""
     import torch.multiprocessing as mp
+    from torch.multiprocessing.spawn import start_processes
 
     method = "fork" if not cuda and "fork" in mp.get_all_start_methods() else "spawn"
-    mp.start_processes(collective_worker, args=(plan,), nprocs=plan.world, start_method=method)
+    start_processes(collective_worker, args=(plan,), nprocs=plan.world, start_method=method)
     got = json.loads(Path(plan.result).read_text())
     how = f"{SOURCE}: torch.distributed {plan.backend} world {plan.world}"
     samples = [

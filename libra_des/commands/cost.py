@@ -31,7 +31,7 @@ FLAG_NAMES = {
 }
 
 
-def register(subs: argparse._SubParsersAction) -> None:
+def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     choices = api.cost_choices()
     p = subs.add_parser("cost", help="time one collective, attention call or GEMM")
     p.add_argument("--profile", default=None, help="profile name or JSON (default h200-sxm)")

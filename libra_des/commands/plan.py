@@ -34,7 +34,7 @@ PLACEMENT_POOL_SIZES = (2, 4, 8, 16, 32, 64)
 PLACEMENT_POLICIES = ("random", "vrsp")
 
 
-def register(subs: argparse._SubParsersAction) -> None:
+def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subs.add_parser(
         "plan",
         help="replay the planners: imbalance and bytes per (P, H, B)",

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 FLAG_NAMES = {"format": "--format", "path": "--out", "device": "--device"}
 
 
-def register(subs: argparse._SubParsersAction) -> None:
+def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subs.add_parser("profile", help="import, fit, show and compare calibration profiles")
     p.set_defaults(flag_names=FLAG_NAMES)
     acts = p.add_subparsers(dest="action", required=True, parser_class=type(p))

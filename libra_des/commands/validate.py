@@ -17,7 +17,7 @@ from libra_des.commands.common import dumps
 from libra_des.commands.tables import print_table
 
 
-def register(subs: argparse._SubParsersAction) -> None:
+def register(subs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subs.add_parser("validate", help="replay a profile's measurements and report the error")
     p.add_argument("profile", help="profile JSON with samples (harness or `profile import`)")
     p.add_argument("--json", action="store_true", help='print {"ops": [...]} as JSON')

@@ -40,8 +40,8 @@ from libra_des.hardware.compute.kernels import (
     grouped_shapes,
     shard_pairs,
     sm_count,
-    tile_geometry,
 )
+from libra_des.hardware.compute.tiles import tile_geometry
 from libra_des.hardware.fabric.rates import Fabric
 from libra_des.hardware.profiles.profile import DTYPE_BYTES, Profile
 

@@ -71,7 +71,7 @@ def kind_of(scenario: Scenario) -> ScenarioKind:
 
 #: Scenarios :func:`elaborated` returned, by ``id`` (weak: a dropped scenario leaves no trace).
 #: A run elaborates once: a scenario already here is run as it is.
-_ELABORATED: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+_ELABORATED: weakref.WeakValueDictionary[int, Scenario] = weakref.WeakValueDictionary()
 
 
 def elaborated(scenario: Scenario) -> Scenario:

@@ -90,9 +90,11 @@ def prefix_pairs(x: np.ndarray, window: int | None) -> np.ndarray:
     ``window`` plus ``window`` keys for every later query.
     """
     if window is None:
-        return x * (x + 1) // 2
+        triangle: np.ndarray = x * (x + 1) // 2
+        return triangle
     head = np.minimum(x, window)
-    return head * (head + 1) // 2 + window * np.maximum(x - window, 0)
+    result: np.ndarray = head * (head + 1) // 2 + window * np.maximum(x - window, 0)
+    return result
 
 
 def segments(
@@ -160,7 +162,8 @@ def block_doc_len(seg: Segments, sample_lengths: np.ndarray) -> np.ndarray:
     pairs = seg.pairs.astype(np.float64)
     num = per_block(seg, pairs * lens[seg.sample])
     den = per_block(seg, pairs)
-    return np.divide(num, den, out=np.zeros_like(num), where=den > 0)
+    result: np.ndarray = np.divide(num, den, out=np.zeros_like(num), where=den > 0)
+    return result
 
 
 def doc_len(sample_lengths: np.ndarray | list[int]) -> float:

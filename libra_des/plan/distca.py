@@ -63,7 +63,8 @@ class Tasks:
 
     def work(self) -> np.ndarray:
         """Exact causal pairs of every task (``q kv - q (q-1)/2`` per part)."""
-        return part_pairs(self.hq, self.hk) + part_pairs(self.tq, self.tk)
+        result: np.ndarray = part_pairs(self.hq, self.hk) + part_pairs(self.tq, self.tk)
+        return result
 
     def append(self, i: int, q: int, server: int) -> None:
         """Split ``q`` head and ``q`` tail queries of task ``i`` off to ``server``."""
@@ -119,7 +120,8 @@ def initial_tasks(seqs: list[np.ndarray], cp: int, budget: int) -> Tasks:
 def earlier(x: np.ndarray, first: np.ndarray) -> np.ndarray:
     """Sum of ``x`` over the earlier entries of the same run (runs start where ``first``)."""
     run = np.cumsum(x) - x
-    return run - np.maximum.accumulate(np.where(first, run, 0))
+    result: np.ndarray = run - np.maximum.accumulate(np.where(first, run, 0))
+    return result
 
 
 def schedule(tasks: Tasks, servers: int, model: ModelSpec, tolerance: float = TOLERANCE

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from libra_des.base.kernel import inline_kernel, kernel
+from libra_des.base.kernel import Ints, inline_kernel, kernel
 
 
 @inline_kernel
@@ -69,12 +69,11 @@ def choose(base: int, sub: np.ndarray, mark: np.ndarray, touched: np.ndarray, co
 
 
 @inline_kernel
-def held(j: int, w: int, hold_ptr: np.ndarray, hold_worker: np.ndarray,
-         hold_tokens: np.ndarray) -> int:
+def held(j: int, w: int, hold_ptr: Ints, hold_worker: Ints, hold_tokens: Ints) -> int:
     """Tokens of sample ``j`` that worker ``w`` holds before balancing."""
     for e in range(hold_ptr[j], hold_ptr[j + 1]):
         if hold_worker[e] == w:
-            return hold_tokens[e]
+            return int(hold_tokens[e])
     return 0
 
 

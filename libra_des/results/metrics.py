@@ -106,7 +106,8 @@ def window_stragglers(per_entity: np.ndarray) -> np.ndarray:
     max over entities: for Ulysses the heaviest replica, for Libra the heaviest pool.
     """
     calls = per_entity.max(axis=0)
-    return calls[calls > 0]
+    result: np.ndarray = calls[calls > 0]
+    return result
 
 
 def microbatch_forward(rec: StepRecord, fwd_mask: np.ndarray) -> list[float]:

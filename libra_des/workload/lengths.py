@@ -117,7 +117,7 @@ def pareto_clipped_moment(xm: float, alpha: float, k: int, cap: float) -> float:
         inside = alpha * xm**alpha * math.log(cap / xm)
     else:
         inside = alpha * xm**alpha * (cap ** (k - alpha) - xm ** (k - alpha)) / (k - alpha)
-    return inside + cap**k * (xm / cap) ** alpha
+    return float(inside + cap**k * (xm / cap) ** alpha)  # float ** float is Any to mypy
 
 
 def spliced_law(dist: LengthDist) -> SplicedLognormal:
@@ -139,7 +139,8 @@ def spliced_law(dist: LengthDist) -> SplicedLognormal:
 def finish(raw: np.ndarray, dist: LengthDist) -> np.ndarray:
     """Round to whole tokens, raise to ``min``, clip at ``max``."""
     hi = dist.max if dist.max is not None else np.iinfo(np.int64).max // 4
-    return np.clip(np.rint(np.minimum(raw, float(hi))), dist.min, hi).astype(np.int64)
+    result: np.ndarray = np.clip(np.rint(np.minimum(raw, float(hi))), dist.min, hi).astype(np.int64)
+    return result
 
 
 def read_lengths(path: str) -> np.ndarray:

@@ -80,7 +80,8 @@ def segment_sum(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """Sum of ``values`` over each CSR segment (segments are never empty here)."""
     csum = np.zeros(values.size + 1, dtype=values.dtype)
     np.cumsum(values, out=csum[1:])
-    return csum[offsets[1:]] - csum[offsets[:-1]]
+    result: np.ndarray = csum[offsets[1:]] - csum[offsets[:-1]]
+    return result
 
 
 def uncut(lengths: np.ndarray, packed_length: int) -> bool:

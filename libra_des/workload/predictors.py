@@ -122,7 +122,8 @@ def confusion(weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         sub[same] = np.minimum(np.searchsorted(cdf, rng.random(same.size) * cdf[-1]), e - 1)
     same = sub == np.arange(e)
     sub[same] = (np.arange(e)[same] + 1) % e
-    return sub
+    result: np.ndarray = sub
+    return result
 
 
 def replace_misses(

@@ -55,15 +55,17 @@ class QuantileLaw:
 
     def quantile(self, u: np.ndarray) -> np.ndarray:
         """Inverse CDF at probabilities ``u`` in [0, 1]."""
-        return np.exp(np.interp(u, self.probs, np.log(self.lengths)))
+        result: np.ndarray = np.exp(np.interp(u, self.probs, np.log(self.lengths)))
+        return result
 
     def cdf(self, x: np.ndarray) -> np.ndarray:
         """P(L <= x) of the continuous law (0 below the first knot, 1 above the last)."""
         logs = np.log(self.lengths)
         # Flat segments (repeated lengths) hold no mass at a point: take the upper knot.
         keep = np.append(np.diff(logs) > 0, True)
-        return np.interp(np.log(np.maximum(x, 1e-300)), logs[keep], self.probs[keep],
-                         left=0.0, right=1.0)
+        result: np.ndarray = np.interp(np.log(np.maximum(x, 1e-300)), logs[keep],
+                                       self.probs[keep], left=0.0, right=1.0)
+        return result
 
     def clipped_moment(self, k: int, cap: float = math.inf) -> float:
         """E[min(L, cap)^k] in closed form."""

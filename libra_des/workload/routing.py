@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from libra_des.base.kernel import Ints
 from libra_des.config import MOE_DATASETS, RoutingSpec
 from libra_des.errors import InputError
 from libra_des.workload.uniform_kernel import ar1_mix, route_tokens, token_latents
@@ -201,7 +202,7 @@ def request_datasets(
     position = (start + np.arange(requests) + 0.5) / max(stream, 1)
     cdf = np.cumsum(mix_weights(position), axis=1)
     u = rng.random(requests)[:, None]
-    picks = (u > cdf).sum(axis=1)
+    picks: Ints = (u > cdf).sum(axis=1)
     return np.minimum(picks, len(MOE_DATASETS) - 1).astype(np.int16)
 
 

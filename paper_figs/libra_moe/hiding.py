@@ -66,7 +66,7 @@ def default_prices() -> dict[str, dict[str, Any]]:
 def host_profile(factor: float, prices: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The shipped profile with a ``host`` block: the default per-call costs, the CPU's ones
     times ``factor``."""
-    profile = json.loads(api.shipped_path(PROFILE).read_text())
+    profile: dict[str, Any] = json.loads(api.shipped_path(PROFILE).read_text())
 
     def price(name: str) -> dict[str, Any]:
         p = prices[name]

@@ -131,4 +131,5 @@ def bridge_volume(comm: Communication, send: np.ndarray, same: np.ndarray, gpn: 
     starts = np.flatnonzero(np.r_[True, sw[1:] != sw[:-1]])  # switches hold consecutive ranks
     out = np.add.reduceat(cross.sum(2), starts, axis=1)
     into = np.add.reduceat(cross.sum(1), starts, axis=1)
-    return np.maximum(out.max(1), into.max(1))
+    result: np.ndarray = np.maximum(out.max(1), into.max(1))
+    return result

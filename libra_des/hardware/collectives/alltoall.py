@@ -63,6 +63,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from libra_des.base.kernel import Bools, Floats
 from libra_des.hardware.collectives.curves import Curve
 from libra_des.hardware.fabric.rates import Fabric
 
@@ -148,11 +149,12 @@ class LeafMap:
         """Each rank's rail (the NIC index its GPU sends on)."""
         return (np.arange(n) % self.gpn) * self.nics // self.gpus_per_node
 
-    def group(self, n: int) -> np.ndarray:
+    def group(self, n: int) -> Bools:
         """[n, n] True where both ranks' nodes share one leaf group."""
         node = np.arange(n) // self.gpn
         group = node // self.leaf_nodes if self.leaf_nodes > 0 else np.zeros_like(node)
-        return group[:, None] == group[None, :]
+        result: Bools = group[:, None] == group[None, :]
+        return result
 
     def leaf_mean(self, t: np.ndarray) -> np.ndarray:
         """``[S, n]`` per-rank seconds -> each rank's leaf mean per NIC port: the ranks of one
@@ -182,7 +184,7 @@ class LeafMap:
 
 
 #: (per-rank send s, receive s, node-share out s, in s, PXN NVLink s): each [S, n].
-Terms = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+Terms = tuple[Floats, Floats, Floats, Floats, Floats]
 
 
 @dataclass(frozen=True)
@@ -333,7 +335,7 @@ class InterNodeA2A:
         at_node = np.where(held, self.curve.seconds(w, self.node_bw * scale, 0), 0.0)
         return per_msg.sum(2), per_msg.sum(1), at_node.sum(2), at_node.sum(1)
 
-    def pxn_hop(self, by_rail: np.ndarray) -> np.ndarray:
+    def pxn_hop(self, by_rail: Floats) -> Floats:
         """[S, n] NVLink seconds of PXN's extra hop from each sender's cross-node bytes per
         destination rail group (``[S, n, groups]``, :meth:`rail_groups`): a rank's cross-rail
         bytes out, and what the proxy (the node's GPU on the destination's rail) forwards
@@ -348,9 +350,10 @@ class InterNodeA2A:
         forwarded = per_node_rows(off, gpn)  # [S, node, rail]
         per_rail = np.diff(np.r_[starts, gpn])  # a rail's GPUs share its forwarding
         proxy_in = (forwarded / per_rail).max(axis=(1, 2))
-        return np.maximum(out, proxy_in[:, None]) / self.hop_bw
+        result: Floats = np.maximum(out, proxy_in[:, None]) / self.hop_bw
+        return result
 
-    def finish(self, terms: Terms, gpn: int) -> np.ndarray:
+    def finish(self, terms: Terms, gpn: int) -> Floats:
         """The busiest resource per matrix: a rank's NIC out or (with incast) in, its node's
         shared NICs, PXN's NVLink hop."""
         send, recv, out, into, hop = terms
@@ -359,7 +362,8 @@ class InterNodeA2A:
         if self.on.incast:
             busiest = np.maximum(busiest, recv.max(1))
             nodes = np.maximum(nodes, per_node(into, gpn).max(1))
-        return np.maximum(np.maximum(busiest, nodes), hop.max(1))
+        result: Floats = np.maximum(np.maximum(busiest, nodes), hop.max(1))
+        return result
 
     def uniform(self, n: int, gpn: int, per_peer: np.ndarray) -> np.ndarray:
         """:meth:`stack` for ``per_peer`` bytes between every pair of ranks on different
@@ -441,19 +445,21 @@ class InterNodeA2A:
         return "LL" if small else "Simple"
 
 
-def per_node_rows(values: np.ndarray, gpn: int) -> np.ndarray:
+def per_node_rows(values: Floats, gpn: int) -> Floats:
     """``[S, nodes, k]`` sums over consecutive ranks of ``values[S, n, k]`` (padded)."""
     s, n, k = values.shape
     pad = -n % gpn
     if pad:
         values = np.concatenate([values, np.zeros((s, pad, k))], axis=1)
-    return values.reshape(s, -1, gpn, k).sum(axis=2)
+    result: Floats = values.reshape(s, -1, gpn, k).sum(axis=2)
+    return result
 
 
-def per_node(rank_values: np.ndarray, gpn: int) -> np.ndarray:
+def per_node(rank_values: Floats, gpn: int) -> Floats:
     """``[S, nodes]`` sums of consecutive ranks (a partial last node padded with zeros)."""
     s, n = rank_values.shape
     pad = -n % gpn
     if pad:
         rank_values = np.concatenate([rank_values, np.zeros((s, pad))], axis=1)
-    return rank_values.reshape(s, -1, gpn).sum(axis=2)
+    result: Floats = rank_values.reshape(s, -1, gpn).sum(axis=2)
+    return result

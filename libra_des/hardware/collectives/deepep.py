@@ -67,7 +67,8 @@ def send_matrix(kernel: EpKernel, dest: np.ndarray, origin: np.ndarray, ep: int,
     wire: RDMA entries between nodes, NVLink entries within one; combine is its transpose)."""
     if kernel.hierarchical:
         rdma, nvlink = normal_paths(dest, origin, ep, gpn, token_bytes)
-        return rdma + nvlink
+        result: np.ndarray = rdma + nvlink
+        return result
     return low_latency_paths(dest, origin, ep, token_bytes)
 
 

@@ -148,7 +148,8 @@ class NcclTuner:
         f, t = self.fabric, self.t
         if f.intra_kind != "nvswitch":
             return f.intra_bw / 1e9
-        credit = t["nvlink_credit_gbs"][self.gen] / t["nvlink_datasheet_gbs"][self.gen]
+        gen = self.gen
+        credit = float(t["nvlink_credit_gbs"][gen]) / float(t["nvlink_datasheet_gbs"][gen])
         return f.intra_bw / 1e9 * credit
 
     def nic_gbs(self, nodes: int, gpn: int) -> float:
@@ -376,7 +377,7 @@ class NcclTuner:
         nsteps = collective_ops.get(op).nccl_steps(n)
         if a in ("ring", "nvls", "nvls_tree"):
             return bus * n / max(nsteps, 1)
-        return bus * fac["tree_bus_to_alg"]
+        return bus * float(fac["tree_bus_to_alg"])
 
     def latency(self, op: str, a: str, p: int, n: int, gpn: int) -> float:
         """Latency (us) of one pair: base plus per-hop latencies (module docstring)."""

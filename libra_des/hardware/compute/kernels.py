@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
+from libra_des.base.kernel import Floats
 from libra_des.hardware.compute.tiles import BLOCK_M, BLOCK_N, tile_geometry
 from libra_des.hardware.gpu_records import device_record
 from libra_des.hardware.profiles.profile import Kernels
@@ -86,10 +87,10 @@ FITTED_ROWS = 256.0
 
 def attention_call(
     p: AttentionParams,
-    work_heads: np.ndarray,
-    heads: np.ndarray,
-    rows: np.ndarray | float | None = None,
-) -> np.ndarray:
+    work_heads: Floats,
+    heads: Floats | float,
+    rows: Floats | float | None = None,
+) -> Floats:
     """One call's seconds from its summed per-head work and its query heads.
 
     The few-heads penalty ``heads_half / h`` exists because a call with few heads launches
@@ -103,14 +104,14 @@ def attention_call(
     return p.launch_s + (1.0 + fill * p.heads_half / h) * work_heads
 
 
-def cp_shard(lengths: np.ndarray, cp: int) -> tuple[np.ndarray, np.ndarray]:
+def cp_shard(lengths: np.ndarray, cp: int) -> tuple[Floats, Floats]:
     """Queries and keys of each document's average causal CP shard: ``len/cp`` queries
     against ``(1/2 + 1/(2 cp)) len`` keys (``cp = 1``: the whole causal document)."""
     lens = np.asarray(lengths, dtype=np.float64)
     return lens / cp, (0.5 + 0.5 / cp) * lens
 
 
-def shard_pairs(q: np.ndarray, k: np.ndarray) -> np.ndarray:
+def shard_pairs(q: Floats, k: Floats) -> Floats:
     """Exact causal (query, key) pairs with bottom-right alignment: ``q(k-q) + q(q+1)/2``."""
     return q * (k - q) + q * (q + 1) / 2
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+import numpy.typing as npt
 
 #: ``network.ecmp_seed`` when a scenario gives none (our assumption: any fixed value; 0).
 DEFAULT_ECMP_SEED = 0
@@ -104,7 +105,7 @@ def is_bundle(name: str) -> bool:
     return name.endswith(BUNDLE)
 
 
-def mix64_array(x: np.ndarray) -> np.ndarray:
+def mix64_array(x: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
     """:func:`mix64` on a uint64 array (numpy's uint64 products wrap, as the masks do)."""
     x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from libra_des.hardware.fabric.topology import merge_params, parse_spec, read_spec
+from libra_des.hardware.fabric.topology_spec import merge_params, parse_spec, read_spec
 from libra_des.hardware.profiles.profile import (
     DEFAULT_PROFILE,
     Profile,

@@ -85,7 +85,8 @@ class FitResult:
 
 
 def pct_errors(predicted: np.ndarray, measured: np.ndarray) -> np.ndarray:
-    return np.abs(np.asarray(predicted) / np.asarray(measured) - 1.0) * 100.0
+    result: np.ndarray = np.abs(np.asarray(predicted) / np.asarray(measured) - 1.0) * 100.0
+    return result
 
 
 def group_key(s: Sample) -> GroupKey:
@@ -388,7 +389,8 @@ class ParamFitter:
 
     def solve(self, idx: np.ndarray, x0: np.ndarray) -> np.ndarray:
         def resid(x: np.ndarray) -> np.ndarray:
-            return np.log(self.model.predict(x, idx)) - np.log(self.time[idx])
+            result: np.ndarray = np.log(self.model.predict(x, idx)) - np.log(self.time[idx])
+            return result
 
         return np.asarray(least_squares(resid, x0, bounds=(self.model.lower, self.model.upper)).x)
 
@@ -448,7 +450,8 @@ class AttentionModel(ParamModel):
         p = self.params(x)
         per_run = self.count * attention_work(p, self.peak, self.q, self.k, self.dim, False)
         work = np.bincount(self.owner, weights=per_run, minlength=self.heads.size)
-        return np.asarray(attention_call(p, self.heads * work, self.heads))[idx]
+        result: np.ndarray = np.asarray(attention_call(p, self.heads * work, self.heads))[idx]
+        return result
 
     def fit_object(self, x: np.ndarray, samples: list[Sample]) -> Fit:
         pairs = np.bincount(self.owner, weights=self.count * shard_pairs(self.q, self.k))

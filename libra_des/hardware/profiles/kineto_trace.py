@@ -87,7 +87,8 @@ class EventArgs(_Typed):
     @field_validator("input_dims")
     @classmethod
     def _dims(cls, value: list[list[Any]]) -> list[list[Any]]:
-        return _sizes(value)
+        _sizes(value)
+        return value
 
 
 class Event(_Typed):

@@ -89,7 +89,8 @@ class EpisodeSchedule:
             while len(self._ends) < block:
                 self.generate(len(self._ends))
             self._last = (block, self.generate(block))
-        return self._last[1][offset]
+        row: np.ndarray = self._last[1][offset]  # one step's [G] flags (numpy types rows Any)
+        return row
 
     def generate(self, block: int) -> np.ndarray:
         from libra_des.hardware.variance.noise_kernel import episode_states  # numba: on first use

@@ -82,7 +82,8 @@ class LinkVariance:
         if self.episodes is not None:
             # ScopedEpisodes maps ids to units by floor division: a node is its own unit.
             out *= self.episodes.slowdown(nodes, step)
-        return out
+        result: np.ndarray = out
+        return result
 
     def exchange_factors(self, rng: np.random.Generator, gpus: np.ndarray, width: int,
                          n_ops: int, step: int) -> np.ndarray:
@@ -96,7 +97,8 @@ class LinkVariance:
         per_link = self.link_factors(rng, nodes, n_ops, step)
         entities = node_of.size // width
         per_gpu = per_link[:, where.reshape(entities, width)]  # [n_ops, E, width]
-        return per_gpu.max(axis=-1)
+        result: np.ndarray = per_gpu.max(axis=-1)
+        return result
 
 
 @dataclass(frozen=True)

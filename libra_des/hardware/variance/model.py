@@ -140,7 +140,8 @@ class Structure:
         z = correlated_normals(rng, gpus, n_ops, self.correlation, self.gpus_per_node)
         z *= noise.sigma
         z -= 0.5 * noise.sigma**2
-        return np.exp(z, out=z)
+        result: np.ndarray = np.exp(z, out=z)
+        return result
 
     def apply(self, out: np.ndarray, gpus: np.ndarray, step: int) -> None:
         """Multiply the persistent speed and the scoped episodes into ``out`` in place."""

@@ -9,10 +9,11 @@ varints are protobuf's own encoder and decoder).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
-from google.protobuf.internal.decoder import _DecodeVarint32
-from google.protobuf.internal.encoder import _VarintBytes
+# protobuf's own varint codec: module-private names, so the typeshed stubs leave them out.
+from google.protobuf.internal.decoder import _DecodeVarint32  # type: ignore[attr-defined]
+from google.protobuf.internal.encoder import _VarintBytes  # type: ignore[attr-defined]
 from google.protobuf.message import DecodeError
 
 from libra_des.errors import InputError
@@ -20,8 +21,8 @@ from libra_des.sim.chakra import et_def_pb2 as pb
 
 Node = pb.Node
 GlobalMetadata = pb.GlobalMetadata
-#: A NodeType value (an int at run time).
-NodeKind = pb.NodeType.ValueType
+#: A NodeType value (an int at run time; the generated stub types the values as ``NodeType``).
+NodeKind: TypeAlias = "pb.NodeType"
 #: Node types (enum NodeType), by number.
 NODE_TYPES = tuple(pb.NodeType.keys())
 COMP_NODE, COMM_SEND_NODE, COMM_RECV_NODE, COMM_COLL_NODE = (

@@ -34,6 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from libra_des.base.kernel import Floats
+
 #: Bytes of one fp32 router logit (the router's softmax runs in fp32 in SGLang's top-k).
 LOGIT_BYTES = 4
 #: Bytes per (token, k) entry of the top-k output: an int32 id and an fp32 weight.
@@ -57,7 +59,9 @@ class BlockKernels:
     seconds: dict[str, np.ndarray]
 
     def total(self, names: tuple[str, ...]) -> np.ndarray:
-        return np.sum([self.seconds[n] for n in names], axis=0)
+        # numpy's stubs type a reduction over a list as Any; the rows are [G] float arrays.
+        total: Floats = np.sum([self.seconds[n] for n in names], axis=0)
+        return total
 
     def parts(self, names: tuple[str, ...], g: int) -> tuple[tuple[str, float], ...]:
         """``(kernel, seconds)`` of GPU ``g``, in stream order."""

@@ -192,7 +192,7 @@ def straggler_parts(step: StepInputs, rates: tuple[float, float], recompute: boo
 
 def forward_mean(per_op: np.ndarray, is_f: np.ndarray) -> float:
     """[E, n] per-op seconds -> their sum over forward ops, mean over entities."""
-    return float(per_op[:, is_f].sum()) / per_op.shape[0]
+    return float(per_op[:, is_f].sum()) / len(per_op)
 
 
 def exchange_bytes(scenario: Scenario, plan: StepPlan) -> tuple[float, float]:

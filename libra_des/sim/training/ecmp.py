@@ -163,7 +163,8 @@ class Recorder:
         bounds, crossed = hashed_bounds(self.topology, np.concatenate(src), np.concatenate(dst),
                                         np.concatenate(size), self.routings, np.concatenate(who))
         self.crossed |= crossed
-        return bounds - bounds[0]
+        result: np.ndarray = bounds - bounds[0]
+        return result
 
 
 class LightReplay:

@@ -31,7 +31,7 @@ Assumptions (the model's, stated once):
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -257,18 +257,17 @@ def slot_attention(scenario: Scenario, cost: CostModel, plan: StepPlan) -> SlotA
     chunks = max(p.chunks for p in flat)
     per = [1.0 / p.chunks for p in flat]
     resend, redo_d, redo_r = backward_traffic(scenario)
-    d_f, r_f, d_b, r_b = (
-        a2a(mat(p) * c for p, c in zip(flat, per, strict=True))
-        for mat in (
-            lambda p: p.dispatch_bytes,
-            lambda p: p.return_bytes,
-            # Backward: dO (home -> worker, the reverse of O's return), plus Q, K, V again
-            # when the forward's remote buffers were freed ...
-            lambda p: resend * p.dispatch_bytes + p.return_bytes.T,
-            # ... and dQ, dK, dV back to their homes (the reverse of the dispatch).
-            lambda p: p.dispatch_bytes.T,
-        )
+    matrices: tuple[Callable[[AttentionPlan], np.ndarray], ...] = (
+        lambda p: p.dispatch_bytes,
+        lambda p: p.return_bytes,
+        # Backward: dO (home -> worker, the reverse of O's return), plus Q, K, V again
+        # when the forward's remote buffers were freed ...
+        lambda p: resend * p.dispatch_bytes + p.return_bytes.T,
+        # ... and dQ, dK, dV back to their homes (the reverse of the dispatch).
+        lambda p: p.dispatch_bytes.T,
     )
+    d_f, r_f, d_b, r_b = (
+        a2a(mat(p) * c for p, c in zip(flat, per, strict=True)) for mat in matrices)
     full = redo_r > 0
     return SlotAttention(
         compute_fwd=compute(False),

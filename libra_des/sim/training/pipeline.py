@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import simpy
 
+from libra_des.base.kernel import Floats
 from libra_des.sim.training.schedules import Op, Schedule
 
 #: Simulation events between two progress-hook calls (our choice: rare enough to cost
@@ -166,8 +167,7 @@ class PipelineSim(Pipeline):
                     watched.add(now[d], e_count)
         return start, finish, ran
 
-    def arrival(self, finish: np.ndarray, now: np.ndarray, d: int, dep: tuple[int, int]
-                ) -> np.ndarray:
+    def arrival(self, finish: Floats, now: Floats, d: int, dep: tuple[int, int]) -> Floats:
         """When device ``d``, free at ``now``, starts an op whose input is op ``dep``: it
         waits for the producer's finish, then for the hand-off from another stage."""
         dd, ii = dep

@@ -119,7 +119,8 @@ def clean_compute(comp: np.ndarray, redo: np.ndarray, layers: np.ndarray) -> np.
     out = comp.mean(axis=2)
     if redo.shape[0] > 0:
         out = out + redo.mean(axis=2)
-    return out * layers[None, :]
+    result: np.ndarray = out * layers[None, :]
+    return result
 
 
 class Draws(NamedTuple):
@@ -158,7 +159,8 @@ def recomputed(att: SlotAttention, is_f: np.ndarray, mb: np.ndarray) -> np.ndarr
     forwards; an empty first axis without recomputation)."""
     if not att.recompute:
         return np.zeros((0, 1, 1))
-    return att.compute_fwd[:, mb] * (~is_f).astype(float)[None, :, None]
+    result: np.ndarray = att.compute_fwd[:, mb] * (~is_f).astype(float)[None, :, None]
+    return result
 
 
 def op_comm(att: SlotAttention, is_f: np.ndarray, mb: np.ndarray) -> np.ndarray:

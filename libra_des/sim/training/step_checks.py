@@ -25,7 +25,8 @@ def slot_tokens(scenario: Scenario, plan: StepPlan) -> np.ndarray:
     pad every packed sequence to L and compute the padding too.
     """
     if balancer_of(scenario).real_token_linear:
-        return plan.window.tokens()[plan.seq_of].sum(axis=-1).astype(float)
+        result: np.ndarray = plan.window.tokens()[plan.seq_of].sum(axis=-1).astype(float)
+        return result
     full = float(plan.pool_size * scenario.workload.packed_length)
     return np.full(plan.seq_of.shape[:2], full)
 

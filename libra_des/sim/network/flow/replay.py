@@ -437,7 +437,8 @@ class ReplayBook:
         self.refresh(links, now)
         state = self.state
         room = state.cap[links] * (1.0 - MARGIN) - state.reserved[links]
-        return links[(state.reserved[links] > 0.0) & (state.loads(links) > room)]
+        result: np.ndarray = links[(state.reserved[links] > 0.0) & (state.loads(links) > room)]
+        return result
 
     def end(self, replay: Replay, bytes_received: np.ndarray | None = None) -> None:
         """A replay completed (adding the bytes each GPU received to ``bytes_received``) or
