@@ -3,6 +3,7 @@ ever into it says so in one line on stderr, once."""
 
 from __future__ import annotations
 
+import ast
 import shutil
 import subprocess
 import sys
@@ -113,3 +114,38 @@ def test_the_digest_follows_what_kernels_import(tmp_path: Path) -> None:
 def test_no_sources_name_their_own_folder(tmp_path: Path) -> None:
     """A package without its sources (nothing to track) still gets a folder name."""
     assert kernel_sources.digest(package(tmp_path, {"x.py": "A = 1\n"})) == "no-sources"
+
+
+def reference_imports(path: Path, root: Path) -> set[Path]:
+    """The digest's import scan as a parse of the module (the form the scan replaced)."""
+    tree = ast.parse(path.read_bytes())
+    package = path.relative_to(root).parent.parts
+    found: set[Path] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            dotted = [a.name.split(".") for a in node.names]
+            bases = [root.joinpath(*p[1:]) for p in dotted if p[0] == root.name]
+            names: list[str] = []
+        elif isinstance(node, ast.ImportFrom):
+            parts = node.module.split(".") if node.module else []
+            if node.level:
+                bases = [root.joinpath(*package[: len(package) - node.level + 1], *parts)]
+            elif parts and parts[0] == root.name:
+                bases = [root.joinpath(*parts[1:])]
+            else:
+                continue
+            names = [a.name for a in node.names]
+        else:
+            continue
+        for base in bases:
+            maybe = [base.with_suffix(".py"), base / "__init__.py"]
+            found.update(c for c in maybe + [base / f"{n}.py" for n in names] if c.is_file())
+    return found
+
+
+def test_the_import_scan_finds_what_a_parse_finds() -> None:
+    """Over every module of the package, the line scan misses nothing the parse finds (it
+    may add a file a docstring line names)."""
+    root = kernel_sources.PACKAGE
+    for path in sorted(root.rglob("*.py")):
+        assert reference_imports(path, root) <= kernel_sources.imported_modules(path, root), path

@@ -16,7 +16,6 @@ other kernel modules are covered as kernel modules themselves).
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import re
 from functools import cache
@@ -35,9 +34,11 @@ DIGEST_CHARS = 16
 NO_SOURCES = "no-sources"
 
 
-def kernel_modules(root: Path) -> list[Path]:
+@cache
+def kernel_modules(root: Path) -> tuple[Path, ...]:
     """The kernel modules under ``root`` (the package folder), sorted; files that cannot be
-    read (a dangling editor lock link) are not kernels."""
+    read (a dangling editor lock link) are not kernels. Read once per process (the digest
+    and the stamp both ask)."""
     found = []
     for path in root.rglob("*.py"):
         try:
@@ -46,33 +47,47 @@ def kernel_modules(root: Path) -> list[Path]:
             continue
         if KERNEL_LINE.search(text):
             found.append(path)
-    return sorted(found)
+    return tuple(sorted(found))
+
+
+#: An import statement at the start of a line (indented too: an import inside a function):
+#: ``from MODULE import NAMES`` (a parenthesised group may span lines) or ``import A, B``.
+#: A line of a docstring that reads like one only adds a file to the digest.
+IMPORT = re.compile(
+    rb"^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n]*)"
+    rb"|import[ \t]+([^\n]*))", re.MULTILINE)
+COMMENT = re.compile(rb"#[^\n]*")
+
+
+def _names(text: bytes) -> list[str]:
+    """The first word of each comma-separated item (``X as Y`` -> ``X``), comments out."""
+    items = COMMENT.sub(b"", text).strip(b"()").split(b",")
+    return [item.split()[0].decode() for item in items if item.split()]
 
 
 def imported_modules(path: Path, root: Path) -> set[Path]:
     """The files of the package modules ``path`` imports from (``from libra_des.x import
     y``, relative forms included): the module named, or an imported name that is itself a
-    module of that package."""
-    tree = ast.parse(path.read_bytes(), filename=str(path))
+    module of that package. A scan of the import lines (:data:`IMPORT`), not a parse: every
+    process digests the sources before its first kernel call."""
+    text = path.read_bytes().replace(b"\\\n", b" ")
     package = path.relative_to(root).parent.parts
     found: set[Path] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            dotted = [alias.name.split(".") for alias in node.names]
+    for dots, module, names_text, plain in IMPORT.findall(text):
+        if plain:
+            dotted = [name.split(".") for name in _names(plain)]
             bases = [root.joinpath(*parts[1:]) for parts in dotted if parts[0] == root.name]
             names: list[str] = []
-        elif isinstance(node, ast.ImportFrom):
-            parts = (node.module or "").split(".") if node.module else []
-            if node.level:
-                up = package[: len(package) - node.level + 1]
+        else:
+            parts = module.decode().split(".") if module else []
+            if dots:
+                up = package[: len(package) - len(dots) + 1]
                 bases = [root.joinpath(*up, *parts)]
             elif parts and parts[0] == root.name:
                 bases = [root.joinpath(*parts[1:])]
             else:
                 continue
-            names = [alias.name for alias in node.names]
-        else:
-            continue
+            names = _names(names_text)
         for base in bases:
             candidates = [base.with_suffix(".py"), base / "__init__.py"]
             candidates += [base / f"{name}.py" for name in names]

@@ -36,11 +36,10 @@ from libra_des.config.validation import (
     did_you_mean,
     fields_at,
     is_file,
-    parse_value,
-    parse_yaml,
     read_bounded,
     strict_fields,
 )
+from libra_des.config.yaml_text import parse_value, parse_yaml
 from libra_des.errors import InputError
 
 #: Repository root: shipped topologies, workloads and profiles are found relative to it.

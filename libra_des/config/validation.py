@@ -4,10 +4,11 @@ One place for the rules every command shares, so that each failure is one line
 (``error: FIELD: got VALUE; allowed: ...``, exit status 2) raised *before* a simulation,
 a fit or a file write begins:
 
-* **strict reading**: YAML and JSON with duplicate keys, non-finite numbers (``.inf``,
-  ``.nan``, ``Infinity``, ``1e999``), nesting deeper than :data:`MAX_DEPTH` or more than
-  :data:`MAX_VALUES` values (alias bombs) are rejected. YAML numbers follow YAML 1.2
-  (``1e12`` and ``1e-3`` are numbers, as a reader expects, not strings);
+* **strict reading** (the YAML loaders: :mod:`libra_des.config.yaml_text`): YAML and JSON
+  with duplicate keys, non-finite numbers (``.inf``, ``.nan``, ``Infinity``, ``1e999``),
+  nesting deeper than :data:`MAX_DEPTH` or more than :data:`MAX_VALUES` values (alias
+  bombs) are rejected. YAML numbers follow YAML 1.2 (``1e12`` and ``1e-3`` are numbers, as
+  a reader expects, not strings);
 * **strict types** (:func:`strict_fields`, a hook of every configuration model): no
   ``true`` where a number goes, no quoted ``"1"`` where an integer goes, no ``1`` where a
   switch goes;
@@ -27,13 +28,10 @@ import errno
 import json
 import math
 import os
-import re
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
-
-import yaml
 
 from libra_des.base.ownership import ALLOWED_FOLDER, check_file, check_folder, check_special
 from libra_des.errors import InputError
@@ -47,117 +45,6 @@ MAX_VALUES = 1_000_000
 
 
 # ----------------------------------------------------------------------------- reading
-
-
-class _Duplicate(Exception):
-    def __init__(self, key: Any, line: int) -> None:
-        self.key, self.line = key, line
-
-
-class StrictLoader(yaml.SafeLoader):
-    """Safe YAML loader that refuses duplicate keys and reads YAML 1.2 numbers."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue
-            key = self.construct_object(key_node, deep=True)
-            try:
-                if key in seen:
-                    raise _Duplicate(key, key_node.start_mark.line + 1)
-                seen.add(key)
-            except TypeError:  # unhashable keys: the base constructor reports them
-                break
-        return super().construct_mapping(node, deep=deep)
-
-
-class _Refused(Exception):
-    def __init__(self, tag: str, line: int) -> None:
-        self.tag, self.line = tag, line
-
-
-def _refuse(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
-    """YAML 1.1 types no input field takes (``!!binary`` bytes, ``!!timestamp`` dates): a
-    value such a tag builds would pass as text or an object where a name or number goes."""
-    raise _Refused(node.tag.rsplit(":", 1)[-1], node.start_mark.line + 1)
-
-
-for _tag in ("binary", "timestamp", "set", "omap", "pairs"):
-    StrictLoader.add_constructor(f"tag:yaml.org,2002:{_tag}", _refuse)
-
-
-# PyYAML's YAML 1.1 float pattern needs a dot and a signed exponent, so `1e12` and `1e-3`
-# would be strings; YAML 1.2 (and every reader) takes them as numbers.
-_FLOAT_12 = re.compile(r"^[-+]?(?:[0-9][0-9_]*)?(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
-StrictLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_12, list("-+0123456789."))
-# YAML 1.1 also reads yes/no/on/off as booleans, so a typo like `keep_remote_kv: yes` or a
-# name `off` would pass as a switch; YAML 1.2 keeps only true/false (the strict types then
-# refuse the rest as text). add_implicit_resolver above gave this class its own lists.
-_BOOL = "tag:yaml.org,2002:bool"
-for _first, _resolvers in StrictLoader.yaml_implicit_resolvers.items():
-    StrictLoader.yaml_implicit_resolvers[_first] = [r for r in _resolvers if r[0] != _BOOL]
-StrictLoader.add_implicit_resolver(
-    _BOOL, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
-)
-
-
-def bracket_depth(text: str) -> int:
-    """Deepest nesting of ``[``/``{`` outside quotes: a cheap upper view of flow nesting."""
-    depth = deepest = 0
-    quote = ""
-    for ch in text:
-        if quote:
-            quote = "" if ch == quote else quote
-        elif ch in "'\"":
-            quote = ch
-        elif ch in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif ch in "]}":
-            depth -= 1
-    return deepest
-
-
-def parse_yaml(text: str, field: str, where: str) -> Any:
-    """Parse YAML text strictly; any problem is one :class:`InputError` on ``field``."""
-    if bracket_depth(text) > 4 * MAX_DEPTH:  # refuse at once, before the parser recurses
-        raise InputError(field, where, f"nesting at most {MAX_DEPTH} levels deep")
-    try:
-        data = yaml.load(text, Loader=StrictLoader)
-    except _Duplicate as dup:
-        raise InputError(
-            field, where, f"each key once (duplicate {dup.key!r}, line {dup.line})"
-        ) from None
-    except _Refused as tag:
-        raise InputError(field, where, f"plain text, numbers, lists and mappings (no "
-                         f"!!{tag.tag}, line {tag.line})") from None
-    except RecursionError:
-        raise InputError(field, where, f"nesting at most {MAX_DEPTH} levels deep") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" (line {mark.line + 1})" if mark is not None else ""
-        raise InputError(field, where, f"well-formed YAML{at}") from None
-    check_tree(data, field)
-    return data
-
-
-def parse_value(text: str, key: str) -> Any:
-    """One ``--set`` value: YAML (1.2 numbers); text that is not YAML stays a string."""
-    if not text:
-        return ""
-    try:
-        value = yaml.load(text, Loader=StrictLoader)
-    except _Duplicate as dup:
-        raise InputError(
-            f"--set {key}", text, f"each key once (duplicate {dup.key!r})"
-        ) from None
-    except RecursionError:
-        raise InputError(f"--set {key}", text, f"nesting at most {MAX_DEPTH} levels") from None
-    except yaml.YAMLError:
-        return text
-    check_tree(value, key)
-    return value
 
 
 def parse_json(text: str, field: str, where: str) -> Any:

@@ -30,7 +30,8 @@ from pydantic import Field, ValidationError, model_validator
 
 from libra_des.base.identity import GPU_RECORDS_ENV
 from libra_des.config import Frozen, pydantic_line
-from libra_des.config.validation import parse_yaml, read_bounded
+from libra_des.config.validation import read_bounded
+from libra_des.config.yaml_text import parse_yaml
 from libra_des.errors import InputError
 
 #: The shipped records (package data, see ``pyproject.toml``).
@@ -108,7 +109,7 @@ def record_folders() -> tuple[Path, ...]:
 def read_record(path: Path) -> GpuRecord:
     """One record file, validated (any problem: one line naming the file and the field)."""
     try:
-        data = parse_yaml(read_bounded(path), str(path), str(path))
+        data = parse_yaml(read_bounded(path), str(path), str(path), ours=path.parent == GPU_DIR)
     except OSError as exc:
         raise InputError(str(path), exc.__class__.__name__, "a readable GPU record") from None
     try:

@@ -26,6 +26,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from libra_des.config.yaml_text import package_yaml
 from libra_des.errors import InputError
 from libra_des.kinds.estimate import Estimate
 
@@ -45,9 +46,8 @@ DATA = Path(__file__).with_name("preflight.yaml")
 @cache
 def coefficients() -> Mapping[str, Any]:
     """``preflight.yaml`` (read once)."""
-    import yaml  # lazy: ``plan``'s start-up never reads the file
 
-    data: Mapping[str, Any] = yaml.safe_load(DATA.read_text())
+    data: Mapping[str, Any] = package_yaml(DATA)
     return data
 
 

@@ -59,8 +59,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
+from libra_des.config.yaml_text import package_yaml
 from libra_des.errors import InputError
 from libra_des.hardware.collectives import collective_ops
 from libra_des.hardware.fabric.rates import Fabric
@@ -78,8 +78,7 @@ TUNING_FILE = Path(__file__).resolve().parents[3] / "calibration" / "public" / "
 @lru_cache(maxsize=4)
 def load_tuning(path: str = str(TUNING_FILE)) -> dict[str, Any]:
     """NCCL's tuning constants (the file's sources name each block)."""
-    with open(path, encoding="utf-8") as fh:
-        data: dict[str, Any] = yaml.safe_load(fh)
+    data: dict[str, Any] = package_yaml(Path(path))
     return data
 
 
