@@ -79,7 +79,7 @@ def elaborate(scenario: MoeScenario) -> MoeScenario:
 
     network_models.get(scenario.fidelity)
     check_ep_width(scenario)
-    system_kernel(scenario)  # the system ships a kernel for model.dtype
+    system_kernel(scenario.balancer.policy, scenario.model.dtype)  # one for model.dtype
     Wiring.of(scenario)  # looks the system up; refuses an override it cannot use
     check_machine(scenario)
     return scenario

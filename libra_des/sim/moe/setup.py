@@ -50,7 +50,7 @@ def ep_group(scenario: Scenario, topo: Topology) -> EpGroup:
     tp = scenario.parallelism.tp
     if tp not in (1, ep):
         raise InputError("parallelism.tp", tp, f"1 (DP attention) or ep={ep} (TP attention)")
-    if static_replicas(scenario) and scenario.balancer.redundant_experts % ep:
+    if static_replicas(scenario.balancer.policy) and scenario.balancer.redundant_experts % ep:
         raise InputError(
             "balancer.redundant_experts", scenario.balancer.redundant_experts,
             f"a multiple of ep={ep}",
@@ -67,16 +67,16 @@ def check_ep_width(scenario: Scenario) -> None:
     check_width(scenario.parallelism.ep, scenario.model.experts)
 
 
-def system_kernel(scenario: Scenario) -> GroupedKernel:
-    """The grouped-GEMM kernel the scenario's system ships for ``model.dtype``."""
-    dtype = scenario.model.dtype
-    name = moe_system(scenario.balancer.policy).capabilities.kernel(dtype)
+def system_kernel(policy: str, dtype: str) -> GroupedKernel:
+    """The grouped-GEMM kernel the system ``policy`` ships for ``dtype`` (``model.dtype``)."""
+    name = moe_system(policy).capabilities.kernel(dtype)
     return grouped_kernel(name, dtype)
 
 
-def static_replicas(scenario: Scenario) -> bool:
-    """Whether the system lays out ``balancer.redundant_experts`` static replicas per layer."""
-    return moe_system(scenario.balancer.policy).capabilities.replication == "static"
+def static_replicas(policy: str) -> bool:
+    """Whether the system ``policy`` lays out ``balancer.redundant_experts`` static replicas
+    per layer."""
+    return moe_system(policy).capabilities.replication == "static"
 
 
 def expert_bytes(model: ModelSpec) -> float:
@@ -106,7 +106,7 @@ def resident_bytes(scenario: Scenario, gpus: int) -> float:
 
 def slot_bytes(scenario: Scenario, gpus: int) -> float:
     m, bal = scenario.model, scenario.balancer
-    if static_replicas(scenario):
+    if static_replicas(scenario.balancer.policy):
         return expert_bytes(m) * (m.layers - m.dense_layers) * bal.redundant_experts / gpus
     if moe_system(bal.policy).capabilities.memory_slots:
         return expert_bytes(m) * 2 * bal.slots
@@ -119,7 +119,7 @@ def check_memory(scenario: Scenario, gpus: int, gpu_name: str) -> None:
     base, extra = resident_bytes(scenario, gpus), slot_bytes(scenario, gpus)
     if base + extra <= hbm:
         return
-    static = static_replicas(scenario)
+    static = static_replicas(scenario.balancer.policy)
     field = "balancer.redundant_experts" if static else "balancer.slots"
     value = scenario.balancer.redundant_experts if static else scenario.balancer.slots
     per_slot = expert_bytes(scenario.model) / 1e6

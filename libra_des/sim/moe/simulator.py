@@ -238,7 +238,8 @@ def run_moe(
     fabric = topo.fabric()
     prof = load_profile(scenario.profile) if profile is None else profile
     cost = CostModel(prof, fabric, True, comm_overrides(scenario))
-    coster = StageCoster(cost, fabric, scenario.model, group.gpus, system_kernel(scenario))
+    grouped = system_kernel(scenario.balancer.policy, scenario.model.dtype)
+    coster = StageCoster(cost, fabric, scenario.model, group.gpus, grouped)
     trace_rng, pred_rng, noise_rng, var_rng = rng.spawn(4)
     if traces is None:
         traces = shared_traces(scenario, group.gpus, trace_rng)

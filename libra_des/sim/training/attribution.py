@@ -198,7 +198,7 @@ def forward_mean(per_op: np.ndarray, is_f: np.ndarray) -> float:
 def exchange_bytes(scenario: Scenario, plan: StepPlan) -> tuple[float, float]:
     """Bytes the attention exchange moves in one layer of every slot: the forward's, and the
     forward's plus the backward's (and a full recomputation's), as ``opcost`` prices them."""
-    resend, redo_d, redo_r = backward_traffic(scenario)
+    resend, redo_d, redo_r = backward_traffic(scenario.memory)
     fwd = total = 0.0
     if scenario.comm_free:
         return 0.0, 0.0

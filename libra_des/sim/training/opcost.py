@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from libra_des.config import ModelSpec, RoutingSpec
+from libra_des.config import MemorySpec, ModelSpec, RoutingSpec
 from libra_des.config import TrainingScenario as Scenario
 from libra_des.hardware.collectives.a2a_batch import all_to_allv_batch
 from libra_des.hardware.costs import CostModel
@@ -198,13 +198,12 @@ class SlotAttention:
     recompute_return: np.ndarray | None = None
 
 
-def backward_traffic(scenario: Scenario) -> tuple[float, float, float]:
+def backward_traffic(mem: MemorySpec) -> tuple[float, float, float]:
     """(Q/K/V re-sent, recompute dispatch, recompute O return) as shares of the forward plan.
 
     The backward has the forward's remote Q, K, V when they were kept or just recomputed; a
     full recomputation re-fetches the remote inputs unless kept, and returns O again.
     """
-    mem = scenario.memory
     full = mem.recompute == "full"
     resend = 0.0 if (mem.keep_remote_kv or full) else 1.0
     redo_d = 1.0 if (full and not mem.keep_remote_kv) else 0.0
@@ -256,7 +255,7 @@ def slot_attention(scenario: Scenario, cost: CostModel, plan: StepPlan) -> SlotA
 
     chunks = max(p.chunks for p in flat)
     per = [1.0 / p.chunks for p in flat]
-    resend, redo_d, redo_r = backward_traffic(scenario)
+    resend, redo_d, redo_r = backward_traffic(scenario.memory)
     matrices: tuple[Callable[[AttentionPlan], np.ndarray], ...] = (
         lambda p: p.dispatch_bytes,
         lambda p: p.return_bytes,

@@ -326,7 +326,7 @@ def simulate_step(
 
     def detailed(make: Callable[[simpy.Environment], NetworkModel]) -> DetailedPipelineSim:
         return DetailedPipelineSim(schedule, planned, plan, layout, make, lin.act_bytes, sync,
-                                   backward_traffic(scenario))
+                                   backward_traffic(scenario.memory))
 
     if fidelity.replays_training:
         factory = network_factory(fidelity, cluster)
