@@ -6,9 +6,10 @@ import pytest
 import toy_balancer
 
 import libra_des
-from libra_des.config import ROOT, TRAINING_POLICIES
+from libra_des.config import ROOT
 from libra_des.errors import InputError
 from libra_des.plan.balancers import registry as training_balancers
+from tests.test_scenarios import TRAINING_POLICIES
 
 QUICKSTART = ROOT / "scenarios" / "quickstart.yaml"
 #: A small layout (64 GPUs, as in test_api) with a short model and two steps.

@@ -9,12 +9,13 @@ import pytest
 import toy_moe_system
 
 import libra_des
-from libra_des.config import MOE_POLICIES, load_scenario
+from libra_des.config import load_scenario
 from libra_des.errors import InputError
 from libra_des.plan.moe import registry
 from libra_des.plan.moe.registry import BUILTIN, ENTRY_POINT_GROUP, moe_system, moe_system_names
 from libra_des.runs.sweep import Axis, SweepSpec, resolve
 from libra_des.sim.moe.batch import Wiring
+from tests.test_scenarios import MOE_POLICIES
 
 BREAKDOWN = Path(__file__).resolve().parents[1] / "scenarios" / "paper-moe-breakdown.yaml"
 SMALL = ["model.layers=3", "workload.batches=1", "workload.batch=8", "variance.enabled=false"]

@@ -14,9 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from libra_des.config import MOE_POLICIES, ROOT, TRAINING_POLICIES, load_scenario, read_yaml
+from libra_des.config import ROOT, load_scenario, read_yaml
 from libra_des.kinds.simulation import simulate
 
+#: The papers' policies, in the registries' order (the shipped training balancers and MoE
+#: systems; a scenario may name any registered one).
+TRAINING_POLICIES = ("ulysses", "wlb_llm", "distca", "libra")
+MOE_POLICIES = ("sglang", "eplb", "lina", "harmoeny", "libra")
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
 
 

@@ -15,13 +15,7 @@ from libra_des.config.loading import (
     MOE_DATASETS as MOE_DATASETS,
 )
 from libra_des.config.loading import (
-    MOE_POLICIES as MOE_POLICIES,
-)
-from libra_des.config.loading import (
     ROOT as ROOT,
-)
-from libra_des.config.loading import (
-    TRAINING_POLICIES as TRAINING_POLICIES,
 )
 from libra_des.config.loading import (
     Frozen as Frozen,

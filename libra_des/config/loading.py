@@ -45,11 +45,6 @@ from libra_des.errors import InputError
 #: Repository root: shipped topologies, workloads and profiles are found relative to it.
 ROOT = Path(__file__).resolve().parents[2]
 
-TRAINING_POLICIES = ("ulysses", "wlb_llm", "distca", "libra")
-#: The shipped MoE systems (kept equal to ``plan.moe.registry.BUILTIN`` by a test); a scenario
-#: may name any registered system, which the registry checks at elaboration.
-MOE_POLICIES = ("sglang", "eplb", "lina", "harmoeny", "libra")
-
 
 class Frozen(BaseModel):
     """Base for every configuration object: immutable, unknown keys rejected."""
