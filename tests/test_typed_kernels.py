@@ -1,6 +1,7 @@
 """Kernels and the Python API are typed where they are called: mypy (the project's settings)
 reveals a real type, not ``Any``, for calls of three compiled kernels and of
-``load_scenario``, ``simulate`` and ``cost``, and rejects a kernel call with a wrong argument.
+``load_scenario``, ``simulate`` and ``cost``, and rejects kernel calls with a wrong argument
+(a list, an array of the wrong dtype).
 One mypy run over a small probe file."""
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-#: Six revealed calls, then one call mypy must reject (a list where a float64 array goes).
+#: Six revealed calls, then two calls mypy must reject (a list, then an int64 array, where a
+#: float64 array goes).
 PROBE = '''
 import numpy as np
 
@@ -30,7 +32,9 @@ sc = libra_des.load_scenario("scenarios/quickstart.yaml", {"parallelism.dp": 16}
 reveal_type(sc)
 reveal_type(libra_des.simulate(sc, seed=1))
 reveal_type(libra_des.cost("all_reduce", nbytes=8 << 20, group=8))
+ints = np.ones(3, dtype=np.int64)  # (inline, the call's context would type it float64)
 quantiles([0.5])  # WRONG
+quantiles(ints)  # WRONG
 '''
 REVEALED = re.compile(r'probe\.py:(\d+): note: Revealed type is "(.*)"')
 
@@ -52,9 +56,11 @@ def test_kernel_and_api_calls_have_types(tmp_path: Path) -> None:
     assert all("float64" in t for t in kernels), kernels  # the dtypes of the signatures
     assert "Scenario" in scenario and result.endswith("Result")
     assert seconds in ("float", "builtins.float")
-    wrong = PROBE.splitlines().index('quantiles([0.5])  # WRONG') + 1
+    wrong = [n for n, line in enumerate(PROBE.splitlines(), 1) if line.endswith("# WRONG")]
     errors = [line for line in out.splitlines() if ": error:" in line]
-    assert len(errors) == 1 and f"probe.py:{wrong}: error: Argument 1 to" in errors[0], out
+    assert len(errors) == len(wrong) == 2, out
+    for line, error in zip(wrong, errors, strict=True):
+        assert f"probe.py:{line}: error: Argument 1 to" in error, out
 
 
 def test_mypy_runs_strict() -> None:

@@ -42,6 +42,7 @@ Floats = npt.NDArray[np.float64]
 Float32s = npt.NDArray[np.float32]
 Ints = npt.NDArray[np.int64]
 Int32s = npt.NDArray[np.int32]
+Int16s = npt.NDArray[np.int16]
 Bools = npt.NDArray[np.bool_]
 #: numba's options for every kernel: nopython mode (``njit``), the GIL released.
 KERNEL_OPTIONS: dict[str, Any] = {"nogil": True}

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from libra_des.base.kernel import kernel
+from libra_des.base.kernel import Floats, Ints, kernel
 from libra_des.plan import tap_kernel
 
 
@@ -76,10 +76,10 @@ def descending(f: np.ndarray, run: int) -> np.ndarray:
 
 @kernel
 def attention_rows(
-    flops: np.ndarray, q_home: np.ndarray, q_bytes: np.ndarray, o_bytes: np.ndarray,
-    doc_len: np.ndarray, group_ptr: np.ndarray, group_ids: np.ndarray, lengths: np.ndarray,
-    hold_sample: np.ndarray, hold_worker: np.ndarray, hold_tokens: np.ndarray,
-    pools: np.ndarray, h_count: int, cp: int, kv_bpt: int, slack: float,
+    flops: Ints, q_home: Ints, q_bytes: Ints, o_bytes: Ints,
+    doc_len: Floats, group_ptr: Ints, group_ids: Ints, lengths: Ints,
+    hold_sample: Ints, hold_worker: Ints, hold_tokens: Ints,
+    pools: Ints, h_count: int, cp: int, kv_bpt: int, slack: float,
 ) -> tuple[np.ndarray, ...]:
     """Per pool ``p`` (``pools[p]`` = its first sequence, sample, tile and holdings row; one
     more row closes the batch): its workers' pair-heads and document lengths (concatenated,

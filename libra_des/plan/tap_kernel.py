@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from libra_des.base.kernel import Ints, inline_kernel, kernel
+from libra_des.base.kernel import Floats, Ints, inline_kernel, kernel
 
 
 @inline_kernel
@@ -92,17 +92,17 @@ def fetched(g: int, w: int, head: np.ndarray, nxt: np.ndarray, who: np.ndarray) 
 
 @kernel
 def greedy(
-    order: np.ndarray,
-    flops: np.ndarray,
-    q_home: np.ndarray,
-    qo: np.ndarray,
-    ptr: np.ndarray,
-    gids: np.ndarray,
-    glen: np.ndarray,
+    order: Ints,
+    flops: Ints,
+    q_home: Ints,
+    qo: Ints,
+    ptr: Ints,
+    gids: Ints,
+    glen: Ints,
     h_count: int,
-    hold_ptr: np.ndarray,
-    hold_worker: np.ndarray,
-    hold_tokens: np.ndarray,
+    hold_ptr: Ints,
+    hold_worker: Ints,
+    hold_tokens: Ints,
     workers: int,
     kv_bpt: int,
     capacity: float,
@@ -182,14 +182,14 @@ def greedy(
 
 @kernel
 def kv_fetches(
-    group_ptr: np.ndarray,
-    group_ids: np.ndarray,
-    worker: np.ndarray,
+    group_ptr: Ints,
+    group_ids: Ints,
+    worker: Ints,
     groups: int,
     h_count: int,
-    hold_ptr: np.ndarray,
-    hold_worker: np.ndarray,
-    hold_tokens: np.ndarray,
+    hold_ptr: Ints,
+    hold_worker: Ints,
+    hold_tokens: Ints,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(group, source, destination, tokens) of every KV piece the placement moves.
 
@@ -251,7 +251,7 @@ def kv_fetches(
 
 
 @kernel
-def tile_groups(seg_sample: np.ndarray, seg_count: np.ndarray, h_count: int
+def tile_groups(seg_sample: Ints, seg_count: Ints, h_count: int
                 ) -> tuple[np.ndarray, np.ndarray]:
     """``tap.tile_groups``: CSR of K(t), tile ``b*H + h`` reading group ``j*H + h`` for every
     sample j of block b in segment order (integers only, so the same arrays)."""
@@ -272,7 +272,7 @@ def tile_groups(seg_sample: np.ndarray, seg_count: np.ndarray, h_count: int
 
 
 @kernel
-def holdings(lens: np.ndarray, sizes: np.ndarray, cp: int, packed_length: int
+def holdings(lens: Ints, sizes: Ints, cp: int, packed_length: int
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``tap.holdings`` (sample, worker, tokens rows, in sample then shard order) of the
     sequences whose samples are ``lens``, ``sizes[p]`` of them in sequence ``p``."""
@@ -304,10 +304,10 @@ def holdings(lens: np.ndarray, sizes: np.ndarray, cp: int, packed_length: int
 
 
 @kernel
-def pair_bytes(group_ptr: np.ndarray, group_ids: np.ndarray, worker: np.ndarray, groups: int,
-               h_count: int, hold_ptr: np.ndarray, hold_worker: np.ndarray,
-               hold_tokens: np.ndarray, kv_bytes_per_token: int, q_home: np.ndarray,
-               q_bytes: np.ndarray, o_bytes: np.ndarray, workers: int
+def pair_bytes(group_ptr: Ints, group_ids: Ints, worker: Ints, groups: int,
+               h_count: int, hold_ptr: Ints, hold_worker: Ints,
+               hold_tokens: Ints, kv_bytes_per_token: int, q_home: Ints,
+               q_bytes: Ints, o_bytes: Ints, workers: int
                ) -> tuple[np.ndarray, np.ndarray]:
     """``tap.exchange_plan``'s [W, W] dispatch (the KV pieces :func:`kv_fetches` lists, then
     each remote tile's Q) and return (each remote tile's O) bytes, from the placement alone
@@ -343,8 +343,8 @@ def pair_bytes(group_ptr: np.ndarray, group_ids: np.ndarray, worker: np.ndarray,
 
 
 @kernel
-def tile_bytes(dispatch: np.ndarray, worker: np.ndarray, q_home: np.ndarray,
-               q_bytes: np.ndarray, o_bytes: np.ndarray, workers: int
+def tile_bytes(dispatch: np.ndarray, worker: Ints, q_home: Ints,
+               q_bytes: Ints, o_bytes: Ints, workers: int
                ) -> tuple[np.ndarray, np.ndarray]:
     """Each remote tile's Q added to the flat dispatch bytes (which hold the KV pieces), and
     its O as the return bytes: both as [W, W] matrices."""
@@ -358,7 +358,7 @@ def tile_bytes(dispatch: np.ndarray, worker: np.ndarray, q_home: np.ndarray,
 
 
 @kernel
-def worker_work(worker: np.ndarray, flops: np.ndarray, doc_len: np.ndarray, workers: int
+def worker_work(worker: Ints, flops: Ints, doc_len: Floats, workers: int
                 ) -> tuple[np.ndarray, np.ndarray]:
     """``tap.fold_attention_plan``'s per-worker Σ f·doc_len and Σ f (float64, added in tile
     order as ``np.bincount`` adds them)."""
@@ -372,8 +372,8 @@ def worker_work(worker: np.ndarray, flops: np.ndarray, doc_len: np.ndarray, work
 
 
 @kernel
-def tile_tables(seg_sample: np.ndarray, seg_count: np.ndarray, h_count: int, lens: np.ndarray,
-                sizes: np.ndarray, cp: int, packed_length: int) -> tuple[np.ndarray, ...]:
+def tile_tables(seg_sample: Ints, seg_count: Ints, h_count: int, lens: Ints,
+                sizes: Ints, cp: int, packed_length: int) -> tuple[np.ndarray, ...]:
     """:func:`tile_groups` and :func:`holdings` of one pool in one call: ``tap.build_tiles``
     needs both, and each kernel a process calls is one more cached library to load."""
     ptr, ids = tile_groups(seg_sample, seg_count, h_count)
@@ -382,10 +382,10 @@ def tile_tables(seg_sample: np.ndarray, seg_count: np.ndarray, h_count: int, len
 
 
 @kernel
-def exchange(group_ptr: np.ndarray, group_ids: np.ndarray, worker: np.ndarray, groups: int,
-             h_count: int, hold_ptr: np.ndarray, hold_worker: np.ndarray,
-             hold_tokens: np.ndarray, kv_bytes_per_token: int, q_home: np.ndarray,
-             q_bytes: np.ndarray, o_bytes: np.ndarray, workers: int) -> tuple[np.ndarray, ...]:
+def exchange(group_ptr: Ints, group_ids: Ints, worker: Ints, groups: int,
+             h_count: int, hold_ptr: Ints, hold_worker: Ints,
+             hold_tokens: Ints, kv_bytes_per_token: int, q_home: Ints,
+             q_bytes: Ints, o_bytes: Ints, workers: int) -> tuple[np.ndarray, ...]:
     """``tap.exchange_plan``: :func:`kv_fetches` (its tokens as bytes), their sums, then
     :func:`tile_bytes`, in one call (one cached library to load, as :func:`tile_tables`):
     (group, source, destination, bytes) of the KV rows, dispatch and return matrices (the

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from libra_des.base.kernel import kernel
+from libra_des.base.kernel import Int16s, Ints, kernel
 
 
 @kernel
-def topk_hits(predicted: np.ndarray, routed: np.ndarray) -> int:
+def topk_hits(predicted: Ints, routed: Int16s) -> int:
     """Pairs ``(row, predicted id)`` whose id is among the row's routed ids (ids >= 0)."""
     top = np.int64(0)
     for i in range(routed.shape[0]):

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from libra_des.base.kernel import inline_kernel, kernel
+from libra_des.base.kernel import Bools, Floats, Int16s, Ints, inline_kernel, kernel
 
 #: Added to every free expert's weight in the exact fallback draw, so an expert the
 #: popularity weights give (almost) nothing can still be drawn when it is all that is left.
@@ -23,13 +23,13 @@ FREE_FLOOR = 1e-12
 
 
 @inline_kernel
-def holds(r: int, d: int, words: np.ndarray) -> bool:
+def holds(r: int, d: int, words: Ints) -> bool:
     """Whether row ``r``'s set holds expert ``d``."""
     return bool(words[r, d >> 6] & (np.int64(1) << (d & 63)))
 
 
 @inline_kernel
-def try_place(r: int, d: int, slot: int, out: np.ndarray, words: np.ndarray) -> bool:
+def try_place(r: int, d: int, slot: int, out: Int16s, words: Ints) -> bool:
     """Put expert ``d`` in ``out[r, slot]`` unless row ``r`` holds it already."""
     if holds(r, d, words):
         return False
@@ -40,7 +40,7 @@ def try_place(r: int, d: int, slot: int, out: np.ndarray, words: np.ndarray) -> 
 
 @kernel
 def mark_misses(
-    rng: np.random.Generator, routed: np.ndarray, accuracy: float, counts: np.ndarray
+    rng: np.random.Generator, routed: Int16s, accuracy: float, counts: Ints
 ) -> np.ndarray:
     """Which routed experts the predictor misses, each slot independently with probability
     ``1 - accuracy``, and each expert's routed slots added to ``counts``.
@@ -73,8 +73,8 @@ def mark_misses(
 
 @kernel
 def fill_slots(
-    miss: np.ndarray, routed: np.ndarray, substitute: np.ndarray, weights: np.ndarray,
-    rng: np.random.Generator, rounds: int, out: np.ndarray, words: np.ndarray,
+    miss: Bools, routed: Int16s, substitute: Ints, weights: Floats,
+    rng: np.random.Generator, rounds: int, out: Int16s, words: Ints,
 ) -> None:
     """``predictors.replace_misses`` slot by slot: each missed row of a slot takes its
     expert's ``substitute`` where free (an empty ``substitute``: none), then up to
@@ -116,8 +116,8 @@ def fill_slots(
 
 @inline_kernel
 def draw_free(
-    r: int, slot: int, weights: np.ndarray, rng: np.random.Generator, out: np.ndarray,
-    words: np.ndarray,
+    r: int, slot: int, weights: Floats, rng: np.random.Generator, out: Int16s,
+    words: Ints,
 ) -> None:
     """The exact draw among row ``r``'s free experts (a row that kept colliding), with
     probabilities ``weights + FREE_FLOOR`` renormalised over them; their running sum is
@@ -143,7 +143,7 @@ def draw_free(
 
 
 @kernel
-def set_words(members: np.ndarray, n_words: int) -> np.ndarray:
+def set_words(members: Int16s, n_words: int) -> np.ndarray:
     """Each row of ``members[rows, k]`` as a set: its ids as bits of int64 words (64 ids a
     word)."""
     words = np.zeros((members.shape[0], n_words), dtype=np.int64)

@@ -38,7 +38,7 @@ import numpy as np
 from llvmlite import ir
 from numba.core import cgutils, types
 
-from libra_des.base.kernel import inline_kernel, intrinsic, kernel
+from libra_des.base.kernel import Float32s, Floats, Int16s, Int32s, inline_kernel, intrinsic, kernel
 
 #: Strided expert blocks of a draw's two-level scan (16 float32 fill one AVX-512 vector).
 BLOCKS = 16
@@ -275,7 +275,7 @@ def token_logits(typingctx: Any, latent: Any, t: Any, gate: Any, bias: Any, row:
 
 
 @kernel
-def padded(gate: np.ndarray, bias: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def padded(gate: Float32s, bias: Float32s) -> tuple[np.ndarray, np.ndarray]:
     """``gate`` with zero columns and ``bias`` with -inf columns up to a whole number of
     blocks: the padding's logits are -inf, never drawn."""
     e = gate.shape[1]
@@ -305,8 +305,8 @@ def weigh(logit: np.ndarray, g: int, weight: np.ndarray, prefix: np.ndarray,
 
 
 @kernel
-def route_tokens(latent: np.ndarray, gate: np.ndarray, bias: np.ndarray, dataset: np.ndarray,
-                 uniforms: np.ndarray, out: np.ndarray) -> None:
+def route_tokens(latent: Float32s, gate: Float32s, bias: Float32s, dataset: Int16s,
+                 uniforms: Floats, out: Int16s) -> None:
     """``out[t]`` = token ``t``'s ``k`` experts (``k = out.shape[1]``), drawn without
     replacement from ``softmax(bias[dataset[t]] + latent[t] @ gate)`` with the float64
     ``uniforms[t]``; the first draw (the largest Gumbel-perturbed score) goes in the last slot,
@@ -373,7 +373,7 @@ def last_positive(weight: np.ndarray) -> int:
 
 
 @kernel
-def ar1_mix(rng: np.random.Generator, state: np.ndarray, scale: float, rho: np.float32) -> None:
+def ar1_mix(rng: np.random.Generator, state: Float32s, scale: float, rho: np.float32) -> None:
     """``routing.ar1_update`` in one pass over the flat float32 ``state``:
     ``state = float32(z * scale + float64(state * rho))`` with ``z`` float64 standard
     normals drawn in order (numba runs numpy's ziggurat on the Generator's bit generator, so
@@ -388,8 +388,8 @@ def ar1_mix(rng: np.random.Generator, state: np.ndarray, scale: float, rho: np.f
 
 @kernel
 def token_latents(
-    req: np.ndarray, tok: np.ndarray, request: np.ndarray, w_req: np.float32,
-    w_tok: np.float32, out: np.ndarray,
+    req: Float32s, tok: Float32s, request: Int32s, w_req: np.float32,
+    w_tok: np.float32, out: Float32s,
 ) -> None:
     """``routing.TokenLatents.mix``: ``w_req * req[request] + w_tok * tok`` in float32."""
     for t in range(tok.shape[0]):

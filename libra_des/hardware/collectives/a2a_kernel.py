@@ -23,17 +23,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from libra_des.base.kernel import Floats, kernel
+from libra_des.base.kernel import Floats, Ints, kernel
 
 
 @kernel
 def pair_sums(
-    send: np.ndarray,
-    depth: np.ndarray,
+    send: Floats,
+    depth: Ints,
     classes: int,
     threshold: float,
     share: float,
-    rail: np.ndarray,
+    rail: Ints,
     rails: int,
 ) -> tuple[Floats, Floats, Floats, Floats, Floats]:
     """Per class k, matrix s and rank: wire bytes sent and received over the pairs of depth

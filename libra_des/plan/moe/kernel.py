@@ -27,14 +27,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from libra_des.base.kernel import Ints, kernel
+from libra_des.base.kernel import Bools, Int16s, Ints, kernel
 
 #: Largest EP group whose per-token destinations are kept as bits of one int64 word.
 MASK_GPUS = 63
 
 
 @kernel
-def origin_counts(routed: np.ndarray, origin: np.ndarray, gpus: int, experts: int) -> Ints:
+def origin_counts(routed: Int16s, origin: Ints, gpus: int, experts: int) -> Ints:
     """``[G, E]`` pairs per (origin GPU, expert)."""
     out = np.zeros((gpus, experts), dtype=np.int64)
     tokens, k = routed.shape
@@ -47,7 +47,7 @@ def origin_counts(routed: np.ndarray, origin: np.ndarray, gpus: int, experts: in
 
 @kernel
 def dispatch_pairs(
-    routed: np.ndarray, origin: np.ndarray, load: np.ndarray, counts: np.ndarray
+    routed: Int16s, origin: Ints, load: Ints, counts: Ints
 ) -> np.ndarray:
     """``[G, G]`` tokens GPU ``s`` sends to ``d != s`` when ``load`` is realised as in
     ``assignment.materialise`` (``counts``: the routing's origin counts; conserved per
@@ -109,7 +109,7 @@ def dispatch_pairs(
 
 
 @kernel
-def planned_loads(counts: np.ndarray, holders: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def planned_loads(counts: Ints, holders: Bools) -> tuple[np.ndarray, np.ndarray]:
     """``(share[G, E], loads[G])`` of ``replication.planned_share`` / ``planned_gpu_load``."""
     gpus, experts = counts.shape
     share = np.zeros((gpus, experts), dtype=np.float64)
@@ -140,8 +140,8 @@ def planned_loads(counts: np.ndarray, holders: np.ndarray) -> tuple[np.ndarray, 
 
 @kernel
 def hottest_replicas(
-    counts: np.ndarray, holders: np.ndarray, replicas: np.ndarray, free: np.ndarray,
-    node: np.ndarray, home_gpu: np.ndarray,
+    counts: Ints, holders: Bools, replicas: Bools, free: Ints,
+    node: Ints, home_gpu: Ints,
 ) -> None:
     """Phase 2 of ``replication.libra_replicas`` in place on ``holders``, ``replicas`` and
     ``free``: ``place_hottest`` until no slot is free or no step helps. ``node``: node of
@@ -187,8 +187,8 @@ def hottest_replicas(
 
 @kernel
 def greedy_moves(
-    load: np.ndarray, movable: np.ndarray, receivers: np.ndarray, target: float,
-    max_iterations: int, node: np.ndarray,
+    load: Ints, movable: Ints, receivers: Bools, target: float,
+    max_iterations: int, node: Ints,
 ) -> int:
     """``sharding.greedy_moves`` in place on int64 ``load`` and ``movable``; returns the
     moves made. ``max_iterations`` < 0: no limit; ``node`` empty: one node."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from libra_des.base.kernel import Floats, inline_kernel, kernel
+from libra_des.base.kernel import Floats, Ints, inline_kernel, kernel
 from libra_des.hardware.compute.interference_kernel import stretch
 from libra_des.plan.pipeline_kernel import makespan_row
 
@@ -30,17 +30,17 @@ PER_LAYER = ("straggler", "pre", "compute_max", "post")
 
 @kernel
 def op_times(
-    comp: np.ndarray,
-    comp_r: np.ndarray,
-    comm: np.ndarray,
-    noise: np.ndarray,
-    links: np.ndarray,
-    gaps: np.ndarray,
-    linear: np.ndarray,
-    expert: np.ndarray,
-    layers: np.ndarray,
+    comp: Floats,
+    comp_r: Floats,
+    comm: Floats,
+    noise: Floats,
+    links: Floats,
+    gaps: Floats,
+    linear: Floats,
+    expert: Floats,
+    layers: Ints,
     m: int,
-    factors: np.ndarray,
+    factors: Floats,
 ) -> tuple[Floats, Floats]:
     """Per-op fields ``[11, E, n]`` (:data:`PER_OP`) and per-layer ones ``[4, E, n, L]``
     (:data:`PER_LAYER`) of one device.
@@ -115,8 +115,8 @@ def op_times(
 
 @inline_kernel
 def layer_fields(e: int, i: int, lay: int, comp_l: Floats, t_w: Floats, slowed: Floats,
-                 lost: Floats, total: float, noise: np.ndarray, gaps: np.ndarray,
-                 linear: np.ndarray, expert: np.ndarray, per_op: Floats,
+                 lost: Floats, total: float, noise: Floats, gaps: Floats,
+                 linear: Floats, expert: Floats, per_op: Floats,
                  per_layer: Floats) -> None:
     """One layer's phases (each the slowest worker's) added into the op's fields."""
     width = comp_l.shape[0]

@@ -40,7 +40,7 @@ import math
 
 import numpy as np
 
-from libra_des.base.kernel import kernel
+from libra_des.base.kernel import Floats, Ints, kernel
 from libra_des.sim.network.flow import flow_ends
 from libra_des.sim.network.flow.tolerances import DONE_TOLERANCE, MARGIN
 
@@ -65,7 +65,7 @@ def _spacing(x: float) -> float:
 
 
 @kernel
-def _touch(link: int, touched: np.ndarray, lmark: np.ndarray, ctr: np.ndarray) -> None:
+def _touch(link: int, touched: Ints, lmark: Ints, ctr: Ints) -> None:
     """Remember ``link`` as changed (once per update; ``lmark`` -1 marks it)."""
     if lmark[link] != -1:
         lmark[link] = -1
@@ -75,9 +75,9 @@ def _touch(link: int, touched: np.ndarray, lmark: np.ndarray, ctr: np.ndarray) -
 
 @kernel
 def _place(
-    s: int, fpath: np.ndarray, plinks: np.ndarray, pn: np.ndarray, flink: np.ndarray,
-    fpos: np.ndarray, nlink: np.ndarray, lflow: np.ndarray, deg: np.ndarray,
-    touched: np.ndarray, lmark: np.ndarray, ctr: np.ndarray,
+    s: int, fpath: Ints, plinks: Ints, pn: Ints, flink: Ints,
+    fpos: Ints, nlink: Ints, lflow: Ints, deg: Ints,
+    touched: Ints, lmark: Ints, ctr: Ints,
 ) -> None:
     """Put flow ``s`` on its path's binding links."""
     p = fpath[s]
@@ -93,10 +93,10 @@ def _place(
 
 @kernel
 def insert(
-    slots: np.ndarray, flink: np.ndarray, fpos: np.ndarray, nlink: np.ndarray,
-    fpath: np.ndarray, plinks: np.ndarray, pn: np.ndarray, lflow: np.ndarray,
-    deg: np.ndarray, active: np.ndarray, apos: np.ndarray, touched: np.ndarray,
-    lmark: np.ndarray, ctr: np.ndarray,
+    slots: Ints, flink: Ints, fpos: Ints, nlink: Ints,
+    fpath: Ints, plinks: Ints, pn: Ints, lflow: Ints,
+    deg: Ints, active: Ints, apos: Ints, touched: Ints,
+    lmark: Ints, ctr: Ints,
 ) -> None:
     """Put the flows in ``slots`` (fields other than links already set) on their paths'
     binding links and in the active list."""
@@ -109,9 +109,9 @@ def insert(
 
 @kernel
 def _drop(
-    s: int, flink: np.ndarray, fpos: np.ndarray, nlink: np.ndarray, lflow: np.ndarray,
-    deg: np.ndarray, active: np.ndarray, apos: np.ndarray, free: np.ndarray,
-    touched: np.ndarray, lmark: np.ndarray, ctr: np.ndarray,
+    s: int, flink: Ints, fpos: Ints, nlink: Ints, lflow: Ints,
+    deg: Ints, active: Ints, apos: Ints, free: Ints,
+    touched: Ints, lmark: Ints, ctr: Ints,
 ) -> None:
     """Take flow ``s`` off its links and the active list (swap with the last entry)."""
     for j in range(nlink[s]):
@@ -134,11 +134,11 @@ def _drop(
 
 @kernel
 def _solve(
-    at: float, floor: float, rem: np.ndarray, since: np.ndarray, rate: np.ndarray,
-    flink: np.ndarray, nlink: np.ndarray, lflow: np.ndarray, deg: np.ndarray,
-    cap: np.ndarray, touched: np.ndarray, lmark: np.ndarray, fmark: np.ndarray,
-    ctr: np.ndarray, queue: np.ndarray, left: np.ndarray, count: np.ndarray,
-    reached: np.ndarray, moved: np.ndarray, fair: np.ndarray,
+    at: float, floor: float, rem: Floats, since: Floats, rate: Floats,
+    flink: Ints, nlink: Ints, lflow: Ints, deg: Ints,
+    cap: Floats, touched: Ints, lmark: Ints, fmark: Ints,
+    ctr: Ints, queue: np.ndarray, left: Floats, count: Ints,
+    reached: Ints, moved: Ints, fair: Floats,
 ) -> int:
     """Max-min rates at time ``at`` of the flows at least as fast as ``floor`` (up to
     TIE_TOLERANCE) connected to the touched links through such flows (see module
@@ -238,8 +238,8 @@ def _solve(
 
 @kernel
 def _raise_peaks(
-    reached: np.ndarray, nq: int, rate: np.ndarray, lflow: np.ndarray, deg: np.ndarray,
-    peak: np.ndarray,
+    reached: Ints, nq: int, rate: Floats, lflow: Ints, deg: Ints,
+    peak: Floats,
 ) -> None:
     """``peak[l]``: the highest load (sum of its flows' rates) link ``l`` has carried; only
     the links a solve reached can have gained load."""
@@ -249,7 +249,7 @@ def _raise_peaks(
 
 
 @kernel
-def _load(link: int, rate: np.ndarray, lflow: np.ndarray, deg: np.ndarray) -> float:
+def _load(link: int, rate: Floats, lflow: Ints, deg: Ints) -> float:
     """The sum of the rates of ``link``'s flows."""
     load = 0.0
     for p in range(deg[link]):
@@ -259,7 +259,7 @@ def _load(link: int, rate: np.ndarray, lflow: np.ndarray, deg: np.ndarray) -> fl
 
 @kernel
 def loads(
-    links: np.ndarray, rate: np.ndarray, lflow: np.ndarray, deg: np.ndarray
+    links: Ints, rate: Floats, lflow: Ints, deg: Ints
 ) -> np.ndarray:
     """The load of each of ``links`` (bytes/s)."""
     out = np.zeros(links.size)
@@ -270,8 +270,8 @@ def loads(
 
 @kernel
 def _check_reserved(
-    reached: np.ndarray, nq: int, rate: np.ndarray, lflow: np.ndarray, deg: np.ndarray,
-    cap: np.ndarray, reserved: np.ndarray, hot: np.ndarray, ctr: np.ndarray,
+    reached: Ints, nq: int, rate: Floats, lflow: Ints, deg: Ints,
+    cap: Floats, reserved: Floats, hot: Ints, ctr: Ints,
 ) -> None:
     """List in ``hot`` (``ctr[NHOT]`` of them) the links a solve reached whose load plus the
     replays' reservation leaves less than MARGIN of their capacity."""
@@ -285,8 +285,8 @@ def _check_reserved(
 
 
 @kernel
-def _keys(s: int, rem: np.ndarray, size: np.ndarray, rate: np.ndarray,
-          since: np.ndarray) -> tuple[float, float]:
+def _keys(s: int, rem: Floats, size: Floats, rate: Floats,
+          since: Floats) -> tuple[float, float]:
     """Flow ``s``'s heap keys: when it ends and when it comes within DONE_TOLERANCE of its
     size of the end (inf for a flow at rate 0)."""
     if not rate[s] > 0.0:
@@ -296,9 +296,9 @@ def _keys(s: int, rem: np.ndarray, size: np.ndarray, rate: np.ndarray,
 
 
 @kernel
-def _heap_all(rem: np.ndarray, size: np.ndarray, rate: np.ndarray, since: np.ndarray,
-              active: np.ndarray, ctr: np.ndarray, hkey: np.ndarray, hslot: np.ndarray,
-              hpos: np.ndarray) -> None:
+def _heap_all(rem: Floats, size: Floats, rate: Floats, since: Floats,
+              active: Ints, ctr: Ints, hkey: Floats, hslot: Ints,
+              hpos: Ints) -> None:
     """Both heaps of every active flow."""
     n = ctr[NACT]
     for k in range(n):
@@ -311,9 +311,9 @@ def _heap_all(rem: np.ndarray, size: np.ndarray, rate: np.ndarray, since: np.nda
 
 
 @kernel
-def _rekey_moved(rem: np.ndarray, size: np.ndarray, rate: np.ndarray, since: np.ndarray,
-                 moved: np.ndarray, ctr: np.ndarray, hkey: np.ndarray, hslot: np.ndarray,
-                 hpos: np.ndarray) -> None:
+def _rekey_moved(rem: Floats, size: Floats, rate: Floats, since: Floats,
+                 moved: Ints, ctr: Ints, hkey: Floats, hslot: Ints,
+                 hpos: Ints) -> None:
     """New keys for the flows whose rate the last solve changed."""
     for q in range(ctr[NMOVED]):
         s = moved[q]
@@ -323,9 +323,9 @@ def _rekey_moved(rem: np.ndarray, size: np.ndarray, rate: np.ndarray, since: np.
 
 
 @kernel
-def _due(t: float, resolution: float, rem: np.ndarray, size: np.ndarray, rate: np.ndarray,
-         since: np.ndarray, apos: np.ndarray, done: np.ndarray, ctr: np.ndarray,
-         hkey: np.ndarray, hslot: np.ndarray, hpos: np.ndarray) -> int:
+def _due(t: float, resolution: float, rem: Floats, size: Floats, rate: Floats,
+         since: Floats, apos: Ints, done: Ints, ctr: Ints,
+         hkey: Floats, hslot: Ints, hpos: Ints) -> int:
     """The flows done at ``t`` (the drain's test, on each flow's bytes left at ``t``) into
     ``done``, in active-list order, out of both heaps; returns how many. Only flows whose
     keys say they may be done are tested; one that is not (float round-off) is drained to
@@ -363,8 +363,8 @@ def _due(t: float, resolution: float, rem: np.ndarray, size: np.ndarray, rate: n
 
 
 @kernel
-def _settle(t: float, rem: np.ndarray, rate: np.ndarray, since: np.ndarray,
-            active: np.ndarray, ctr: np.ndarray) -> float:
+def _settle(t: float, rem: Floats, rate: Floats, since: Floats,
+            active: Ints, ctr: Ints) -> float:
     """Drain every active flow to ``t``; the seconds from ``t`` to the next end."""
     wait = np.inf
     for k in range(ctr[NACT]):
@@ -380,15 +380,15 @@ def _settle(t: float, rem: np.ndarray, rate: np.ndarray, since: np.ndarray,
 @kernel
 def run(
     now: float, updated_at: float, horizon: float, floor: float,
-    rem: np.ndarray, size: np.ndarray, rate: np.ndarray, dst: np.ndarray, grp: np.ndarray,
-    flink: np.ndarray, fpos: np.ndarray, nlink: np.ndarray, fmark: np.ndarray,
-    active: np.ndarray, apos: np.ndarray, free: np.ndarray,
-    cap: np.ndarray, lflow: np.ndarray, deg: np.ndarray, lmark: np.ndarray,
-    touched: np.ndarray, gleft: np.ndarray, received: np.ndarray, ctr: np.ndarray,
-    done: np.ndarray, completed: np.ndarray, scratch: np.ndarray, left: np.ndarray,
-    count: np.ndarray, reached: np.ndarray, peak: np.ndarray, reserved: np.ndarray,
-    hot: np.ndarray, fin: np.ndarray, since: np.ndarray, hkey: np.ndarray,
-    hslot: np.ndarray, hpos: np.ndarray, moved: np.ndarray, fair: np.ndarray,
+    rem: Floats, size: Floats, rate: Floats, dst: Ints, grp: Ints,
+    flink: Ints, fpos: Ints, nlink: Ints, fmark: Ints,
+    active: Ints, apos: Ints, free: Ints,
+    cap: Floats, lflow: Ints, deg: Ints, lmark: Ints,
+    touched: Ints, gleft: Ints, received: Floats, ctr: Ints,
+    done: Ints, completed: Ints, scratch: Ints, left: Floats,
+    count: Ints, reached: Ints, peak: Floats, reserved: Floats,
+    hot: Ints, fin: Floats, since: Floats, hkey: Floats,
+    hslot: Ints, hpos: Ints, moved: Ints, fair: Floats,
 ) -> tuple[float, float, int]:
     """Updates from ``now`` on (see module docstring); ``floor`` 0 if flows were added.
     ``peak`` (empty, or one entry per link) records each link's highest load, for
@@ -467,9 +467,9 @@ def run(
 
 @kernel
 def rebind(
-    fpath: np.ndarray, plinks: np.ndarray, pn: np.ndarray, flink: np.ndarray,
-    fpos: np.ndarray, nlink: np.ndarray, lflow: np.ndarray, deg: np.ndarray,
-    active: np.ndarray, touched: np.ndarray, lmark: np.ndarray, ctr: np.ndarray,
+    fpath: Ints, plinks: Ints, pn: Ints, flink: Ints,
+    fpos: Ints, nlink: Ints, lflow: Ints, deg: Ints,
+    active: Ints, touched: Ints, lmark: Ints, ctr: Ints,
 ) -> None:
     """Put every active flow back on its path's (new) binding links."""
     deg[:] = 0
@@ -479,8 +479,8 @@ def rebind(
 
 
 @kernel
-def room_needed(plinks: np.ndarray, pn: np.ndarray, paths: np.ndarray, deg: np.ndarray,
-                base: int, tally: np.ndarray) -> int:
+def room_needed(plinks: Ints, pn: Ints, paths: Ints, deg: Ints,
+                base: int, tally: Ints) -> int:
     """The longest flow list any binding link needs once flows on ``paths`` join it (``base``
     0: counting from empty lists); ``tally`` is scratch of one entry per link (``count``,
     which solves set before they read it)."""
@@ -497,7 +497,7 @@ def room_needed(plinks: np.ndarray, pn: np.ndarray, paths: np.ndarray, deg: np.n
 
 
 @kernel
-def last_ends(plinks: np.ndarray, pn: np.ndarray, paths: np.ndarray, fin: np.ndarray,
+def last_ends(plinks: Ints, pn: Ints, paths: Ints, fin: Floats,
               links: int) -> np.ndarray:
     """Per link, the latest ``fin`` of the flows (flow ``i`` on path ``paths[i]``) whose
     binding links (the first ``pn`` of the path's row) include it (0 where none)."""

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from libra_des.base.kernel import inline_kernel, kernel
+from libra_des.base.kernel import Bools, Floats, Ints, inline_kernel, kernel
 from libra_des.sim.network.flow.fluid_kernel import _load
 from libra_des.sim.network.flow.tolerances import MARGIN
 
 
 @kernel
-def reserve(links: np.ndarray, peaks: np.ndarray, reserved: np.ndarray,
-            replays_on: np.ndarray) -> None:
+def reserve(links: Ints, peaks: Floats, reserved: Floats,
+            replays_on: Ints) -> None:
     """A replay starts: its peak joins each of its (distinct) links' reservation."""
     for i in range(links.size):
         reserved[links[i]] += peaks[i]
@@ -27,8 +27,8 @@ def reserve(links: np.ndarray, peaks: np.ndarray, reserved: np.ndarray,
 
 
 @kernel
-def release(links: np.ndarray, peaks: np.ndarray, which: np.ndarray, held: np.ndarray,
-            reserved: np.ndarray, replays_on: np.ndarray) -> None:
+def release(links: Ints, peaks: Floats, which: Bools, held: Bools,
+            reserved: Floats, replays_on: Ints) -> None:
     """A replay lets go of its links where the mask ``which`` is set (``which`` may be
     ``held`` itself; each link is read before it is let go); a link no replay holds any
     more has no reservation, exactly (not the float leftover of adding and subtracting)."""
@@ -44,14 +44,14 @@ def release(links: np.ndarray, peaks: np.ndarray, which: np.ndarray, held: np.nd
 
 
 @inline_kernel
-def in_use(link: int, replays_on: np.ndarray, deg: np.ndarray) -> bool:
+def in_use(link: int, replays_on: Ints, deg: Ints) -> bool:
     """Whether live replays or the network's flows use ``link``."""
     return bool(replays_on[link] > 0 or deg[link] > 0)
 
 
 @inline_kernel
-def too_full(link: int, peak: float, reserved: np.ndarray, cap: np.ndarray,
-             rate: np.ndarray, lflow: np.ndarray, deg: np.ndarray) -> bool:
+def too_full(link: int, peak: float, reserved: Floats, cap: Floats,
+             rate: Floats, lflow: Ints, deg: Ints) -> bool:
     """Whether ``link``'s reservation, load and ``peak`` leave less than MARGIN of its
     capacity."""
     load = reserved[link] + _load(link, rate, lflow, deg) + peak
@@ -59,7 +59,7 @@ def too_full(link: int, peak: float, reserved: np.ndarray, cap: np.ndarray,
 
 
 @kernel
-def shared(links: np.ndarray, replays_on: np.ndarray, deg: np.ndarray) -> np.ndarray:
+def shared(links: Ints, replays_on: Ints, deg: Ints) -> np.ndarray:
     """Positions of the links that live replays or the network's flows also use."""
     out = np.empty(links.size, dtype=np.int64)
     n = 0
@@ -71,9 +71,9 @@ def shared(links: np.ndarray, replays_on: np.ndarray, deg: np.ndarray) -> np.nda
 
 
 @kernel
-def unfit(positions: np.ndarray, links: np.ndarray, peaks: np.ndarray,
-          reserved: np.ndarray, cap: np.ndarray, rate: np.ndarray, lflow: np.ndarray,
-          deg: np.ndarray) -> np.ndarray:
+def unfit(positions: Ints, links: Ints, peaks: Floats,
+          reserved: Floats, cap: Floats, rate: Floats, lflow: Ints,
+          deg: Ints) -> np.ndarray:
     """Of the links at ``positions``, those :func:`too_full` for their peak."""
     out = np.empty(positions.size, dtype=np.int64)
     n = 0
@@ -85,15 +85,15 @@ def unfit(positions: np.ndarray, links: np.ndarray, peaks: np.ndarray,
 
 
 @inline_kernel
-def add_to(gpus: np.ndarray, amounts: np.ndarray, totals: np.ndarray) -> None:
+def add_to(gpus: Ints, amounts: np.ndarray, totals: np.ndarray) -> None:
     """``totals[gpus] += amounts`` for distinct ``gpus``."""
     for i in range(gpus.size):
         totals[gpus[i]] += amounts[i]
 
 
 @kernel
-def start(links: np.ndarray, peaks: np.ndarray, reserved: np.ndarray, replays_on: np.ndarray,
-          gpus: np.ndarray, sent: np.ndarray, bytes_sent: np.ndarray) -> np.ndarray:
+def start(links: Ints, peaks: Floats, reserved: Floats, replays_on: Ints,
+          gpus: Ints, sent: Floats, bytes_sent: Floats) -> np.ndarray:
     """A replay starts: its peaks are reserved (:func:`reserve`), ``sent[i]`` is added to
     ``bytes_sent[gpus[i]]`` (distinct GPUs); returns the mask of the links it holds (all)."""
     reserve(links, peaks, reserved, replays_on)
@@ -103,9 +103,9 @@ def start(links: np.ndarray, peaks: np.ndarray, reserved: np.ndarray, replays_on
 
 @kernel
 def start_if_fit(
-    links: np.ndarray, peaks: np.ndarray, reserved: np.ndarray, cap: np.ndarray,
-    rate: np.ndarray, lflow: np.ndarray, deg: np.ndarray, replays_on: np.ndarray,
-    gpus: np.ndarray, sent: np.ndarray, bytes_sent: np.ndarray,
+    links: Ints, peaks: Floats, reserved: Floats, cap: Floats,
+    rate: Floats, lflow: Ints, deg: Ints, replays_on: Ints,
+    gpus: Ints, sent: Floats, bytes_sent: Floats,
 ) -> np.ndarray:
     """:func:`start` in the same pass as the check, when the replay fits as things stand:
     no link it shares with live replays or the network's flows is :func:`too_full`.
@@ -119,9 +119,9 @@ def start_if_fit(
 
 
 @kernel
-def finish(links: np.ndarray, peaks: np.ndarray, held: np.ndarray, reserved: np.ndarray,
-           replays_on: np.ndarray, gpus: np.ndarray, received: np.ndarray,
-           bytes_received: np.ndarray) -> None:
+def finish(links: Ints, peaks: Floats, held: Bools, reserved: Floats,
+           replays_on: Ints, gpus: Ints, received: Floats,
+           bytes_received: Floats) -> None:
     """A replay ends: it lets go of every link it still holds (:func:`release`) and
     ``received[i]`` is added to ``bytes_received[gpus[i]]`` (none for a hand-over)."""
     release(links, peaks, held, held, reserved, replays_on)
@@ -129,7 +129,7 @@ def finish(links: np.ndarray, peaks: np.ndarray, held: np.ndarray, reserved: np.
 
 
 @kernel
-def per_gpu(gpus: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def per_gpu(gpus: Ints, sizes: Floats) -> tuple[np.ndarray, np.ndarray]:
     """The distinct ``gpus`` (ascending) and the bytes each moves: ``sizes`` summed by
     GPU in the order given (``np.unique`` and a weighted ``np.bincount``, in one pass over
     the span of GPU numbers)."""
@@ -146,7 +146,7 @@ def per_gpu(gpus: np.ndarray, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 
 @kernel
-def first_use(ids: np.ndarray, seen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def first_use(ids: Ints, seen: Ints) -> tuple[np.ndarray, np.ndarray]:
     """The distinct ``ids`` in order of first appearance, and each entry's index among
     them (``replay.Frame``'s path numbering). ``seen``: scratch holding -1 at every id,
     left so."""
@@ -166,8 +166,8 @@ def first_use(ids: np.ndarray, seen: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 
 @kernel
-def frame_links(plinks: np.ndarray, paths: np.ndarray,
-                seen: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def frame_links(plinks: Ints, paths: Ints,
+                seen: Ints) -> tuple[np.ndarray, np.ndarray]:
     """The binding links of ``paths`` (rows of ``plinks``, -1 past a path's last) numbered
     by first use, path by path and along each row (``replay.Frame``'s link numbering): the
     links in that order and the rows in those numbers. ``seen``: scratch holding -1 at every
