@@ -186,6 +186,12 @@ class CorpusStream:
         """Append fresh samples worth about ``tokens_wanted`` tokens to the pending pieces."""
         mean = self.drawn_tokens / self.next_id if self.next_id else None
         n = 256 if mean is None else max(64, math.ceil(1.1 * tokens_wanted / mean))
+        if mean is not None and n > MAX_PIECES:
+            # Refused before drawing them: tens of millions of tiny samples cost seconds and
+            # gigabytes, and the window could not hold them anyway.
+            raise InputError("workload.lengths", f"samples of {mean:.3g} tokens on average",
+                             f"lengths whose window of {tokens_wanted:,} tokens is "
+                             f"<= {MAX_PIECES:,} pieces")
         raw = np.asarray(self.sampler(n, self.rng), dtype=np.int64)  # a plug-in law's too
         self.drawn_tokens += int(raw.sum())
         if self.pending_ids is None and uncut(raw, self.packed_length):
