@@ -105,6 +105,23 @@ def test_bad_scenario_values_are_one_line(
     assert not out.exists()
 
 
+def test_a_window_of_tiny_samples_is_refused_before_they_are_drawn() -> None:
+    """Samples of one token each, a window of 2^28 tokens: refused after the first small draw
+    (which measures the mean), never after drawing tens of millions of samples."""
+    from libra_des.config import LengthDist
+    from libra_des.errors import InputError
+    from libra_des.workload.packing import MAX_PIECES, CorpusStream
+
+    stream = CorpusStream(LengthDist(kind="constant", value=1, min=1, max=1), 1 << 21,
+                          np.random.default_rng(0))
+    asked: list[int] = []
+    sampler = stream.sampler
+    stream.sampler = lambda n, rng: (asked.append(n), sampler(n, rng))[1]
+    with pytest.raises(InputError, match=f"<= {MAX_PIECES:,} pieces"):
+        stream.next_window(128)
+    assert asked == [256]
+
+
 @pytest.mark.parametrize(
     ("setting", "needle"),
     [

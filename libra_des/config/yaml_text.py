@@ -7,7 +7,7 @@ one :class:`InputError`. Numbers and switches follow YAML 1.2 (``1e12`` is a num
 
 The package's own data files (GPU records, NCCL's constants, the preflight's factors) are
 read through libyaml where PyYAML was built with it: the same resolvers and checks, with the
-scanner and parser in C (about ten times faster on the records, which every run reads).
+scanner and parser in C (every run reads the records; benchmarks/README.md has the saving).
 Those files are ours and bounded; a user's file always goes through the Python parser, whose
 nesting is bounded by Python's recursion limit.
 """

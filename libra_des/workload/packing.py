@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from libra_des.base.numbers import plain
 from libra_des.config import LengthDist, WorkloadSpec
 from libra_des.errors import InputError
 from libra_des.workload.lengths import Sampler, make_sampler
@@ -189,7 +190,7 @@ class CorpusStream:
         if mean is not None and n > MAX_PIECES:
             # Refused before drawing them: tens of millions of tiny samples cost seconds and
             # gigabytes, and the window could not hold them anyway.
-            raise InputError("workload.lengths", f"samples of {mean:.3g} tokens on average",
+            raise InputError("workload.lengths", f"samples of {plain(mean)} tokens on average",
                              f"lengths whose window of {tokens_wanted:,} tokens is "
                              f"<= {MAX_PIECES:,} pieces")
         raw = np.asarray(self.sampler(n, self.rng), dtype=np.int64)  # a plug-in law's too
